@@ -1,0 +1,241 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+func approvalPrefix(session, action string) []byte {
+	b := append([]byte(pApproval), session...)
+	b = append(b, 0)
+	b = append(b, action...)
+	return append(b, 0)
+}
+
+// Approve records a signed approval entry for a logged decision. The
+// approval binds the decision's session and the digest of its exact tool and
+// canonical arguments; the next identical check in that session is allowed
+// once and consumes it. The approver must be a user-tier principal.
+func (g *Gate) Approve(ctx context.Context, env []byte) (*lineage.Node, error) {
+	st, _, _, err := lineage.Open(env)
+	if err != nil {
+		return nil, err
+	}
+	if st.Kind != lineage.KindApproval {
+		return nil, fmt.Errorf("%w: an approval entry is needed, not %s", ErrApproval, st.Kind)
+	}
+	p, ok := g.graph.Registry().Lookup(st.Principal)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
+	}
+	if p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: %s is %s tier; only a user-tier principal approves", ErrApproval, p.ID, p.Tier)
+	}
+	d, err := g.Decision(st.Approval.Decision)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case d.Decision == Allow:
+		return nil, fmt.Errorf("%w: decision %s already allowed the call", ErrApproval, d.ID[:12])
+	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
+		return nil, fmt.Errorf("%w: the approval does not bind the decision's session and action", ErrApproval)
+	}
+	exp, _ := time.Parse(time.RFC3339Nano, st.Approval.Expires)
+	if !exp.After(g.clock()) {
+		return nil, fmt.Errorf("%w: the approval has already expired", ErrApproval)
+	}
+	n, err := g.graph.Insert(ctx, env, nil)
+	if err != nil {
+		return nil, err
+	}
+	k := append(approvalPrefix(st.Session, st.Approval.Action), n.ID...)
+	err = g.db.Update(func(t *store.Txn) error { return t.Set(k, []byte(st.Approval.Expires)) })
+	return n, err
+}
+
+// approvals lists the approvals that can still allow this exact action in
+// this session: unused, unexpired, by a user-tier principal.
+func (g *Gate) approvals(session, action string, now time.Time) ([]any, error) {
+	out := []any{}
+	prefix := approvalPrefix(session, action)
+	err := g.db.View(func(t *store.Txn) error {
+		return t.Iterate(prefix, true, func(k, v []byte) error {
+			id := string(k[len(prefix):])
+			exp, err := time.Parse(time.RFC3339Nano, string(v))
+			if err != nil || !exp.After(now) {
+				return nil
+			}
+			if used, err := t.Has([]byte(pUsed + id)); err != nil || used {
+				return err
+			}
+			env, err := t.Get([]byte("e/" + id))
+			if err != nil {
+				return nil
+			}
+			st, _, _, err := lineage.Open(env)
+			if err != nil {
+				return nil
+			}
+			p, ok := g.graph.Registry().Lookup(st.Principal)
+			if !ok || p.Tier != registry.User {
+				return nil
+			}
+			out = append(out, map[string]any{"id": id, "approver": p.ID, "approver_tier": p.Tier.String(), "expires": string(v)})
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Decision returns a logged decision by ID or unique prefix.
+func (g *Gate) Decision(idOrPrefix string) (*Decision, error) {
+	r, err := g.record(idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return &r.Decision, nil
+}
+
+func (g *Gate) record(idOrPrefix string) (*record, error) {
+	if len(idOrPrefix) < lineage.MinPrefix {
+		return nil, fmt.Errorf("%w: %q is too short an ID", ErrUnknownDecision, idOrPrefix)
+	}
+	var found [][]byte
+	err := g.db.View(func(t *store.Txn) error {
+		return t.Iterate([]byte(pDecision+idOrPrefix), true, func(_, v []byte) error {
+			found = append(found, v)
+			if len(found) > 1 {
+				return store.ErrStop
+			}
+			return nil
+		})
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(found) == 0:
+		return nil, fmt.Errorf("%w %s", ErrUnknownDecision, idOrPrefix)
+	case len(found) > 1:
+		return nil, fmt.Errorf("%w: %s is an ambiguous prefix", ErrUnknownDecision, idOrPrefix)
+	}
+	var r record
+	if err := json.Unmarshal(found[0], &r); err != nil {
+		return nil, fmt.Errorf("decision %s: %w", idOrPrefix, err)
+	}
+	return &r, nil
+}
+
+// Decisions lists logged decisions in order, newest last; limit 0 lists all,
+// otherwise the last limit.
+func (g *Gate) Decisions(ctx context.Context, limit int) ([]Decision, error) {
+	var ids [][]byte
+	err := g.db.View(func(t *store.Txn) error {
+		return t.Iterate([]byte(pDecisionSeq), true, func(_, v []byte) error {
+			ids = append(ids, v)
+			return ctx.Err()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(ids) > limit {
+		ids = ids[len(ids)-limit:]
+	}
+	out := make([]Decision, 0, len(ids))
+	for _, id := range ids {
+		d, err := g.Decision(string(id))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *d)
+	}
+	return out, nil
+}
+
+// Reevaluate runs the policy again on a logged decision's input, at the
+// logged time. With the same policy version the outcome is the same: that
+// is what makes the decision log auditable.
+func (g *Gate) Reevaluate(ctx context.Context, decisionID string) (string, []string, error) {
+	r, err := g.record(decisionID)
+	if err != nil {
+		return "", nil, err
+	}
+	if r.Input == nil {
+		return "", nil, fmt.Errorf("decision %s failed closed before the policy ran; there is no input to evaluate", r.ID[:12])
+	}
+	if r.PolicyVersion != g.version {
+		return "", nil, fmt.Errorf("decision %s was made by policy version %s, this gate runs %s", r.ID[:12], r.PolicyVersion, g.version)
+	}
+	var in map[string]any
+	dec := json.NewDecoder(bytes.NewReader(r.Input))
+	dec.UseNumber()
+	if err := dec.Decode(&in); err != nil {
+		return "", nil, err
+	}
+	at, err := time.Parse(time.RFC3339Nano, r.Time)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := g.eval(ctx, in, at)
+	if err != nil {
+		return Deny, []string{"fail closed: " + err.Error()}, nil
+	}
+	return v.Decision, v.Reasons, nil
+}
+
+// Trajectory returns a session's trajectory state.
+func (g *Gate) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
+	s := &trajectory.State{}
+	err := g.db.View(func(t *store.Txn) error {
+		b, err := t.Get([]byte(pTrajectory + session))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, s)
+	})
+	return s, err
+}
+
+// Observe appends a call that did not go through a check (a memory recall)
+// to its session's trajectory.
+func (g *Gate) Observe(ctx context.Context, session string, c trajectory.Call) ([]trajectory.Alert, error) {
+	var alerts []trajectory.Alert
+	err := g.db.Update(func(t *store.Txn) error {
+		var err error
+		alerts, err = appendTrajectory(t, session, c, g.model)
+		return err
+	})
+	return alerts, err
+}
+
+func appendTrajectory(t *store.Txn, session string, c trajectory.Call, m *trajectory.Model) ([]trajectory.Alert, error) {
+	k := []byte(pTrajectory + session)
+	s := &trajectory.State{}
+	b, err := t.Get(k)
+	if err == nil {
+		if err := json.Unmarshal(b, s); err != nil {
+			return nil, fmt.Errorf("trajectory of %s: %w", session, err)
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	alerts := s.Observe(c, m)
+	b, err = json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return alerts, t.Set(k, b)
+}

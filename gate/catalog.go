@@ -1,0 +1,103 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// ArgRule says where one argument of a tool may come from.
+type ArgRule struct {
+	// Trusted: the argument's sources must all be trusted. False means the
+	// argument may carry untrusted text (a subject line, a note).
+	Trusted bool `json:"trusted"`
+}
+
+// Tool is a tool's entry in the catalog.
+type Tool struct {
+	Sensitive      bool               `json:"sensitive"`
+	Irreversible   bool               `json:"irreversible"`
+	ExternalSink   bool               `json:"external_sink"`
+	Role           trajectory.Role    `json:"role,omitempty"`
+	AskOnUntrusted bool               `json:"ask_on_untrusted"`
+	Args           map[string]ArgRule `json:"args,omitempty"`
+	// RecipientArg names the argument that holds a send's recipient, for
+	// the trajectory detector's external-recipient signal.
+	RecipientArg string `json:"recipient_arg,omitempty"`
+}
+
+// Catalog is the tool catalog: data, not code, loaded from tools.yaml in the
+// data directory or from --tools FILE.
+type Catalog struct {
+	Tools map[string]Tool `json:"tools"`
+	// InternalDomains are the recipient domains that are not external
+	// (example.com matches bob@example.com and bob@mail.example.com).
+	InternalDomains []string `json:"internal_domains,omitempty"`
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ParseCatalog reads a catalog from YAML or JSON, strictly: an unknown field
+// is an error, not a silently ignored typo.
+func ParseCatalog(b []byte) (*Catalog, error) {
+	var c Catalog
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+	}
+	if c.Tools == nil {
+		c.Tools = map[string]Tool{}
+	}
+	for name, t := range c.Tools {
+		if !toolName.MatchString(name) {
+			return nil, fmt.Errorf("%w: tool name %q", ErrCatalog, name)
+		}
+		if t.Role == "" {
+			t.Role = trajectory.Other
+			c.Tools[name] = t
+		}
+		if _, err := trajectory.ParseRole(string(t.Role)); err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
+		}
+	}
+	return &c, nil
+}
+
+// LoadCatalog reads a catalog file.
+func LoadCatalog(path string) (*Catalog, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+	}
+	c, err := ParseCatalog(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Lookup returns a tool's entry. A tool missing from the catalog is treated
+// as sensitive and irreversible: unknown means careful.
+func (c *Catalog) Lookup(name string) (Tool, bool) {
+	if c != nil {
+		if t, ok := c.Tools[name]; ok {
+			return t, true
+		}
+	}
+	return Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false
+}
+
+// RoleOf is a tool's trajectory role.
+func (c *Catalog) RoleOf(name string) trajectory.Role {
+	t, _ := c.Lookup(name)
+	return t.Role
+}
+
+func (c *Catalog) digest() []byte {
+	b, _ := json.Marshal(c)
+	return b
+}

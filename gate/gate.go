@@ -1,0 +1,215 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+var (
+	// ErrPolicy: the policy does not load, compile or yield a well-formed decision.
+	ErrPolicy = errors.New("policy error")
+	// ErrCatalog: the tool catalog is malformed.
+	ErrCatalog = errors.New("tool catalog error")
+	// ErrUnknownDecision: no decision with that ID is logged.
+	ErrUnknownDecision = errors.New("unknown decision")
+	// ErrApproval: an approval that cannot be recorded.
+	ErrApproval = errors.New("approval refused")
+)
+
+// The outcomes of a check.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+	Ask   = "ask"
+)
+
+// Gate decides on proposed tool calls. It is safe for concurrent use: the
+// prepared query is shared, and each check builds its own input.
+type Gate struct {
+	graph   *lineage.Graph
+	db      *store.DB
+	catalog *Catalog
+	query   rego.PreparedEvalQuery
+	version string
+	clock   func() time.Time
+	timeout time.Duration
+	model   *trajectory.Model
+	log     *slog.Logger
+}
+
+type config struct {
+	policy  *Policy
+	catalog *Catalog
+	clock   func() time.Time
+	timeout time.Duration
+	model   *trajectory.Model
+	log     *slog.Logger
+}
+
+// Option configures a Gate.
+type Option func(*config)
+
+// WithPolicy replaces the default policy (see PolicyFromDir).
+func WithPolicy(p *Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithCatalog sets the tool catalog. Without one, every tool is sensitive.
+func WithCatalog(cat *Catalog) Option { return func(c *config) { c.catalog = cat } }
+
+// WithClock sets the engine clock: decision times, approval expiry, and
+// the time the policy sees (rego.EvalTime), so decisions replay exactly.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithTimeout bounds one policy evaluation; past it the check denies.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithModel adds a trained trajectory model to the invariant rules.
+func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// DefaultTimeout bounds a policy evaluation unless WithTimeout says otherwise.
+const DefaultTimeout = 500 * time.Millisecond
+
+// New compiles the policy once and checks that it yields a well-formed
+// decision. A policy that does not compile, or whose decision has the wrong
+// shape, stops the gate from starting.
+func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option) (*Gate, error) {
+	c := config{clock: time.Now, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.catalog == nil {
+		c.catalog = &Catalog{Tools: map[string]Tool{}}
+	}
+	if c.timeout <= 0 {
+		return nil, errors.New("gate: the evaluation timeout must be positive")
+	}
+	if c.policy == nil {
+		p, err := DefaultPolicy()
+		if err != nil {
+			return nil, err
+		}
+		c.policy = p
+	}
+	ropts := []func(*rego.Rego){
+		rego.Query(decisionQuery),
+		rego.Store(inmem.NewFromObject(c.policy.Documents)),
+		rego.Capabilities(capabilities()),
+		// Without strict builtin errors, a builtin that fails makes its
+		// expression undefined, and `allow if not tainted` allows.
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+	}
+	for name, m := range c.policy.Modules {
+		ropts = append(ropts, rego.ParsedModule(m))
+		_ = name
+	}
+	q, err := rego.New(ropts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPolicy, err)
+	}
+	g := &Gate{graph: graph, db: db, catalog: c.catalog, query: q, clock: c.clock,
+		timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
+	if err := g.probe(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// probe evaluates the policy on a synthetic sensitive call and checks the
+// shape of what it yields.
+func (g *Gate) probe(ctx context.Context) error {
+	in := map[string]any{
+		"action":        map[string]any{"tool": "pedigree.probe", "args": map[string]any{}, "principal": "agent:probe", "session": "probe"},
+		"tool":          toolValue(Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false),
+		"justification": []any{},
+		"arguments":     map[string]any{},
+		"trajectory":    map[string]any{"features": map[string]any{}, "alerts": []any{}},
+		"approvals":     []any{},
+	}
+	if _, err := g.eval(ctx, in, g.clock()); err != nil {
+		return fmt.Errorf("%w: the policy does not yield a well-formed decision: %v", ErrPolicy, err)
+	}
+	return nil
+}
+
+// PolicyVersion digests the loaded policies, their data and the catalog.
+func (g *Gate) PolicyVersion() string { return g.version }
+
+// Catalog is the tool catalog in use.
+func (g *Gate) Catalog() *Catalog { return g.catalog }
+
+// verdict is the policy's decision object, checked for shape.
+type verdict struct {
+	Decision string   `json:"decision"`
+	Reasons  []string `json:"reasons"`
+	Warnings []string `json:"warnings"`
+	Approval string   `json:"approval"`
+}
+
+// eval runs the prepared query. Every way it can fail is an error, and the
+// caller turns every error into a deny.
+func (g *Gate) eval(ctx context.Context, input map[string]any, now time.Time) (*verdict, error) {
+	v, err := ast.InterfaceToValue(input)
+	if err != nil {
+		return nil, fmt.Errorf("build policy input: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	rs, err := g.query.Eval(ctx, rego.EvalParsedInput(v), rego.EvalTime(now))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("policy evaluation timed out after %s", g.timeout)
+		}
+		return nil, fmt.Errorf("policy evaluation failed: %w", err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return nil, errors.New("the policy's decision is undefined")
+	}
+	if len(rs) > 1 {
+		return nil, errors.New("the policy yields more than one decision")
+	}
+	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	if err != nil {
+		return nil, fmt.Errorf("policy decision: %w", err)
+	}
+	var shape map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &shape); err != nil {
+		return nil, errors.New("the policy's decision is not an object")
+	}
+	for k := range shape {
+		if !slices.Contains([]string{"decision", "reasons", "warnings", "approval"}, k) {
+			return nil, fmt.Errorf("the policy's decision has an unknown field %q", k)
+		}
+	}
+	var out verdict
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("the policy's decision is malformed: %v", err)
+	}
+	switch out.Decision {
+	case Allow, Deny, Ask:
+	default:
+		return nil, fmt.Errorf("the policy's decision is %q, not allow, deny or ask", out.Decision)
+	}
+	if shape["reasons"] == nil || out.Reasons == nil {
+		return nil, errors.New("the policy's decision has no reasons array")
+	}
+	return &out, nil
+}

@@ -1,0 +1,154 @@
+// Package enginetest builds small worlds for tests: an in-memory engine with
+// named principals and their keys, a clock the test controls, and a check
+// on cleanup that the store still verifies end to end (signatures, IDs,
+// edges, labels), so every test that touches the graph re-checks the
+// invariants.
+package enginetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Clock is a settable clock that moves a millisecond on each reading.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock starts at a fixed instant.
+func NewClock() *Clock { return &Clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+
+// Now returns the time and advances it by a millisecond.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
+	return c.now
+}
+
+// Advance moves the clock.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// World is an engine with principals.
+type World struct {
+	T        testing.TB
+	E        *pedigree.Engine
+	Keys     map[string]*registry.Signer
+	Operator *registry.Signer
+	Clock    *Clock
+	// SkipVerify turns off the cleanup check, for tests that tamper.
+	SkipVerify bool
+}
+
+// P is a principal to register.
+type P struct {
+	ID   string
+	Tier registry.Tier
+}
+
+// Default is the cast most tests need.
+var Default = []P{
+	{"user:alice", registry.User},
+	{"agent:planner", registry.Internal},
+	{"tool:gmail_read", registry.External},
+	{"tool:web_fetch", registry.Unverified},
+	{"tool:calculator", registry.Internal},
+	{"user:mallory", registry.User},
+}
+
+// New makes a frozen in-memory world with τ = 0.5.
+func New(t testing.TB, ps []P, opts ...pedigree.Option) *World {
+	t.Helper()
+	op, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &World{T: t, Keys: map[string]*registry.Signer{}, Operator: op, Clock: NewClock()}
+	opts = append([]pedigree.Option{pedigree.WithClock(w.Clock.Now)}, opts...)
+	ctx := context.Background()
+	e, err := pedigree.NewInMemory(ctx, 0.5, op, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.E = e
+	for _, p := range ps {
+		s, _, err := registry.GenerateSigner(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Keys[p.ID] = s
+		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Freeze(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !w.SkipVerify {
+			r, err := e.Verify(context.Background())
+			if err != nil {
+				t.Errorf("verify on cleanup: %v", err)
+			} else if !r.OK() {
+				t.Errorf("verify on cleanup found problems: %+v", r.Problems)
+			}
+		}
+		e.Close()
+	})
+	return w
+}
+
+// Record records content as principal in session with explicit parents
+// (nil parents: the engine's default) and fails the test on error.
+func (w *World) Record(principal, session, content string, parents []lineage.Parent) *lineage.Node {
+	w.T.Helper()
+	n, err := w.TryRecord(principal, session, content, parents)
+	if err != nil {
+		w.T.Fatalf("record %s: %v", principal, err)
+	}
+	return n
+}
+
+// TryRecord is Record without failing the test.
+func (w *World) TryRecord(principal, session, content string, parents []lineage.Parent) (*lineage.Node, error) {
+	return w.E.Record(context.Background(), w.Keys[principal], pedigree.Entry{
+		Principal: principal, Kind: lineage.KindMemory, Session: session, Content: []byte(content), Parents: parents,
+	})
+}
+
+// Strong and Weak make parent lists.
+func Strong(ids ...string) []lineage.Parent { return weighted(1, ids) }
+
+// Weak gives every parent weight 0.1.
+func Weak(ids ...string) []lineage.Parent { return weighted(0.1, ids) }
+
+func weighted(w float64, ids []string) []lineage.Parent {
+	out := []lineage.Parent{}
+	for _, id := range ids {
+		out = append(out, lineage.Parent{ID: id, Weight: w})
+	}
+	return out
+}
+
+// Check asks the gate, as principal, and fails the test on error.
+func (w *World) Check(principal string, c pedigree.Call) *gate.Decision {
+	w.T.Helper()
+	c.Principal = principal
+	d, err := w.E.Check(context.Background(), w.Keys[principal], c)
+	if err != nil {
+		w.T.Fatalf("check %s: %v", c.Tool, err)
+	}
+	return d
+}

@@ -1,0 +1,303 @@
+// Package store is pedigree's one door to Badger. Every other package talks to
+// the small Txn type here, so the key-value engine, its memory profile, its
+// durability settings and its error vocabulary live in a single place.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// SchemaVersion is the layout of keys this build reads and writes. A store
+// written by another version is refused at open, so that a later layout can
+// migrate it instead of misreading it.
+const SchemaVersion = "1"
+
+var (
+	// ErrNotFound is returned by Get for a key that does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrLocked means another process holds the data directory.
+	ErrLocked = errors.New("the data directory is in use by another pedigree process")
+	// ErrNotInitialized means the directory holds no pedigree store yet.
+	ErrNotInitialized = errors.New("no pedigree store here: run 'pedigree init' first")
+	// ErrExists means init was asked to create a store that is already there.
+	ErrExists = errors.New("a pedigree store already exists here")
+	// ErrConflict means a transaction lost a race with a concurrent one and
+	// was retried until the retry budget ran out.
+	ErrConflict = errors.New("transaction conflict")
+)
+
+var keySchema = []byte("meta/schema")
+
+// DB is an open store.
+type DB struct {
+	db  *badger.DB
+	dir string
+	seq *badger.Sequence
+}
+
+// Options tune how a store is opened.
+type Options struct {
+	// InMemory keeps everything in memory (replays, tests): the same code
+	// paths as on disk, without a directory.
+	InMemory bool
+	// NoSync turns off fsync on commit. Only for throwaway stores; the engine
+	// acknowledges a write as durable only when it is synced.
+	NoSync bool
+	Logger *slog.Logger
+}
+
+// Create makes a new store in dir (which may not hold one already) and writes
+// the schema version.
+func Create(dir string, o Options) (*DB, error) {
+	if !o.InMemory {
+		if err := checkDir(dir, true); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err == nil {
+			return nil, fmt.Errorf("%s: %w", dir, ErrExists)
+		}
+	}
+	d, err := open(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	err = d.Update(func(t *Txn) error {
+		if _, err := t.Get(keySchema); err == nil {
+			return fmt.Errorf("%s: %w", dir, ErrExists)
+		}
+		return t.Set(keySchema, []byte(SchemaVersion))
+	})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Open opens an existing store and checks its schema version.
+func Open(dir string, o Options) (*DB, error) {
+	if !o.InMemory {
+		if err := checkDir(dir, false); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, ErrNotInitialized)
+		}
+	}
+	d, err := open(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	err = d.View(func(t *Txn) error {
+		v, err := t.Get(keySchema)
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("%s: %w", dir, ErrNotInitialized)
+		}
+		if err != nil {
+			return err
+		}
+		if string(v) != SchemaVersion {
+			return fmt.Errorf("%s: store schema version %q, this build reads %q", dir, v, SchemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func checkDir(dir string, create bool) error {
+	if dir == "" {
+		return errors.New("no data directory given")
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && !fi.IsDir():
+		return fmt.Errorf("data directory %s is a file, not a directory", dir)
+	case errors.Is(err, os.ErrNotExist) && create:
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create data directory: %w", err)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%s: %w", dir, ErrNotInitialized)
+	case err != nil:
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if create {
+		probe := filepath.Join(dir, ".pedigree-write-probe")
+		f, err := os.OpenFile(probe, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("data directory %s is not writable: %w", dir, err)
+		}
+		f.Close()
+		os.Remove(probe)
+	}
+	return nil
+}
+
+func open(dir string, o Options) (*DB, error) {
+	path := filepath.Join(dir, "db")
+	opts := badger.DefaultOptions(path).
+		// A small-memory profile: pedigree's values are small and its working
+		// set is the recent entries; Badger's defaults (5 x 64 MB memtables,
+		// 256 MB block cache) would dominate the process.
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(3).
+		WithNumLevelZeroTables(3).
+		WithNumLevelZeroTablesStall(8).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		WithSyncWrites(!o.NoSync).
+		WithLogger(nil)
+	if o.InMemory {
+		opts = opts.WithDir("").WithValueDir("").WithInMemory(true)
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("%s: %w", dir, ErrLocked)
+		}
+		if errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
+			return nil, fmt.Errorf("data directory %s is not writable: %w", dir, err)
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	seq, err := db.GetSequence([]byte("meta/seq"), 256)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sequence: %w", err)
+	}
+	return &DB{db: db, dir: dir, seq: seq}, nil
+}
+
+// Dir is the data directory ("" for an in-memory store).
+func (d *DB) Dir() string { return d.dir }
+
+// Close releases the sequence lease and closes Badger.
+func (d *DB) Close() error {
+	var errs []error
+	if d.seq != nil {
+		errs = append(errs, d.seq.Release())
+	}
+	errs = append(errs, d.db.Close())
+	return errors.Join(errs...)
+}
+
+// NextSeq returns the next value of the store-wide append sequence. Values
+// are unique and increase; a crash may leave gaps.
+func (d *DB) NextSeq() (uint64, error) {
+	n, err := d.seq.Next()
+	// Sequence values start at 0; shift so that 0 means "none".
+	return n + 1, err
+}
+
+// Size is the bytes the store occupies on disk (LSM tree and value log).
+func (d *DB) Size() int64 {
+	lsm, vlog := d.db.Size()
+	return lsm + vlog
+}
+
+// View runs fn in a read-only transaction.
+func (d *DB) View(fn func(*Txn) error) error {
+	return d.db.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+}
+
+// maxRetries bounds the retries of a transaction that lost a conflict.
+const maxRetries = 16
+
+// Update runs fn in a read-write transaction and commits it durably. A
+// transaction that conflicts with a concurrent one is run again from the
+// start, so fn must be free of side effects outside the transaction.
+func (d *DB) Update(fn func(*Txn) error) error {
+	for range maxRetries {
+		err := d.db.Update(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+		if errors.Is(err, badger.ErrConflict) {
+			continue
+		}
+		return translate(err)
+	}
+	return ErrConflict
+}
+
+func translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, badger.ErrTxnTooBig):
+		return fmt.Errorf("write too large for one transaction: %w", err)
+	}
+	return err
+}
+
+// Txn is a transaction.
+type Txn struct{ t *badger.Txn }
+
+// Get returns a copy of the value at key, or ErrNotFound.
+func (t *Txn) Get(key []byte) ([]byte, error) {
+	it, err := t.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return it.ValueCopy(nil)
+}
+
+// Has reports whether key exists.
+func (t *Txn) Has(key []byte) (bool, error) {
+	_, err := t.t.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Set writes key. Badger keeps the slices until commit: do not reuse them.
+func (t *Txn) Set(key, val []byte) error { return translate(t.t.Set(key, val)) }
+
+// Delete removes key.
+func (t *Txn) Delete(key []byte) error { return translate(t.t.Delete(key)) }
+
+// Iterate calls fn for each key with the given prefix, in key order. The
+// slices are valid only during the call. Returning ErrStop ends the walk.
+func (t *Txn) Iterate(prefix []byte, withValues bool, fn func(key, val []byte) error) error {
+	o := badger.DefaultIteratorOptions
+	o.PrefetchValues = withValues
+	o.PrefetchSize = 16
+	o.Prefix = prefix
+	it := t.t.NewIterator(o)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		var val []byte
+		if withValues {
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			val = v
+		}
+		if err := fn(item.Key(), val); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrStop ends an Iterate early without error.
+var ErrStop = errors.New("stop")

@@ -1,0 +1,326 @@
+package lineage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// PayloadType is the DSSE payload type of an entry. Verification pins it, so
+// an envelope signed for another purpose cannot pose as an entry.
+const PayloadType = "application/vnd.pedigree.entry.v1+json"
+
+// Kind says what an entry is. It is informative for people and policies;
+// trust never depends on it.
+type Kind string
+
+const (
+	KindPrompt     Kind = "prompt"
+	KindToolOutput Kind = "tool_output"
+	KindMemory     Kind = "memory"
+	KindSummary    Kind = "summary"
+	KindRetrieval  Kind = "retrieval"
+	KindCall       Kind = "call"
+	KindApproval   Kind = "approval"
+)
+
+// ParseKind checks a kind name.
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(s); k {
+	case KindPrompt, KindToolOutput, KindMemory, KindSummary, KindRetrieval, KindCall, KindApproval:
+		return k, nil
+	}
+	return "", fmt.Errorf("%w: unknown kind %q (prompt, tool_output, memory, summary, retrieval, call, approval)", ErrMalformed, s)
+}
+
+// Parent is a derivation edge named by the child, with the share of the
+// child that the parent contributed. The signature covers both.
+type Parent struct {
+	ID     string  `json:"id"`
+	Weight float64 `json:"weight"`
+}
+
+// Grant is what an approval entry approves: one exact action (tool and
+// canonical arguments) in one session, before a deadline, once.
+type Grant struct {
+	Decision string `json:"decision"`
+	Action   string `json:"action"`
+	Expires  string `json:"expires"`
+}
+
+// Statement is the signed content of an entry. Its JSON encoding, with the
+// fields in this order and nothing else, is the canonical form that is signed
+// and hashed into the ID; testdata/lineage/golden pins it.
+type Statement struct {
+	Version       int             `json:"version"`
+	Principal     string          `json:"principal"`
+	Kind          Kind            `json:"kind"`
+	Session       string          `json:"session,omitempty"`
+	ContentDigest string          `json:"content_digest"`
+	Parents       []Parent        `json:"parents"`
+	Tool          string          `json:"tool,omitempty"`
+	Args          json.RawMessage `json:"args,omitempty"`
+	Approval      *Grant          `json:"approval,omitempty"`
+	Time          string          `json:"time"`
+}
+
+var (
+	// ErrMalformed: the entry or envelope is not well formed.
+	ErrMalformed = errors.New("malformed entry")
+	// ErrUnknownEntry: no entry with that ID (or prefix) is stored.
+	ErrUnknownEntry = errors.New("unknown entry")
+	// ErrAmbiguous: an ID prefix matches more than one entry.
+	ErrAmbiguous = errors.New("ambiguous entry ID prefix")
+	// ErrUnknownParent: a parent named by an entry is not stored.
+	ErrUnknownParent = errors.New("unknown parent")
+)
+
+var (
+	hexID      = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	sessionPat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$`)
+	toolPat    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+)
+
+// DigestContent returns the content digest an entry names.
+func DigestContent(content []byte) string {
+	s := sha256.Sum256(content)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// FormatTime renders the engine clock for a statement.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// CanonicalArgs returns the canonical form of a call's arguments: a JSON
+// object, keys sorted, no insignificant space, numbers as written. Null or
+// empty input is the empty object.
+func CanonicalArgs(raw []byte) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if len(raw) > MaxArgsBytes {
+		return nil, fmt.Errorf("%w: arguments larger than %d bytes", ErrMalformed, MaxArgsBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: arguments: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: arguments: trailing data after the JSON object", ErrMalformed)
+	}
+	switch v.(type) {
+	case nil:
+		return json.RawMessage("{}"), nil
+	case map[string]any:
+	default:
+		return nil, fmt.Errorf("%w: arguments must be a JSON object", ErrMalformed)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: arguments: %v", ErrMalformed, err)
+	}
+	return out, nil
+}
+
+// ActionDigest binds a tool and its canonical arguments: what an approval
+// approves and what the decision log records.
+func ActionDigest(tool string, canonicalArgs []byte) string {
+	h := sha256.New()
+	h.Write([]byte("pedigree-action-v1\x00"))
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(canonicalArgs)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Encode returns the canonical bytes of s.
+func (s *Statement) Encode() ([]byte, error) {
+	if s.Parents == nil {
+		s.Parents = []Parent{}
+	}
+	return json.Marshal(s)
+}
+
+// Validate checks every field of s for shape and range.
+func (s *Statement) Validate() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{ErrMalformed}, a...)...) }
+	if s.Version != 1 {
+		return bad("version %d, want 1", s.Version)
+	}
+	if err := registry.ValidateID(s.Principal); err != nil {
+		return err
+	}
+	if _, err := ParseKind(string(s.Kind)); err != nil {
+		return err
+	}
+	if len(s.Session) > MaxSessionLen || (s.Session != "" && !sessionPat.MatchString(s.Session)) {
+		return bad("session %q: up to %d of [A-Za-z0-9._:@/+-], starting with a letter or digit", s.Session, MaxSessionLen)
+	}
+	if len(s.ContentDigest) != 71 || s.ContentDigest[:7] != "sha256:" || !hexID.MatchString(s.ContentDigest[7:]) {
+		return bad("content digest %q: want sha256:<64 hex>", s.ContentDigest)
+	}
+	if len(s.Parents) > MaxParents {
+		return bad("%d parents, at most %d", len(s.Parents), MaxParents)
+	}
+	seen := make(map[string]struct{}, len(s.Parents))
+	for _, p := range s.Parents {
+		if !hexID.MatchString(p.ID) {
+			return bad("parent ID %q: want 64 lowercase hex", p.ID)
+		}
+		if math.IsNaN(p.Weight) || p.Weight < 0 || p.Weight > 1 {
+			return bad("parent %s: weight %v outside [0, 1]", p.ID[:12], p.Weight)
+		}
+		if _, dup := seen[p.ID]; dup {
+			return bad("parent %s named twice", p.ID[:12])
+		}
+		seen[p.ID] = struct{}{}
+	}
+	if s.Kind == KindCall {
+		if s.Tool == "" || len(s.Tool) > MaxToolLen || !toolPat.MatchString(s.Tool) {
+			return bad("call tool %q: up to %d of [A-Za-z0-9._:-]", s.Tool, MaxToolLen)
+		}
+		c, err := CanonicalArgs(s.Args)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(c, s.Args) {
+			return bad("call arguments are not in canonical form")
+		}
+	} else if s.Tool != "" || s.Args != nil {
+		return bad("only a call names a tool and arguments")
+	}
+	if (s.Kind == KindApproval) != (s.Approval != nil) {
+		return bad("an approval entry, and only one, carries an approval grant")
+	}
+	if g := s.Approval; g != nil {
+		if !hexID.MatchString(g.Decision) || !hexID.MatchString(g.Action) {
+			return bad("approval must name a decision ID and an action digest")
+		}
+		if _, err := time.Parse(time.RFC3339Nano, g.Expires); err != nil {
+			return bad("approval expiry %q: %v", g.Expires, err)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, s.Time); err != nil {
+		return bad("time %q: %v", s.Time, err)
+	}
+	return nil
+}
+
+// ParseStatement decodes and validates a payload, and refuses any encoding
+// other than the canonical one: two byte strings never mean the same entry.
+func ParseStatement(payload []byte) (*Statement, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	var s Statement
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the statement", ErrMalformed)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	again, err := s.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if !bytes.Equal(again, payload) {
+		return nil, fmt.Errorf("%w: statement is not in canonical form", ErrMalformed)
+	}
+	return &s, nil
+}
+
+// pae is DSSE's pre-authentication encoding: the bytes a DSSE signature
+// covers (DSSE protocol, "Signature definition").
+func pae(payloadType string, payload []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString("DSSEv1 ")
+	b.WriteString(strconv.Itoa(len(payloadType)))
+	b.WriteByte(' ')
+	b.WriteString(payloadType)
+	b.WriteByte(' ')
+	b.WriteString(strconv.Itoa(len(payload)))
+	b.WriteByte(' ')
+	b.Write(payload)
+	return b.Bytes()
+}
+
+// IDOf is an entry's ID: the hex sha256 of the bytes its signature covers.
+// Since a parent's ID is inside those bytes, rewriting any ancestor changes
+// every descendant's ID.
+func IDOf(payload []byte) string {
+	s := sha256.Sum256(pae(PayloadType, payload))
+	return hex.EncodeToString(s[:])
+}
+
+// Sign encodes s canonically, signs it as a DSSE envelope and returns the
+// envelope and the entry's ID.
+func Sign(signer *registry.Signer, s *Statement) (env []byte, id string, err error) {
+	if err := s.Validate(); err != nil {
+		return nil, "", err
+	}
+	payload, err := s.Encode()
+	if err != nil {
+		return nil, "", err
+	}
+	env, err = signer.SignEnvelope(PayloadType, payload)
+	if err != nil {
+		return nil, "", err
+	}
+	return env, IDOf(payload), nil
+}
+
+// envelope is the DSSE envelope as stored; decoding it strictly keeps
+// smuggled fields out of the store.
+type envelope struct {
+	PayloadType string `json:"payloadType"`
+	Payload     string `json:"payload"`
+	Signatures  []struct {
+		KeyID string `json:"keyid"`
+		Sig   string `json:"sig"`
+	} `json:"signatures"`
+}
+
+// Open decodes an envelope without checking its signature: the statement,
+// the payload, and the ID. Insert and Verify check the signature.
+func Open(env []byte) (*Statement, []byte, string, error) {
+	if len(env) > MaxEnvelopeBytes {
+		return nil, nil, "", fmt.Errorf("%w: envelope larger than %d bytes", ErrMalformed, MaxEnvelopeBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(env))
+	dec.DisallowUnknownFields()
+	var e envelope
+	if err := dec.Decode(&e); err != nil {
+		return nil, nil, "", fmt.Errorf("%w: envelope: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return nil, nil, "", fmt.Errorf("%w: trailing data after the envelope", ErrMalformed)
+	}
+	if e.PayloadType != PayloadType {
+		return nil, nil, "", fmt.Errorf("%w: payload type %q, want %q", ErrMalformed, e.PayloadType, PayloadType)
+	}
+	if len(e.Signatures) != 1 {
+		return nil, nil, "", fmt.Errorf("%w: %d signatures, want exactly one", ErrMalformed, len(e.Signatures))
+	}
+	payload, err := base64.StdEncoding.Strict().DecodeString(e.Payload)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	s, err := ParseStatement(payload)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return s, payload, IDOf(payload), nil
+}

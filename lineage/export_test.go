@@ -1,0 +1,18 @@
+package lineage
+
+import (
+	"encoding/base64"
+	"encoding/json"
+)
+
+// ReplacePayload swaps an envelope's payload and keeps its signature: the
+// forgery a test must see refused.
+func ReplacePayload(env, payload []byte) []byte {
+	var e envelope
+	if err := json.Unmarshal(env, &e); err != nil {
+		panic(err)
+	}
+	e.Payload = base64.StdEncoding.EncodeToString(payload)
+	out, _ := json.Marshal(e)
+	return out
+}

@@ -1,0 +1,344 @@
+package lineage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Graph is the derivation DAG, persisted in the store. Entries are
+// immutable and a parent must exist before a child names it, so the graph is
+// acyclic by construction and each entry's labels are computed once, at
+// insert, from its parents alone.
+type Graph struct {
+	db  *store.DB
+	reg *registry.Registry
+	log *slog.Logger
+}
+
+// New returns the graph over db, checked against reg.
+func New(db *store.DB, reg *registry.Registry, log *slog.Logger) *Graph {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Graph{db: db, reg: reg, log: log}
+}
+
+// Registry is the registry the graph checks entries against.
+func (g *Graph) Registry() *registry.Registry { return g.reg }
+
+// Strong reports whether an edge of weight w carries taint.
+func (g *Graph) Strong(w float64) bool { return w >= g.reg.Tau() }
+
+// Insert verifies a signed entry and stores it with its labels, edges and
+// session membership, all in one transaction. Nothing is stored when any
+// check fails. Inserting an entry that is already stored returns it.
+func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st, payload, id, err := Open(env)
+	if err != nil {
+		return nil, err
+	}
+	if !g.reg.Frozen() {
+		return nil, registry.ErrNotFrozen
+	}
+	v, p, err := g.reg.Verifier(st.Principal)
+	if err != nil {
+		return nil, err
+	}
+	signed, err := v.VerifyEnvelope(env, PayloadType)
+	if err != nil {
+		return nil, fmt.Errorf("entry signed as %s: %w", st.Principal, err)
+	}
+	if !bytes.Equal(signed, payload) {
+		return nil, fmt.Errorf("%w: the signed payload differs from the decoded one", registry.ErrBadSignature)
+	}
+	if content != nil {
+		if len(content) > MaxContentBytes {
+			return nil, fmt.Errorf("%w: content larger than %d bytes", ErrMalformed, MaxContentBytes)
+		}
+		if DigestContent(content) != st.ContentDigest {
+			return nil, fmt.Errorf("%w: content does not match its signed digest", ErrMalformed)
+		}
+	}
+	if st.Kind == KindApproval && p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
+	}
+	n := &Node{
+		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
+		Tier: p.Tier, Effective: p.Tier, Reach: p.Tier, NParents: len(st.Parents),
+	}
+	if !p.Tier.Trusted() {
+		n.EffectiveRoot, n.ReachRoot = id, id
+	}
+	var existing *Node
+	err = g.db.Update(func(t *store.Txn) error {
+		existing = nil
+		if b, err := t.Get(key(pNode, id)); err == nil {
+			existing, err = decodeNode(b)
+			return err
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		lab := *n
+		for _, par := range st.Parents {
+			b, err := t.Get(key(pNode, par.ID))
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w %s", ErrUnknownParent, par.ID)
+			}
+			if err != nil {
+				return err
+			}
+			pn, err := decodeNode(b)
+			if err != nil {
+				return fmt.Errorf("parent %s: %w", par.ID, err)
+			}
+			propagate(&lab, pn, par.Weight, g.reg.Tau())
+			w := encodeWeight(par.Weight)
+			if err := t.Set(key(pForward, par.ID, id), w); err != nil {
+				return err
+			}
+			if err := t.Set(key(pReverse, id, par.ID), w); err != nil {
+				return err
+			}
+		}
+		seq, err := g.db.NextSeq()
+		if err != nil {
+			return err
+		}
+		lab.Seq = seq
+		*n = lab
+		if err := t.Set(key(pEnvelope, id), env); err != nil {
+			return err
+		}
+		if err := t.Set(key(pNode, id), encodeNode(n)); err != nil {
+			return err
+		}
+		if content != nil {
+			if err := t.Set(key(pContent, id), content); err != nil {
+				return err
+			}
+		}
+		if err := t.Set(seqKey(seq), []byte(id)); err != nil {
+			return err
+		}
+		if st.Session != "" && st.Kind != KindApproval {
+			return addToContext(t, st.Session, id, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil {
+		return existing, nil
+	}
+	g.log.Debug("entry recorded", "id", id, "principal", n.Principal, "effective_tier", n.Effective.String())
+	return n, nil
+}
+
+// propagate folds one parent into a child's labels: max-of-strong-edges for
+// the effective tier, max over every edge for the reach tier. A tie keeps
+// the earlier witness, so labels do not depend on anything but the parents.
+func propagate(child, parent *Node, weight, tau float64) {
+	if weight >= tau && parent.Effective > child.Effective {
+		child.Effective = parent.Effective
+		child.EffectiveVia = parent.ID
+		child.EffectiveRoot = parent.EffectiveRoot
+	}
+	if parent.Reach > child.Reach {
+		child.Reach = parent.Reach
+		child.ReachVia = parent.ID
+		child.ReachRoot = parent.ReachRoot
+	}
+}
+
+func addToContext(t *store.Txn, session, id string, seq uint64) error {
+	mk := memberKey(session, id)
+	if ok, err := t.Has(mk); err != nil || ok {
+		return err
+	}
+	if err := t.Set(mk, nil); err != nil {
+		return err
+	}
+	return t.Set(sessionKey(session, seq), []byte(id))
+}
+
+// Recall puts stored entries into a session's context, so that what the
+// agent writes there next derives from them: this is how taint crosses
+// sessions through memory. Entries already in the context are left as they are.
+func (g *Graph) Recall(ctx context.Context, session string, ids []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if session == "" || len(session) > MaxSessionLen || !sessionPat.MatchString(session) {
+		return fmt.Errorf("%w: session %q", ErrMalformed, session)
+	}
+	return g.db.Update(func(t *store.Txn) error {
+		for _, id := range ids {
+			if ok, err := t.Has(key(pNode, id)); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("%w %s", ErrUnknownEntry, id)
+			}
+			seq, err := g.db.NextSeq()
+			if err != nil {
+				return err
+			}
+			if err := addToContext(t, session, id, seq); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Context returns a session's context: every entry recorded in it or
+// recalled into it, in order.
+func (g *Graph) Context(ctx context.Context, session string) ([]string, error) {
+	var ids []string
+	prefix := append(append([]byte(pSession), session...), 0)
+	err := g.db.View(func(t *store.Txn) error {
+		return t.Iterate(prefix, true, func(_, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			ids = append(ids, string(v))
+			return nil
+		})
+	})
+	return ids, err
+}
+
+// Node returns the node of a full entry ID.
+func (g *Graph) Node(id string) (*Node, error) {
+	var n *Node
+	err := g.db.View(func(t *store.Txn) error {
+		var err error
+		n, err = getNode(t, id)
+		return err
+	})
+	return n, err
+}
+
+func getNode(t *store.Txn, id string) (*Node, error) {
+	b, err := t.Get(key(pNode, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w %s", ErrUnknownEntry, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeNode(b)
+}
+
+// Nodes returns the nodes of several full IDs in one read transaction.
+func (g *Graph) Nodes(ids []string) ([]*Node, error) {
+	out := make([]*Node, len(ids))
+	err := g.db.View(func(t *store.Txn) error {
+		for i, id := range ids {
+			n, err := getNode(t, id)
+			if err != nil {
+				return err
+			}
+			out[i] = n
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Envelope returns the stored envelope and content (nil when none was stored).
+func (g *Graph) Envelope(id string) (env, content []byte, err error) {
+	err = g.db.View(func(t *store.Txn) error {
+		env, err = t.Get(key(pEnvelope, id))
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w %s", ErrUnknownEntry, id)
+		}
+		if err != nil {
+			return err
+		}
+		content, err = t.Get(key(pContent, id))
+		if errors.Is(err, store.ErrNotFound) {
+			content, err = nil, nil
+		}
+		return err
+	})
+	return env, content, err
+}
+
+// Parents returns the parent edges of id, read from the reverse-edge keys.
+func (g *Graph) Parents(id string) ([]Edge, error) {
+	var out []Edge
+	err := g.db.View(func(t *store.Txn) error {
+		var err error
+		out, err = g.parents(t, id)
+		return err
+	})
+	return out, err
+}
+
+func (g *Graph) parents(t *store.Txn, id string) ([]Edge, error) {
+	var out []Edge
+	prefix := key(pReverse, id, "")
+	err := t.Iterate(prefix, true, func(k, v []byte) error {
+		w, ok := decodeWeight(v)
+		if !ok {
+			return fmt.Errorf("edge %q: bad weight", k)
+		}
+		out = append(out, Edge{Child: id, Parent: string(k[len(prefix):]), Weight: w, Strong: g.Strong(w)})
+		return nil
+	})
+	return out, err
+}
+
+// Resolve turns an ID or a unique prefix of at least MinPrefix hex
+// characters into a full ID.
+func (g *Graph) Resolve(prefix string) (string, error) {
+	if len(prefix) < MinPrefix || len(prefix) > 64 || !isLowerHex(prefix) {
+		return "", fmt.Errorf("%w: %q is not an entry ID (at least %d lowercase hex characters)", ErrMalformed, prefix, MinPrefix)
+	}
+	var found []string
+	err := g.db.View(func(t *store.Txn) error {
+		if len(prefix) == 64 {
+			if ok, err := t.Has(key(pNode, prefix)); err != nil || !ok {
+				return err
+			}
+			found = append(found, prefix)
+			return nil
+		}
+		return t.Iterate(key(pNode, prefix), false, func(k, _ []byte) error {
+			found = append(found, string(k[len(pNode):]))
+			if len(found) > 1 {
+				return store.ErrStop
+			}
+			return nil
+		})
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case len(found) == 0:
+		return "", fmt.Errorf("%w %s", ErrUnknownEntry, prefix)
+	case len(found) > 1:
+		return "", fmt.Errorf("%w %s", ErrAmbiguous, prefix)
+	}
+	return found[0], nil
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

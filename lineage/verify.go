@@ -1,0 +1,192 @@
+package lineage
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+)
+
+// Problem is one thing wrong in the store.
+type Problem struct {
+	ID   string `json:"id"`
+	What string `json:"what"`
+}
+
+// Report is the result of Verify.
+type Report struct {
+	Entries  int       `json:"entries"`
+	Problems []Problem `json:"problems"`
+}
+
+// OK reports whether nothing was found wrong.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// Verify walks the whole store in append order and checks each entry's
+// signature against the frozen registry, its ID against its bytes, each
+// parent link in both directions, and its stored labels against a
+// recomputation from its parents. It returns an error only when it could not
+// check; what it finds wrong is in the report.
+func (g *Graph) Verify(ctx context.Context) (*Report, error) {
+	r := &Report{Problems: []Problem{}}
+	bad := func(id, f string, a ...any) {
+		r.Problems = append(r.Problems, Problem{ID: id, What: fmt.Sprintf(f, a...)})
+	}
+	if !g.reg.Frozen() {
+		bad("", "the registry is not frozen")
+	}
+	err := g.db.View(func(t *store.Txn) error {
+		seen := map[string]uint64{} // id -> seq, for entries already checked
+		err := t.Iterate([]byte(pSeq), true, func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			r.Entries++
+			seq := binary.BigEndian.Uint64(k[len(pSeq):])
+			id := string(v)
+			g.verifyEntry(t, id, seq, seen, bad)
+			seen[id] = seq
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		// Rows that no sequence key accounts for: entries smuggled in
+		// beside the log, or edges that name no checked entry.
+		if err := t.Iterate([]byte(pNode), false, func(k, _ []byte) error {
+			if id := string(k[len(pNode):]); seen[id] == 0 {
+				bad(id, "node row not in the append log")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return t.Iterate([]byte(pForward), true, func(k, v []byte) error {
+			parent, child, ok := strings.Cut(string(k[len(pForward):]), "/")
+			if !ok || seen[child] == 0 || seen[parent] == 0 {
+				bad(child, "forward edge %q names an entry that is not stored", k)
+				return nil
+			}
+			rv, err := t.Get(key(pReverse, child, parent))
+			if errors.Is(err, store.ErrNotFound) {
+				bad(child, "forward edge from parent %s has no reverse edge", parent)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(rv, v) {
+				bad(child, "forward and reverse edges to parent %s disagree on the weight", parent)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("verify could not finish: %w", err)
+	}
+	return r, nil
+}
+
+func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string]uint64, bad func(string, string, ...any)) {
+	env, err := t.Get(key(pEnvelope, id))
+	if err != nil {
+		bad(id, "envelope missing: %v", err)
+		return
+	}
+	st, payload, gotID, err := Open(env)
+	if err != nil {
+		bad(id, "envelope does not decode: %v", err)
+		return
+	}
+	if gotID != id {
+		bad(id, "stored under an ID that is not the hash of its bytes (%s)", gotID)
+		return
+	}
+	v, p, err := g.reg.Verifier(st.Principal)
+	if err != nil {
+		bad(id, "signed by %s: %v", st.Principal, err)
+		return
+	}
+	if signed, err := v.VerifyEnvelope(env, PayloadType); err != nil || !bytes.Equal(signed, payload) {
+		bad(id, "signature by %s does not verify", st.Principal)
+		return
+	}
+	if c, err := t.Get(key(pContent, id)); err == nil && DigestContent(c) != st.ContentDigest {
+		bad(id, "stored content does not match its signed digest")
+	}
+	nb, err := t.Get(key(pNode, id))
+	if err != nil {
+		bad(id, "node row missing")
+		return
+	}
+	n, err := decodeNode(nb)
+	if err != nil {
+		bad(id, "node row does not decode: %v", err)
+		return
+	}
+	if n.Seq != seq {
+		bad(id, "node says sequence %d, the append log %d", n.Seq, seq)
+	}
+	if n.Principal != st.Principal || n.Kind != st.Kind || n.Session != st.Session || n.Tool != st.Tool || n.Time != st.Time {
+		bad(id, "node row disagrees with the signed statement")
+	}
+	if n.Tier != p.Tier {
+		bad(id, "stored tier %s, but %s is %s", n.Tier, p.ID, p.Tier)
+	}
+	want := Node{ID: id, Tier: p.Tier, Effective: p.Tier, Reach: p.Tier}
+	if !p.Tier.Trusted() {
+		want.EffectiveRoot, want.ReachRoot = id, id
+	}
+	signedParents := map[string]float64{}
+	for _, par := range st.Parents {
+		signedParents[par.ID] = par.Weight
+		pseq, ok := seen[par.ID]
+		if !ok {
+			bad(id, "parent %s is missing or was not written before its child", par.ID)
+			continue
+		}
+		if pseq >= seq {
+			bad(id, "parent %s comes after its child in the append log", par.ID)
+		}
+		pb, err := t.Get(key(pNode, par.ID))
+		if err != nil {
+			bad(id, "parent %s node row missing", par.ID)
+			continue
+		}
+		pn, err := decodeNode(pb)
+		if err != nil {
+			bad(id, "parent %s node row does not decode", par.ID)
+			continue
+		}
+		propagate(&want, pn, par.Weight, g.reg.Tau())
+		w := encodeWeight(par.Weight)
+		for _, k := range [][]byte{key(pReverse, id, par.ID), key(pForward, par.ID, id)} {
+			got, err := t.Get(k)
+			if err != nil {
+				bad(id, "edge key %s missing", k[:2])
+				continue
+			}
+			if !bytes.Equal(got, w) {
+				bad(id, "edge key %s to parent %s holds a weight the signature does not", k[:2], par.ID)
+			}
+		}
+	}
+	// Reverse edges the statement does not sign for.
+	prefix := key(pReverse, id, "")
+	_ = t.Iterate(prefix, false, func(k, _ []byte) error {
+		if _, ok := signedParents[string(k[len(prefix):])]; !ok {
+			bad(id, "reverse edge to %s is not in the signed statement", k[len(prefix):])
+		}
+		return nil
+	})
+	if n.Effective != want.Effective || n.Reach != want.Reach ||
+		n.EffectiveVia != want.EffectiveVia || n.ReachVia != want.ReachVia ||
+		n.EffectiveRoot != want.EffectiveRoot || n.ReachRoot != want.ReachRoot {
+		bad(id, "stored labels (effective %s, reach %s) differ from a recomputation (effective %s, reach %s)",
+			n.Effective, n.Reach, want.Effective, want.Reach)
+	}
+}

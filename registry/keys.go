@@ -1,0 +1,191 @@
+package registry
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/dsse"
+)
+
+// maxKeyFile bounds what we read from a key file.
+const maxKeyFile = 64 << 10
+
+// Signer holds a principal's private key. It lives with whoever signs (the
+// agent harness, a tool wrapper, the approval client), never in the store.
+type Signer struct {
+	sv  *signature.ED25519SignerVerifier
+	pub ed25519.PublicKey
+}
+
+// NewSigner wraps an Ed25519 private key. The algorithm is pinned: the
+// generic sigstore loaders would accept other key types.
+func NewSigner(priv ed25519.PrivateKey) (*Signer, error) {
+	sv, err := signature.LoadED25519SignerVerifier(priv)
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{sv: sv, pub: priv.Public().(ed25519.PublicKey)}, nil
+}
+
+// GenerateSigner makes a new key from rnd (crypto/rand when nil).
+func GenerateSigner(rnd io.Reader) (*Signer, ed25519.PrivateKey, error) {
+	if rnd == nil {
+		rnd = rand.Reader
+	}
+	_, priv, err := ed25519.GenerateKey(rnd)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := NewSigner(priv)
+	return s, priv, err
+}
+
+// Public is the signer's public key.
+func (s *Signer) Public() ed25519.PublicKey { return s.pub }
+
+// Sign signs msg with plain Ed25519 (used for the freeze record).
+func (s *Signer) Sign(msg []byte) ([]byte, error) {
+	return s.sv.SignMessage(bytes.NewReader(msg))
+}
+
+// SignEnvelope signs payload as a DSSE envelope of the given payload type and
+// returns the envelope's JSON.
+func (s *Signer) SignEnvelope(payloadType string, payload []byte) ([]byte, error) {
+	return dsse.WrapSigner(s.sv, payloadType).SignMessage(bytes.NewReader(payload))
+}
+
+// WritePrivateKeyFile writes priv as a PKCS#8 PEM file, mode 0600. It never
+// overwrites an existing file: a lost key cannot be recovered, a replaced one
+// silently breaks every principal that used it.
+func WritePrivateKeyFile(path string, priv ed25519.PrivateKey) error {
+	pemBytes, err := cryptoutils.MarshalPrivateKeyToPEM(priv)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if _, err := f.Write(pemBytes); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("write key file: %w", err)
+	}
+	return f.Close()
+}
+
+// WritePublicKeyFile writes pub as a PEM file (mode 0644), never overwriting.
+func WritePublicKeyFile(path string, pub ed25519.PublicKey) error {
+	pemBytes, err := MarshalPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("write public key file: %w", err)
+	}
+	_, err = f.Write(pemBytes)
+	return errors.Join(err, f.Close())
+}
+
+// LoadSigner reads a private key PEM file written by WritePrivateKeyFile.
+func LoadSigner(path string) (*Signer, error) {
+	b, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := cryptoutils.UnmarshalPEMToPrivateKey(b, cryptoutils.SkipPassword)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadKey, path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s holds a %T, want an Ed25519 private key", ErrBadKey, path, k)
+	}
+	return NewSigner(priv)
+}
+
+// LoadPublicKey reads an Ed25519 public key PEM file.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	b, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePublicKey(b)
+}
+
+// ParsePublicKey reads an Ed25519 public key from PEM.
+func ParsePublicKey(pemBytes []byte) (ed25519.PublicKey, error) {
+	k, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: a %T, want an Ed25519 public key", ErrBadKey, k)
+	}
+	return pub, nil
+}
+
+// MarshalPublicKey encodes pub as PEM.
+func MarshalPublicKey(pub ed25519.PublicKey) ([]byte, error) {
+	return cryptoutils.MarshalPublicKeyToPEM(crypto.PublicKey(pub))
+}
+
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadKey, path, err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrBadKey, path, maxKeyFile)
+	}
+	return b, nil
+}
+
+// Verifier checks signatures by one principal.
+type Verifier struct {
+	v *signature.ED25519Verifier
+}
+
+func newVerifier(pub ed25519.PublicKey) (*Verifier, error) {
+	v, err := signature.LoadED25519Verifier(pub)
+	if err != nil {
+		return nil, err
+	}
+	return &Verifier{v: v}, nil
+}
+
+// Verify checks a plain Ed25519 signature over msg.
+func (v *Verifier) Verify(sig, msg []byte) error {
+	return v.v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(msg))
+}
+
+// VerifyEnvelope checks a DSSE envelope and returns its payload. The payload
+// type is always pinned: without it the wrapper accepts any type.
+func (v *Verifier) VerifyEnvelope(env []byte, payloadType string) ([]byte, error) {
+	var payload []byte
+	w := dsse.WrapVerifier(v.v, dsse.WithExpectedPayloadType(payloadType), dsse.WithDecodedPayload(&payload))
+	if err := w.VerifySignature(bytes.NewReader(env), nil); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSignature, err)
+	}
+	return payload, nil
+}

@@ -1,0 +1,395 @@
+package registry
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+)
+
+var (
+	// ErrFrozen: the registry is frozen and no principal can be added, removed or changed.
+	ErrFrozen = errors.New("the registry is frozen: no principal can be added or changed")
+	// ErrNotFrozen: entries can only be recorded against a frozen registry.
+	ErrNotFrozen = errors.New("the registry is not frozen yet: run 'pedigree registry freeze'")
+	// ErrUnknownPrincipal: no principal with that ID is registered.
+	ErrUnknownPrincipal = errors.New("unknown principal")
+	// ErrDuplicate: a principal with that ID is already registered.
+	ErrDuplicate = errors.New("principal already registered")
+	// ErrBadTier, ErrBadID, ErrBadKey: malformed input.
+	ErrBadTier = errors.New("unknown tier")
+	ErrBadID   = errors.New("malformed principal ID")
+	ErrBadKey  = errors.New("bad key")
+	// ErrBadSignature: a signature did not verify.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrBadTau: τ outside (0, 1].
+	ErrBadTau = errors.New("tau must be in (0, 1]")
+)
+
+// TamperError says that the registry in the store differs from what the
+// operator froze. Open refuses such a store.
+type TamperError struct {
+	Differences []string
+}
+
+func (e *TamperError) Error() string {
+	return "registry tampered with since freeze: " + strings.Join(e.Differences, "; ")
+}
+
+var (
+	keyMeta         = []byte("reg/meta")
+	keyFreeze       = []byte("reg/freeze")
+	prefixPrincipal = []byte("reg/p/")
+)
+
+type metaRow struct {
+	Tau         float64 `json:"tau"`
+	OperatorKey string  `json:"operator_key"`
+	Created     string  `json:"created"`
+}
+
+type principalRow struct {
+	ID        string `json:"id"`
+	Tier      Tier   `json:"tier"`
+	PublicKey string `json:"public_key"`
+}
+
+// manifest is what the operator signs at freeze: every principal and τ.
+type manifest struct {
+	Version    int             `json:"version"`
+	Tau        float64         `json:"tau"`
+	Principals []manifestEntry `json:"principals"`
+	Digest     string          `json:"digest"`
+	Time       string          `json:"time"`
+}
+
+type manifestEntry struct {
+	ID   string `json:"id"`
+	Tier Tier   `json:"tier"`
+	Key  string `json:"key_sha256"`
+}
+
+type freezeRow struct {
+	Manifest  []byte `json:"manifest"`
+	Signature []byte `json:"signature"`
+}
+
+// Registry is the set of principals, τ, and whether they are frozen. It is a
+// value loaded from a store; writes go through to the store.
+type Registry struct {
+	db *store.DB
+
+	mu         sync.RWMutex
+	tau        float64
+	operator   ed25519.PublicKey
+	principals map[string]Principal
+	verifiers  map[string]*Verifier
+	frozen     bool
+	frozenAt   time.Time
+}
+
+// ValidateTau checks a strong-edge threshold.
+func ValidateTau(tau float64) error {
+	if math.IsNaN(tau) || tau <= 0 || tau > 1 {
+		return fmt.Errorf("%w, got %v", ErrBadTau, tau)
+	}
+	return nil
+}
+
+// Bootstrap writes a new, empty registry with τ and the operator's public
+// key into a fresh store.
+func Bootstrap(db *store.DB, tau float64, operator ed25519.PublicKey, now time.Time) error {
+	if err := ValidateTau(tau); err != nil {
+		return err
+	}
+	pemBytes, err := MarshalPublicKey(operator)
+	if err != nil {
+		return err
+	}
+	row, _ := json.Marshal(metaRow{Tau: tau, OperatorKey: string(pemBytes), Created: now.UTC().Format(time.RFC3339Nano)})
+	return db.Update(func(t *store.Txn) error {
+		if ok, err := t.Has(keyMeta); err != nil || ok {
+			return errors.Join(err, store.ErrExists)
+		}
+		return t.Set(keyMeta, row)
+	})
+}
+
+// Load reads the registry from db. When it is frozen, the signed manifest is
+// checked against every principal row: any row added, removed or changed
+// behind the engine's back fails with a *TamperError.
+func Load(db *store.DB) (*Registry, error) {
+	r := &Registry{db: db, principals: map[string]Principal{}, verifiers: map[string]*Verifier{}}
+	var fr *freezeRow
+	err := db.View(func(t *store.Txn) error {
+		b, err := t.Get(keyMeta)
+		if err != nil {
+			return fmt.Errorf("read registry: %w", err)
+		}
+		var m metaRow
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("read registry: %w", err)
+		}
+		r.tau = m.Tau
+		if r.operator, err = ParsePublicKey([]byte(m.OperatorKey)); err != nil {
+			return fmt.Errorf("operator key: %w", err)
+		}
+		if err := t.Iterate(prefixPrincipal, true, func(k, v []byte) error {
+			var row principalRow
+			if err := json.Unmarshal(v, &row); err != nil {
+				return fmt.Errorf("principal row %q: %w", k, err)
+			}
+			pub, err := ParsePublicKey([]byte(row.PublicKey))
+			if err != nil {
+				return fmt.Errorf("principal %s: %w", row.ID, err)
+			}
+			if string(k[len(prefixPrincipal):]) != row.ID {
+				return &TamperError{Differences: []string{fmt.Sprintf("row %q holds principal %q", k, row.ID)}}
+			}
+			return r.put(Principal{ID: row.ID, Tier: row.Tier, PublicKey: pub})
+		}); err != nil {
+			return err
+		}
+		b, err = t.Get(keyFreeze)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fr = new(freezeRow)
+		return json.Unmarshal(b, fr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if fr != nil {
+		if err := r.checkFreeze(fr); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *Registry) put(p Principal) error {
+	v, err := newVerifier(p.PublicKey)
+	if err != nil {
+		return err
+	}
+	r.principals[p.ID] = p
+	r.verifiers[p.ID] = v
+	return nil
+}
+
+func (r *Registry) checkFreeze(fr *freezeRow) error {
+	ov, err := newVerifier(r.operator)
+	if err != nil {
+		return err
+	}
+	if err := ov.Verify(fr.Signature, fr.Manifest); err != nil {
+		return &TamperError{Differences: []string{"the freeze record's signature does not verify with the operator key"}}
+	}
+	var m manifest
+	if err := json.Unmarshal(fr.Manifest, &m); err != nil {
+		return &TamperError{Differences: []string{"the freeze record cannot be read: " + err.Error()}}
+	}
+	var diffs []string
+	if m.Tau != r.tau {
+		diffs = append(diffs, fmt.Sprintf("tau is %v, frozen as %v", r.tau, m.Tau))
+	}
+	seen := map[string]bool{}
+	for _, e := range m.Principals {
+		seen[e.ID] = true
+		p, ok := r.principals[e.ID]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("principal %s was removed", e.ID))
+		case p.Tier != e.Tier:
+			diffs = append(diffs, fmt.Sprintf("principal %s has tier %s, frozen as %s", e.ID, p.Tier, e.Tier))
+		case KeyFingerprint(p.PublicKey) != e.Key:
+			diffs = append(diffs, fmt.Sprintf("principal %s has a different public key than at freeze", e.ID))
+		}
+	}
+	for _, id := range r.sortedIDs() {
+		if !seen[id] {
+			diffs = append(diffs, fmt.Sprintf("principal %s was added after freeze", id))
+		}
+	}
+	if d := digest(m.Tau, m.Principals); d != m.Digest {
+		diffs = append(diffs, "the frozen digest does not match its principals")
+	}
+	if len(diffs) > 0 {
+		return &TamperError{Differences: diffs}
+	}
+	r.frozen = true
+	r.frozenAt, _ = time.Parse(time.RFC3339Nano, m.Time)
+	return nil
+}
+
+func (r *Registry) sortedIDs() []string {
+	ids := make([]string, 0, len(r.principals))
+	for id := range r.principals {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// digest is a sha256 over every principal (ID, tier, key) and τ, in ID order.
+func digest(tau float64, ps []manifestEntry) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "pedigree-registry-v1\ntau=%s\n", strconv.FormatFloat(tau, 'g', -1, 64))
+	for _, p := range ps {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\n", p.ID, p.Tier, p.Key)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Add registers a principal. It fails with ErrFrozen once the registry is
+// frozen, whatever the caller.
+func (r *Registry) Add(p Principal) error {
+	if err := ValidateID(p.ID); err != nil {
+		return err
+	}
+	if !p.Tier.Valid() {
+		return fmt.Errorf("%w: %d", ErrBadTier, uint8(p.Tier))
+	}
+	if len(p.PublicKey) != ed25519.PublicKeySize {
+		return fmt.Errorf("%w: an Ed25519 public key has %d bytes", ErrBadKey, ed25519.PublicKeySize)
+	}
+	pemBytes, err := MarshalPublicKey(p.PublicKey)
+	if err != nil {
+		return err
+	}
+	row, _ := json.Marshal(principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		return ErrFrozen
+	}
+	key := append(slices.Clone(prefixPrincipal), p.ID...)
+	err = r.db.Update(func(t *store.Txn) error {
+		// The store is the authority: another process may have frozen it.
+		if ok, err := t.Has(keyFreeze); err != nil || ok {
+			return errors.Join(err, ErrFrozen)
+		}
+		if ok, err := t.Has(key); err != nil || ok {
+			return errors.Join(err, fmt.Errorf("%w: %s", ErrDuplicate, p.ID))
+		}
+		return t.Set(key, row)
+	})
+	if err != nil {
+		return err
+	}
+	return r.put(p)
+}
+
+// Freeze signs a manifest of every principal and τ with the operator key and
+// stores it. From then on the registry cannot change.
+func (r *Registry) Freeze(operator *Signer, now time.Time) error {
+	if !operator.Public().Equal(r.operator) {
+		return fmt.Errorf("%w: not the operator key this store was initialised with", ErrBadKey)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		return ErrFrozen
+	}
+	m := manifest{Version: 1, Tau: r.tau, Time: now.UTC().Format(time.RFC3339Nano)}
+	for _, id := range r.sortedIDs() {
+		p := r.principals[id]
+		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey)})
+	}
+	if m.Principals == nil {
+		m.Principals = []manifestEntry{}
+	}
+	m.Digest = digest(m.Tau, m.Principals)
+	mb, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	sig, err := operator.Sign(mb)
+	if err != nil {
+		return err
+	}
+	row, _ := json.Marshal(freezeRow{Manifest: mb, Signature: sig})
+	err = r.db.Update(func(t *store.Txn) error {
+		if ok, err := t.Has(keyFreeze); err != nil || ok {
+			return errors.Join(err, ErrFrozen)
+		}
+		// Freeze exactly the rows that are in the store now.
+		n := 0
+		if err := t.Iterate(prefixPrincipal, false, func(k, _ []byte) error {
+			n++
+			if _, ok := r.principals[string(k[len(prefixPrincipal):])]; !ok {
+				return fmt.Errorf("principal %s was added by another process: reopen and freeze again", k[len(prefixPrincipal):])
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if n != len(r.principals) {
+			return errors.New("the principals in the store changed under this process: reopen and freeze again")
+		}
+		return t.Set(keyFreeze, row)
+	})
+	if err != nil {
+		return err
+	}
+	r.frozen = true
+	r.frozenAt = now
+	return nil
+}
+
+// Frozen reports whether the registry is frozen.
+func (r *Registry) Frozen() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.frozen
+}
+
+// Tau is the strong-edge threshold: an edge of weight >= τ carries taint.
+func (r *Registry) Tau() float64 { return r.tau }
+
+// OperatorKey is the public half of the operator key.
+func (r *Registry) OperatorKey() ed25519.PublicKey { return r.operator }
+
+// Lookup returns the principal with that ID.
+func (r *Registry) Lookup(id string) (Principal, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.principals[id]
+	return p, ok
+}
+
+// Verifier returns the verifier of a registered principal.
+func (r *Registry) Verifier(id string) (*Verifier, Principal, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.principals[id]
+	if !ok {
+		return nil, Principal{}, fmt.Errorf("%w %q", ErrUnknownPrincipal, id)
+	}
+	return r.verifiers[id], p, nil
+}
+
+// List returns the principals in ID order.
+func (r *Registry) List() []Principal {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Principal, 0, len(r.principals))
+	for _, id := range r.sortedIDs() {
+		out = append(out, r.principals[id])
+	}
+	return out
+}
