@@ -101,3 +101,18 @@ func (c *Catalog) digest() []byte {
 	b, _ := json.Marshal(c)
 	return b
 }
+
+// TrajectoryCall maps a call to its trajectory step: its role and, for a
+// send, whether the recipient is outside the operator's domains. (Whether
+// the recipient descends from untrusted content needs lineage; the gate
+// adds it.)
+func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Call {
+	t, _ := c.Lookup(tool)
+	call := trajectory.Call{Tool: tool, Role: t.Role}
+	if t.Role == trajectory.Send && t.RecipientArg != "" {
+		if rcpt, ok := args[t.RecipientArg].(string); ok {
+			call.RecipientExternal = !c.internal(rcpt)
+		}
+	}
+	return call
+}

@@ -269,16 +269,12 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		arguments[name] = map[string]any{"explicit": explicit, "sources": srcs}
 	}
 	// The trajectory as it will be once this call is appended.
-	tcall := &trajectory.Call{Tool: st.Tool, Role: tool.Role}
-	if tool.Role == trajectory.Send && tool.RecipientArg != "" {
-		if rcpt, ok := args[tool.RecipientArg].(string); ok {
-			tcall.RecipientExternal = !g.catalog.internal(rcpt)
-		}
-		if a, ok := arguments[tool.RecipientArg].(map[string]any); ok {
-			for _, s := range a["sources"].([]any) {
-				if tier := s.(map[string]any)["effective_tier"].(string); tier == "unverified" || tier == "external" {
-					tcall.RecipientUntrusted = true
-				}
+	tc := g.catalog.TrajectoryCall(st.Tool, args)
+	tcall := &tc
+	if a, ok := arguments[tool.RecipientArg].(map[string]any); ok && tc.Role == trajectory.Send {
+		for _, s := range a["sources"].([]any) {
+			if tier := s.(map[string]any)["effective_tier"].(string); tier == "unverified" || tier == "external" {
+				tcall.RecipientUntrusted = true
 			}
 		}
 	}

@@ -129,7 +129,10 @@ func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) 
 		if err := t.Set(seqKey(seq), []byte(id)); err != nil {
 			return err
 		}
-		if st.Session != "" && st.Kind != KindApproval {
+		// A session's context is what the agent has read there: calls are
+		// what it did (their results come back as tool output, which is in
+		// the context) and approvals are for the gate, so neither joins it.
+		if st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall {
 			return addToContext(t, st.Session, id, seq)
 		}
 		return nil
@@ -341,4 +344,25 @@ func isLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// VerifyEntrySignature checks a stored envelope's signature against the
+// registry, without storing anything.
+func (g *Graph) VerifyEntrySignature(env []byte) error {
+	st, payload, _, err := Open(env)
+	if err != nil {
+		return err
+	}
+	v, _, err := g.reg.Verifier(st.Principal)
+	if err != nil {
+		return err
+	}
+	signed, err := v.VerifyEnvelope(env, PayloadType)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(signed, payload) {
+		return registry.ErrBadSignature
+	}
+	return nil
 }

@@ -48,8 +48,9 @@ func (g *Graph) Verify(ctx context.Context) (*Report, error) {
 			r.Entries++
 			seq := binary.BigEndian.Uint64(k[len(pSeq):])
 			id := string(v)
-			g.verifyEntry(t, id, seq, seen, bad)
-			seen[id] = seq
+			if g.verifyEntry(t, id, seq, seen, bad) {
+				seen[id] = seq
+			}
 			return nil
 		})
 		if err != nil {
@@ -91,29 +92,32 @@ func (g *Graph) Verify(ctx context.Context) (*Report, error) {
 	return r, nil
 }
 
-func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string]uint64, bad func(string, string, ...any)) {
+// verifyEntry checks one entry and reports whether it is there at all (its
+// envelope decodes to its ID and its node row exists), so that its children
+// can name it.
+func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string]uint64, bad func(string, string, ...any)) bool {
 	env, err := t.Get(key(pEnvelope, id))
 	if err != nil {
 		bad(id, "envelope missing: %v", err)
-		return
+		return false
 	}
 	st, payload, gotID, err := Open(env)
 	if err != nil {
 		bad(id, "envelope does not decode: %v", err)
-		return
+		return false
 	}
 	if gotID != id {
 		bad(id, "stored under an ID that is not the hash of its bytes (%s)", gotID)
-		return
+		return false
 	}
 	v, p, err := g.reg.Verifier(st.Principal)
 	if err != nil {
 		bad(id, "signed by %s: %v", st.Principal, err)
-		return
+		return false
 	}
 	if signed, err := v.VerifyEnvelope(env, PayloadType); err != nil || !bytes.Equal(signed, payload) {
 		bad(id, "signature by %s does not verify", st.Principal)
-		return
+		return false
 	}
 	if c, err := t.Get(key(pContent, id)); err == nil && DigestContent(c) != st.ContentDigest {
 		bad(id, "stored content does not match its signed digest")
@@ -121,12 +125,12 @@ func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string
 	nb, err := t.Get(key(pNode, id))
 	if err != nil {
 		bad(id, "node row missing")
-		return
+		return false
 	}
 	n, err := decodeNode(nb)
 	if err != nil {
 		bad(id, "node row does not decode: %v", err)
-		return
+		return false
 	}
 	if n.Seq != seq {
 		bad(id, "node says sequence %d, the append log %d", n.Seq, seq)
@@ -189,4 +193,5 @@ func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string
 		bad(id, "stored labels (effective %s, reach %s) differ from a recomputation (effective %s, reach %s)",
 			n.Effective, n.Reach, want.Effective, want.Reach)
 	}
+	return true
 }

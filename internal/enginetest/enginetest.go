@@ -7,12 +7,14 @@ package enginetest
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -50,6 +52,9 @@ type World struct {
 	Clock    *Clock
 	// SkipVerify turns off the cleanup check, for tests that tamper.
 	SkipVerify bool
+	// Dir is the data directory of an on-disk world.
+	Dir  string
+	opts []pedigree.Option
 }
 
 // P is a principal to register.
@@ -151,4 +156,76 @@ func (w *World) Check(principal string, c pedigree.Call) *gate.Decision {
 		w.T.Fatalf("check %s: %v", c.Tool, err)
 	}
 	return d
+}
+
+// NewOnDisk is New on a data directory in t.TempDir(), made with Init, so
+// that tests can close the engine, change the store behind its back
+// (Tamper) and reopen it.
+func NewOnDisk(t testing.TB, ps []P, opts ...pedigree.Option) *World {
+	t.Helper()
+	dir := t.TempDir()
+	w := &World{T: t, Keys: map[string]*registry.Signer{}, Clock: NewClock(), Dir: dir, opts: opts}
+	ctx := context.Background()
+	e, err := pedigree.Init(ctx, dir, 0.5, w.options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.E = e
+	if w.Operator, err = registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		s, _, err := registry.GenerateSigner(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Keys[p.ID] = s
+		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Freeze(ctx, w.Operator); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if w.E != nil {
+			w.E.Close()
+		}
+	})
+	return w
+}
+
+func (w *World) options() []pedigree.Option {
+	return append([]pedigree.Option{pedigree.WithClock(w.Clock.Now)}, w.opts...)
+}
+
+// Reopen closes the engine and opens the data directory again.
+func (w *World) Reopen() error {
+	w.T.Helper()
+	if w.E != nil {
+		w.E.Close()
+		w.E = nil
+	}
+	e, err := pedigree.Open(context.Background(), w.Dir, w.options()...)
+	if err != nil {
+		return err
+	}
+	w.E = e
+	return nil
+}
+
+// Tamper closes the engine, runs fn on the raw store, and leaves the engine
+// closed: call Reopen to see what the engine makes of it.
+func (w *World) Tamper(fn func(t *store.Txn) error) {
+	w.T.Helper()
+	w.E.Close()
+	w.E = nil
+	db, err := store.Open(w.Dir, store.Options{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(fn); err != nil {
+		w.T.Fatal(err)
+	}
 }

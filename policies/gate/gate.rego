@@ -59,8 +59,11 @@ deny_reasons contains msg if {
 	msg := sprintf("justification %s %s", [substring(e.id, 0, 12), describe(e)])
 }
 
+# Arguments with explicit provenance. An argument without it comes from the
+# whole justification, which the rule above already covers.
 deny_reasons contains msg if {
 	some name, arg in input.arguments
+	arg.explicit
 	protected(name)
 	some s in arg.sources
 	s.effective_tier in untrusted_tiers
@@ -84,6 +87,7 @@ ask_reasons contains msg if {
 
 ask_reasons contains msg if {
 	some name, arg in input.arguments
+	arg.explicit
 	protected(name)
 	some s in arg.sources
 	weak(s)
@@ -102,7 +106,7 @@ verdict := {"decision": "allow", "reasons": [sprintf("tool %s is not sensitive",
 	"decision": "allow",
 	"reasons": array.concat(
 		[sprintf("approved once by %s (approval %s)", [a.approver, substring(a.id, 0, 12)])],
-		sort(deny_reasons | ask_reasons),
+		[sprintf("overridden by the approval: %s", [r]) | some r in sort(deny_reasons | ask_reasons)],
 	),
 	"approval": a.id,
 } if {

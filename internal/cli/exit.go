@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes: the contract in CLI.md, defined once. Every verb returns an
+// error, and the code is derived from it here.
+const (
+	ExitOK       = 0 // success; for gate check, allow
+	ExitError    = 1 // operational error: bad input, unknown entry, I/O, a store that cannot be opened
+	ExitUsage    = 2 // usage error: unknown verb or flag, missing argument
+	ExitNegative = 3 // gate check denied; verify found tampering; replay disagreed with expect
+	ExitAsk      = 4 // gate check needs a human
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success; for gate check, allow
+  1  operational error: bad input, unknown entry, I/O, a store that cannot be opened
+  2  usage error: unknown verb or flag, missing argument
+  3  a negative verdict: gate check denied, verify found tampering, replay disagreed with expect
+  4  gate check needs a human (ask)`
+
+// usageError marks a mistake in how the command was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// verdictError carries a negative verdict whose result was already printed.
+type verdictError struct {
+	code int
+	msg  string
+}
+
+func (e verdictError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var u usageError
+	var v verdictError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &v):
+		return v.code
+	case errors.As(err, &u):
+		return ExitUsage
+	}
+	return ExitError
+}

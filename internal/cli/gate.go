@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+)
+
+func newGateCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gate",
+		Short: "Decide on sensitive tool calls, approve denied ones, read the decision log",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newGateCheck(a), newGateApprove(a), newGateLog(a))
+	return cmd
+}
+
+// gateOptions are the flags that load another policy or catalog.
+type gateOptions struct{ policies, tools string }
+
+func (g *gateOptions) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends or replaces the default policy")
+	cmd.Flags().StringVar(&g.tools, "tools", "", "tool catalog file (default DIR/tools.yaml)")
+}
+
+func (g *gateOptions) options() []pedigree.Option {
+	var o []pedigree.Option
+	if g.policies != "" {
+		o = append(o, pedigree.WithPolicyDir(g.policies))
+	}
+	if g.tools != "" {
+		o = append(o, pedigree.WithToolsFile(g.tools))
+	}
+	return o
+}
+
+func newGateCheck(a *app) *cobra.Command {
+	var as, key, session, tool, args string
+	var just, argSpecs []string
+	var g gateOptions
+	cmd := &cobra.Command{
+		Use:   "check --as PRINCIPAL --key FILE --session S --tool NAME [--args JSON] [--justification ID,...] [--arg NAME=ID,...]",
+		Short: "Ask the gate whether a proposed tool call may run",
+		Long: `Record the proposed call as a signed call entry and decide on it: allow (exit 0),
+deny (exit 3) or ask, needs a human (exit 4). The call's ID (call_id) is the
+parent that the tool's output names when it is recorded.
+
+--justification lists the entries the agent relied on; without it, the
+justification is the session's whole context. --arg NAME=ID,... says which entries
+an argument's value came from (repeatable); an argument without it comes from the
+whole justification. Per-argument rules in the tool catalog decide which arguments
+must be trusted.
+
+The gate fails closed: an unknown or unverifiable justification, a policy error,
+an undefined decision or a timeout all deny, with the cause in the reasons.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if session == "" || tool == "" {
+				return usagef("--session and --tool are required")
+			}
+			srcs := map[string][]string{}
+			for _, spec := range argSpecs {
+				name, ids, ok := strings.Cut(spec, "=")
+				if !ok || name == "" || ids == "" {
+					return usagef("--arg %q: want NAME=ID,...", spec)
+				}
+				srcs[name] = append(srcs[name], splitList(ids)...)
+			}
+			e, err := a.open(cmd.Context(), g.options()...)
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			s, err := signer(e, as, key)
+			if err != nil {
+				return err
+			}
+			c := pedigree.Call{Principal: as, Session: session, Tool: tool, ArgSources: srcs}
+			if args != "" {
+				c.Args = []byte(args)
+			}
+			if cmd.Flags().Changed("justification") {
+				c.Justification = splitList(strings.Join(just, ","))
+			}
+			d, err := e.Check(cmd.Context(), s, c)
+			if err != nil {
+				return err
+			}
+			if err := a.print(d, func(w io.Writer) { printDecision(w, d, false) }); err != nil {
+				return err
+			}
+			return decisionExit(d)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&as, "as", "", "the principal proposing the call (the agent)")
+	f.StringVar(&key, "key", "", "its private key file")
+	f.StringVar(&session, "session", "", "the session")
+	f.StringVar(&tool, "tool", "", "the tool")
+	f.StringVar(&args, "args", "", "the call's arguments, a JSON object")
+	f.StringSliceVar(&just, "justification", nil, "entries the call relies on, ID,... (default: the session's context)")
+	f.StringArrayVar(&argSpecs, "arg", nil, "where an argument came from, NAME=ID,... (repeatable)")
+	g.add(cmd)
+	return cmd
+}
+
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// decisionExit turns a decision into the exit code: 0 allow, 3 deny, 4 ask.
+func decisionExit(d *gate.Decision) error {
+	switch d.Decision {
+	case gate.Allow:
+		return nil
+	case gate.Ask:
+		return verdictError{ExitAsk, "the call needs a human's approval"}
+	}
+	return verdictError{ExitNegative, "the call is denied"}
+}
+
+func printDecision(w io.Writer, d *gate.Decision, color bool) {
+	fmt.Fprintf(w, "%s %s (decision %s, call %s)\n", paint(color, d.Decision), d.Tool, short(d.ID), short(d.CallID))
+	for _, r := range d.Reasons {
+		fmt.Fprintf(w, "  reason: %s\n", r)
+	}
+	for _, u := range d.Untrusted {
+		path := make([]string, len(u.Path))
+		for i, p := range u.Path {
+			path[i] = short(p)
+		}
+		strength := "strong"
+		if !u.Strong {
+			strength = "weak"
+		}
+		fmt.Fprintf(w, "  untrusted: %s (%s) via %s path %s\n", u.Principal, u.Tier, strength, strings.Join(path, " <- "))
+	}
+	for _, x := range d.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", x)
+	}
+}
+
+func paint(color bool, decision string) string {
+	word := strings.ToUpper(decision)
+	if !color {
+		return word
+	}
+	code := map[string]string{gate.Allow: "32", gate.Deny: "31", gate.Ask: "33"}[decision]
+	return "\x1b[1;" + code + "m" + word + "\x1b[0m"
+}
+
+func newGateApprove(a *app) *cobra.Command {
+	var as, key string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "approve DECISION_ID --as PRINCIPAL --key FILE [--ttl 15m]",
+		Short: "Approve a denied call once, as a user-tier principal",
+		Long: `Record a signed approval of a denied (or ask) decision. The approval binds the
+decision's session and the sha256 of its exact tool and canonical arguments, and
+expires after --ttl. The next identical check in that session is allowed once and
+consumes it; other arguments, a second use or an expired approval have no effect.
+Only a user-tier principal can approve.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			s, err := signer(e, as, key)
+			if err != nil {
+				return err
+			}
+			n, err := e.Approve(cmd.Context(), s, as, args[0], ttl)
+			if err != nil {
+				return err
+			}
+			return a.print(map[string]any{"version": 1, "approval_id": n.ID, "decision_id": args[0], "approver": as, "ttl": ttl.String()}, func(w io.Writer) {
+				fmt.Fprintf(w, "approved once: %s (approval %s, expires in %s)\n", args[0], short(n.ID), ttl)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "the approving user-tier principal")
+	cmd.Flags().StringVar(&key, "key", "", "its private key file")
+	cmd.Flags().DurationVar(&ttl, "ttl", pedigree.DefaultApprovalTTL, "how long the approval stays usable")
+	return cmd
+}
+
+func newGateLog(a *app) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "log [--limit N]",
+		Short: "List logged decisions, oldest first",
+		Long: `List the decision log: decision ID, time, principal, session, tool, digest of the
+canonical arguments, justification, decision, reasons and policy version.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			ds, err := e.Gate().Decisions(cmd.Context(), limit)
+			if err != nil {
+				return err
+			}
+			return a.print(map[string]any{"version": 1, "decisions": ds}, func(w io.Writer) {
+				for _, d := range ds {
+					fmt.Fprintf(w, "%s %s %-5s %-24s %s session %s policy %s\n", d.Time, short(d.ID), d.Decision, d.Tool, d.Principal, d.Session, d.PolicyVersion)
+					for _, r := range d.Reasons {
+						fmt.Fprintf(w, "    %s\n", r)
+					}
+				}
+			})
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "show only the last N decisions (0: all)")
+	return cmd
+}

@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dominikbraun/graph"
+	"github.com/dominikbraun/graph/draw"
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+func newLineageCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lineage",
+		Short: "Show an entry and trace its ancestry to untrusted roots",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newLineageTrace(a), newLineageShow(a))
+	return cmd
+}
+
+func newLineageTrace(a *app) *cobra.Command {
+	var format string
+	var maxDepth, maxNodes int
+	cmd := &cobra.Command{
+		Use:   "trace ID [--format text|json|dot] [--max-depth N] [--max-nodes N]",
+		Short: "Trace an entry's ancestry and the paths to its untrusted roots",
+		Long: `Walk an entry's ancestry and list, for each untrusted root (an ancestor whose own
+tier is unverified or external), the path from the entry to it. A strong path
+taints the effective tier; a weak one (through an edge below tau) only the reach
+tier. The walk is bounded by --max-depth and --max-nodes, and a truncated answer
+says so. --format dot draws the bounded subgraph for Graphviz.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.output == "json" && !cmd.Flags().Changed("format") {
+				format = "json"
+			}
+			if format != "text" && format != "json" && format != "dot" {
+				return usagef("--format must be text, json or dot, not %q", format)
+			}
+			if maxDepth < 0 || maxNodes < 0 {
+				return usagef("--max-depth and --max-nodes must not be negative")
+			}
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			tr, err := e.Trace(cmd.Context(), args[0], lineage.TraceOptions{MaxDepth: maxDepth, MaxNodes: maxNodes})
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "json":
+				saved := a.output
+				a.output = "json"
+				defer func() { a.output = saved }()
+				return a.print(traceJSON(tr), nil)
+			case "dot":
+				return traceDOT(a.out, tr)
+			}
+			printTrace(a.out, tr)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "text, json or dot")
+	cmd.Flags().IntVar(&maxDepth, "max-depth", lineage.DefaultTraceDepth, "how many edges deep to walk")
+	cmd.Flags().IntVar(&maxNodes, "max-nodes", lineage.DefaultTraceNodes, "how many entries to visit at most")
+	return cmd
+}
+
+func traceJSON(tr *lineage.Trace) map[string]any {
+	nodes := make([]map[string]any, 0, len(tr.Nodes))
+	for _, n := range tr.Nodes {
+		nodes = append(nodes, map[string]any{"id": n.ID, "principal": n.Principal, "kind": n.Kind, "tier": n.Tier.String(), "effective_tier": n.Effective.String(), "reach_tier": n.Reach.String()})
+	}
+	edges := tr.Edges
+	if edges == nil {
+		edges = []lineage.Edge{}
+	}
+	untrusted := tr.Untrusted
+	if untrusted == nil {
+		untrusted = []lineage.Source{}
+	}
+	return map[string]any{
+		"version": 1, "id": tr.Root.ID, "effective_tier": tr.Root.Effective.String(), "reach_tier": tr.Root.Reach.String(),
+		"nodes": nodes, "edges": edges, "untrusted": untrusted, "truncated": tr.Truncated,
+	}
+}
+
+func printTrace(w io.Writer, tr *lineage.Trace) {
+	r := tr.Root
+	fmt.Fprintf(w, "%s  %s %s  tier %s, effective %s, reach %s\n", r.ID, r.Principal, r.Kind, r.Tier, r.Effective, r.Reach)
+	byID := map[string]*lineage.Node{}
+	for _, n := range tr.Nodes {
+		byID[n.ID] = n
+	}
+	if len(tr.Untrusted) == 0 {
+		fmt.Fprintln(w, "no untrusted ancestor")
+	}
+	for _, s := range tr.Untrusted {
+		kind := "strong path (taints the effective tier)"
+		if !s.Strong {
+			kind = "weak path only (reach tier)"
+		}
+		fmt.Fprintf(w, "untrusted root %s  %s (%s), %s:\n", short(s.ID), s.Principal, s.Tier, kind)
+		for i, id := range s.Path {
+			n := byID[id]
+			fmt.Fprintf(w, "  %s%s  %-28s %-11s effective %s\n", strings.Repeat("  ", i), short(id), n.Principal, n.Kind, n.Effective)
+		}
+	}
+	var weak []lineage.Edge
+	for _, e := range tr.Edges {
+		if !e.Strong {
+			weak = append(weak, e)
+		}
+	}
+	if len(weak) > 0 {
+		fmt.Fprintln(w, "weak edges (kept for explanation, carry no taint):")
+		for _, e := range weak {
+			fmt.Fprintf(w, "  %s <- %s  weight %v\n", short(e.Child), short(e.Parent), e.Weight)
+		}
+	}
+	fmt.Fprintf(w, "%d entries, %d edges", len(tr.Nodes), len(tr.Edges))
+	if tr.Truncated {
+		fmt.Fprint(w, " (TRUNCATED: raise --max-depth or --max-nodes to see more)")
+	}
+	fmt.Fprintln(w)
+}
+
+// traceDOT draws the bounded subgraph with the graph library: it is small,
+// so the library's copying costs nothing here.
+func traceDOT(w io.Writer, tr *lineage.Trace) error {
+	g := graph.New(graph.StringHash, graph.Directed())
+	for _, n := range tr.Nodes {
+		color := "black"
+		if !n.Effective.Trusted() {
+			color = "red"
+		}
+		label := fmt.Sprintf("%s\\n%s %s\\n%s/%s", short(n.ID), n.Principal, n.Kind, n.Tier, n.Effective)
+		if err := g.AddVertex(n.ID, graph.VertexAttribute("label", label), graph.VertexAttribute("color", color)); err != nil {
+			return err
+		}
+	}
+	for _, e := range tr.Edges {
+		style := "solid"
+		if !e.Strong {
+			style = "dashed"
+		}
+		if err := g.AddEdge(e.Child, e.Parent, graph.EdgeAttribute("label", fmt.Sprint(e.Weight)), graph.EdgeAttribute("style", style)); err != nil {
+			return err
+		}
+	}
+	return draw.DOT(g, w)
+}
+
+func newLineageShow(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show an entry: its statement, signature check and labels",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			id, err := e.Resolve(args[0])
+			if err != nil {
+				return err
+			}
+			n, err := e.Graph().Node(id)
+			if err != nil {
+				return err
+			}
+			edges, err := e.Graph().Parents(id)
+			if err != nil {
+				return err
+			}
+			env, content, err := e.Graph().Envelope(id)
+			if err != nil {
+				return err
+			}
+			st, _, _, err := lineage.Open(env)
+			if err != nil {
+				return err
+			}
+			sigErr := e.Graph().VerifyEntrySignature(env)
+			extra := map[string]any{
+				"signature_valid": sigErr == nil, "time": st.Time, "content_digest": st.ContentDigest,
+				"effective_via": n.EffectiveVia, "reach_via": n.ReachVia,
+			}
+			if st.Tool != "" {
+				extra["tool"], extra["args"] = st.Tool, st.Args
+			}
+			if content != nil {
+				extra["content"] = string(content)
+			}
+			return a.print(nodeJSON(n, edges, extra), func(w io.Writer) {
+				fmt.Fprintf(w, "entry     %s\nprincipal %s (tier %s)\nkind      %s\n", n.ID, n.Principal, n.Tier, n.Kind)
+				if n.Session != "" {
+					fmt.Fprintf(w, "session   %s\n", n.Session)
+				}
+				fmt.Fprintf(w, "time      %s\ncontent   %s\n", st.Time, st.ContentDigest)
+				if st.Tool != "" {
+					fmt.Fprintf(w, "call      %s %s\n", st.Tool, st.Args)
+				}
+				if sigErr == nil {
+					fmt.Fprintf(w, "signature valid (%s)\n", n.Principal)
+				} else {
+					fmt.Fprintf(w, "signature INVALID: %v\n", sigErr)
+				}
+				fmt.Fprintf(w, "effective %s", n.Effective)
+				if n.EffectiveVia != "" {
+					fmt.Fprintf(w, " (set by strong parent %s)", short(n.EffectiveVia))
+				} else {
+					fmt.Fprint(w, " (its own tier)")
+				}
+				fmt.Fprintf(w, "\nreach     %s", n.Reach)
+				if n.ReachVia != "" {
+					fmt.Fprintf(w, " (set by parent %s)", short(n.ReachVia))
+				}
+				fmt.Fprintln(w)
+				for _, ed := range edges {
+					s := "strong"
+					if !ed.Strong {
+						s = "weak"
+					}
+					fmt.Fprintf(w, "parent    %s weight %v (%s)\n", ed.Parent, ed.Weight, s)
+				}
+				if content != nil {
+					fmt.Fprintf(w, "\n%s\n", content)
+				}
+			})
+		},
+	}
+}
+
+func newVerifyCommand(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Verify the whole store: signatures, IDs, edges, labels, the registry freeze",
+		Long: `Walk the whole store: each entry's signature against the frozen registry, each ID
+against its bytes, each parent link in both directions, and each stored label
+against a recomputation. Exit 0 when clean, 3 with the list of what is wrong, 1
+when it could not check. A registry changed since freeze is caught when the store
+is opened.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			r, err := e.Verify(cmd.Context())
+			if err != nil {
+				return err
+			}
+			err = a.print(map[string]any{"version": 1, "ok": r.OK(), "entries": r.Entries, "problems": r.Problems}, func(w io.Writer) {
+				if r.OK() {
+					fmt.Fprintf(w, "ok: %d entries verified\n", r.Entries)
+					return
+				}
+				fmt.Fprintf(w, "TAMPERED: %d problems in %d entries\n", len(r.Problems), r.Entries)
+				for _, p := range r.Problems {
+					fmt.Fprintf(w, "  %s  %s\n", short(p.ID), p.What)
+				}
+			})
+			if err == nil && !r.OK() {
+				return verdictError{ExitNegative, "verify found problems"}
+			}
+			return err
+		},
+	}
+}

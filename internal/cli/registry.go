@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+func newRegistryCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Register principals at bootstrap, then freeze them for good",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newRegistryAdd(a), newRegistryFreeze(a), newRegistryList(a))
+	return cmd
+}
+
+func newRegistryAdd(a *app) *cobra.Command {
+	var tier, pubFile, newKey string
+	cmd := &cobra.Command{
+		Use:   "add PRINCIPAL --tier internal|user|unverified|external (--public-key FILE | --new-key FILE)",
+		Short: "Register a principal (before freeze only)",
+		Long: `Register a principal with its tier and public key. PRINCIPAL is kind:name: kind is
+a lowercase letter then up to 31 of [a-z0-9_-]; name is a letter or digit then up to
+127 of [A-Za-z0-9._@+-] (agent:planner, user:alice, tool:gmail_read).
+
+--new-key FILE writes a new Ed25519 private key (PEM, mode 0600; never overwrites)
+and registers its public half; --public-key FILE registers an existing key. The
+store keeps only public keys. After 'registry freeze' nothing can be added.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			if (pubFile == "") == (newKey == "") {
+				return usagef("give exactly one of --public-key FILE and --new-key FILE")
+			}
+			if tier == "" {
+				return usagef("--tier is required")
+			}
+			t, err := registry.ParseTier(tier)
+			if err != nil {
+				return err
+			}
+			if err := registry.ValidateID(id); err != nil {
+				return err
+			}
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if e.Registry().Frozen() {
+				return registry.ErrFrozen
+			}
+			if _, dup := e.Registry().Lookup(id); dup {
+				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
+			}
+			var pub ed25519.PublicKey
+			if pubFile != "" {
+				if pub, err = registry.LoadPublicKey(pubFile); err != nil {
+					return err
+				}
+			} else {
+				s, priv, err := registry.GenerateSigner(nil)
+				if err != nil {
+					return err
+				}
+				if err := registry.WritePrivateKeyFile(newKey, priv); err != nil {
+					return err
+				}
+				pub = s.Public()
+			}
+			if err := e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub}); err != nil {
+				if newKey != "" {
+					os.Remove(newKey) // nothing half-written: no key for a principal that is not registered
+				}
+				return err
+			}
+			return a.print(map[string]any{"version": 1, "id": id, "tier": t.String(), "key_sha256": registry.KeyFingerprint(pub)}, func(w io.Writer) {
+				fmt.Fprintf(w, "registered %s (%s)\n", id, t)
+				if newKey != "" {
+					fmt.Fprintf(w, "private key: %s\n", newKey)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
+	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this Ed25519 public key (PEM)")
+	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
+	return cmd
+}
+
+func newRegistryFreeze(a *app) *cobra.Command {
+	var opKey string
+	cmd := &cobra.Command{
+		Use:   "freeze [--operator-key FILE]",
+		Short: "Freeze the registry: sign every principal and tau with the operator key",
+		Long: `Write a freeze record, signed by the operator key, over a digest of every
+principal (ID, tier, public key) and tau. From then on no principal can be added,
+removed or changed by any path, and a store whose principal rows change behind the
+engine's back refuses to open. Entries can be recorded only after freeze.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opKey == "" {
+				opKey = filepath.Join(a.dir, pedigree.OperatorKeyFile)
+			}
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if e.Registry().Frozen() {
+				return registry.ErrFrozen
+			}
+			op, err := registry.LoadSigner(opKey)
+			if err != nil {
+				return err
+			}
+			if err := e.Freeze(cmd.Context(), op); err != nil {
+				return err
+			}
+			n := len(e.Registry().List())
+			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": e.Registry().Tau()}, func(w io.Writer) {
+				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\n", n, e.Registry().Tau())
+			})
+		},
+	}
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default DIR/operator.key)")
+	return cmd
+}
+
+func newRegistryList(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the principals, their tiers and keys",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			reg := e.Registry()
+			type row struct {
+				ID        string `json:"id"`
+				Tier      string `json:"tier"`
+				PublicKey string `json:"public_key"`
+			}
+			rows := []row{}
+			for _, p := range reg.List() {
+				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
+				if err != nil {
+					return errors.Join(err)
+				}
+				rows = append(rows, row{p.ID, p.Tier.String(), string(pemBytes)})
+			}
+			out := map[string]any{"version": 1, "frozen": reg.Frozen(), "tau": reg.Tau(), "principals": rows}
+			return a.print(out, func(w io.Writer) {
+				state := "not frozen"
+				if reg.Frozen() {
+					state = "frozen"
+				}
+				fmt.Fprintf(w, "registry %s, tau %v, %d principals\n", state, reg.Tau(), len(rows))
+				for _, p := range reg.List() {
+					fmt.Fprintf(w, "  %-40s %-10s key %s\n", p.ID, p.Tier, short(registry.KeyFingerprint(p.PublicKey)))
+				}
+			})
+		},
+	}
+}

@@ -1,0 +1,192 @@
+// Package cli is the pedigree command: one file per verb behind
+// NewRootCommand, printing through the command's writers so tests can read
+// it. Only main calls os.Exit, with the code derived in exit.go.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// app is what every verb shares: the global flags and the writers.
+type app struct {
+	dir    string
+	output string
+	in     io.Reader
+	out    io.Writer
+	errw   io.Writer
+	// clock is the engine clock; tests set it.
+	clock func() time.Time
+	// getenv reads the environment; tests set it.
+	getenv func(string) string
+}
+
+// Main runs the command and returns its exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{in: stdin, out: stdout, errw: stderr, clock: time.Now, getenv: os.Getenv}
+	return a.run(context.Background(), args)
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	root := NewRootCommand(a)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		err = classify(err)
+		var v verdictError
+		if !errors.As(err, &v) {
+			if a.output == "json" {
+				b, _ := json.Marshal(map[string]any{"version": 1, "error": err.Error(), "exit_code": exitCode(err)})
+				fmt.Fprintln(a.out, string(b))
+			}
+			fmt.Fprintln(a.errw, "pedigree: "+err.Error())
+			if exitCode(err) == ExitUsage {
+				fmt.Fprintln(a.errw, "Run 'pedigree --help' for usage.")
+			}
+		}
+	}
+	return exitCode(err)
+}
+
+// classify marks cobra's own complaints about the command line as usage errors.
+func classify(err error) error {
+	var u usageError
+	if errors.As(err, &u) {
+		return err
+	}
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "required flag", "accepts ", "requires at least", "invalid argument", "flag needs an argument", "bad flag syntax"} {
+		if strings.Contains(msg, p) {
+			return usageError{err}
+		}
+	}
+	return err
+}
+
+// NewRootCommand builds the command tree.
+func NewRootCommand(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pedigree",
+		Short: "Lineage and provenance for agent memory, with a gate in front of sensitive tool calls",
+		Long: `pedigree keeps LLM agents from acting on poisoned memory. Every entry is signed
+by its principal and records what it was derived from; taint follows every strong
+edge from an untrusted ancestor; and the gate asks, before a sensitive tool call,
+whether anything the call relies on descends from content an untrusted party wrote.
+
+Start with 'pedigree demo'.
+
+` + exitCodesHelp,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.output != "text" && a.output != "json" {
+				return usagef("--output must be text or json, not %q", a.output)
+			}
+			if a.dir == "" {
+				a.dir = a.getenv("PEDIGREE_DIR")
+			}
+			if a.dir == "" {
+				a.dir = ".pedigree"
+			}
+			return nil
+		},
+	}
+	root.SetIn(a.in)
+	root.SetOut(a.out)
+	root.SetErr(a.errw)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
+	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.SetHelpTemplate(root.HelpTemplate())
+	root.AddCommand(
+		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
+		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
+		newReplayCommand(a), newDemoCommand(a),
+	)
+	return root
+}
+
+// args checks a verb's positional arguments as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("want %d argument(s), got %d", n, len(args))
+		}
+		return nil
+	}
+}
+
+func minArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usagef("want at least %d argument(s), got %d", n, len(args))
+		}
+		return nil
+	}
+}
+
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
+	}
+	return nil
+}
+
+// open opens the data directory.
+func (a *app) open(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
+	opts = append([]pedigree.Option{pedigree.WithClock(a.clock)}, opts...)
+	return pedigree.Open(ctx, a.dir, opts...)
+}
+
+// print renders v as JSON with -o json, else calls text.
+func (a *app) print(v any, text func(w io.Writer)) error {
+	if a.output == "json" {
+		enc := json.NewEncoder(a.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	text(a.out)
+	return nil
+}
+
+// signer loads --key and checks it is the key registered for --as, so that
+// a wrong key is one clear sentence rather than a bad-signature refusal.
+func signer(e *pedigree.Engine, as, keyFile string) (*registry.Signer, error) {
+	if as == "" || keyFile == "" {
+		return nil, usagef("--as PRINCIPAL and --key FILE are required")
+	}
+	p, ok := e.Registry().Lookup(as)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, as)
+	}
+	s, err := registry.LoadSigner(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	if !s.Public().Equal(p.PublicKey) {
+		return nil, fmt.Errorf("%w: %s is not the key registered for %s", registry.ErrBadKey, filepath.Base(keyFile), as)
+	}
+	return s, nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// jsonLines encodes one compact JSON value a line.
+func jsonLines(w io.Writer) *json.Encoder { return json.NewEncoder(w) }

@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+func newTrajectoryCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trajectory",
+		Short: "Tool-call sequence features and soft alerts per session",
+		Long: `The trajectory detector reads the structure of a session's tool calls (their
+roles from the tool catalog: recall, list, save, draft, send, rag, other), never
+their content, and raises soft alerts: evidence for the gate and for people. The
+default policy never denies on an alert alone.`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newTrajectoryShow(a), newTrajectoryTrain(a), newTrajectoryEval(a), newTrajectoryGenerate(a))
+	return cmd
+}
+
+func newTrajectoryShow(a *app) *cobra.Command {
+	var session string
+	cmd := &cobra.Command{
+		Use:   "show --session S",
+		Short: "Show a session's calls, features and alerts",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if session == "" {
+				return usagef("--session is required")
+			}
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			st, err := e.Gate().Trajectory(cmd.Context(), session)
+			if err != nil {
+				return err
+			}
+			calls, alerts := st.Calls, st.Alerts
+			if calls == nil {
+				calls = []trajectory.Call{}
+			}
+			if alerts == nil {
+				alerts = []trajectory.Alert{}
+			}
+			out := map[string]any{"version": 1, "session": session, "calls": calls, "features": st.FeatureMap(), "alerts": alerts}
+			return a.print(out, func(w io.Writer) {
+				fmt.Fprintf(w, "session %s: %d calls\n", session, st.Len)
+				for i, c := range calls {
+					fmt.Fprintf(w, "  %3d %-8s %s", i, c.Role, c.Tool)
+					if c.RecipientExternal {
+						fmt.Fprint(w, "  (external recipient)")
+					}
+					if c.RecipientUntrusted {
+						fmt.Fprint(w, "  (recipient from untrusted content)")
+					}
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintln(w, "features:")
+				for i, v := range st.Features() {
+					fmt.Fprintf(w, "  %-26s %g\n", trajectory.FeatureNames[i], v)
+				}
+				if len(alerts) == 0 {
+					fmt.Fprintln(w, "no alerts")
+				}
+				for _, al := range alerts {
+					fmt.Fprintf(w, "alert at call %d [%s]: %s\n", al.At, al.Rule, al.Message)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&session, "session", "", "the session")
+	return cmd
+}
+
+// catalogFor loads --tools, else DIR/tools.yaml.
+func (a *app) catalog(tools string) (*gate.Catalog, error) {
+	if tools == "" {
+		tools = filepath.Join(a.dir, pedigree.ToolsFile)
+		if _, err := os.Stat(tools); err != nil {
+			return nil, usagef("no tool catalog: give --tools FILE (or put tools.yaml in the data directory); roles come from it")
+		}
+	}
+	return gate.LoadCatalog(tools)
+}
+
+func readSessions(path string) ([]trajectory.Session, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ss, err := trajectory.ReadSessions(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(ss) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, trajectory.ErrNoSessions)
+	}
+	return ss, nil
+}
+
+func newTrajectoryTrain(a *app) *cobra.Command {
+	var model, tools string
+	cmd := &cobra.Command{
+		Use:   "train FILE --model OUT [--tools FILE]",
+		Short: "Train the trajectory model on labelled sessions",
+		Long: `Train a logistic-regression model on labelled sessions (one JSON object a line:
+{"id", "label": "attack"|"benign", "calls": [{"tool", "args"}]}). Its alert
+threshold is fixed at 0.5, never fitted. Put the model at DIR/trajectory-model.json
+for the gate to load it at start.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if model == "" {
+				return usagef("--model OUT is required")
+			}
+			cat, err := a.catalog(tools)
+			if err != nil {
+				return err
+			}
+			ss, err := readSessions(args[0])
+			if err != nil {
+				return err
+			}
+			m, err := trajectory.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
+			if err != nil {
+				return err
+			}
+			if err := m.Save(model); err != nil {
+				return err
+			}
+			return a.print(map[string]any{"version": 1, "model": model, "sessions": len(ss), "threshold": m.Threshold}, func(w io.Writer) {
+				fmt.Fprintf(w, "trained on %d sessions: %s (threshold %.2f)\n", len(ss), model, m.Threshold)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&model, "model", "", "where to write the model")
+	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	return cmd
+}
+
+func newTrajectoryEval(a *app) *cobra.Command {
+	var model, tools string
+	var folds int
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "eval FILE [--model FILE] [--tools FILE] [--folds K]",
+		Short: "Measure the detector on labelled sessions: AUC, recall, false-positive rate",
+		Long: `Measure the invariant rules on labelled sessions, and with --model that model too
+(AUC, and recall and false-positive rate at its threshold). Without --model, a
+model is also measured by K-fold cross-validation on FILE (train on K-1 folds,
+evaluate on the held-out one).`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cat, err := a.catalog(tools)
+			if err != nil {
+				return err
+			}
+			ss, err := readSessions(args[0])
+			if err != nil {
+				return err
+			}
+			rules := trajectory.EvaluateRules(ss, cat.TrajectoryCall)
+			out := map[string]any{
+				"version": 1, "sessions": rules.Sessions, "attack": rules.Attack, "benign": rules.Benign,
+				"auc": rules.AUC, "alert_rate_attack": rules.Recall, "alert_rate_benign": rules.FPR, "rules": rules,
+			}
+			var mm, cv *trajectory.Metrics
+			if model != "" {
+				m, err := trajectory.LoadModel(model)
+				if err != nil {
+					return err
+				}
+				got := trajectory.EvaluateModel(m, ss, cat.TrajectoryCall)
+				mm = &got
+				out["model"] = got
+			} else {
+				got, err := trajectory.CrossValidate(ss, cat.TrajectoryCall, folds, seed, trajectory.TrainOptions{})
+				if err != nil {
+					return err
+				}
+				cv = &got
+				out["model_cv"] = got
+				out["folds"] = folds
+			}
+			return a.print(out, func(w io.Writer) {
+				fmt.Fprintf(w, "%d sessions (%d attack, %d benign)\n", rules.Sessions, rules.Attack, rules.Benign)
+				line := func(name string, m trajectory.Metrics) {
+					fmt.Fprintf(w, "%-22s AUC %.3f  recall %.3f  false-positive rate %.3f\n", name, m.AUC, m.Recall, m.FPR)
+				}
+				line("rules", rules)
+				if mm != nil {
+					line("model", *mm)
+				}
+				if cv != nil {
+					line(fmt.Sprintf("model (%d-fold CV)", folds), *cv)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&model, "model", "", "a trained model to measure")
+	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().IntVar(&folds, "folds", 5, "folds for cross-validation")
+	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fold shuffle")
+	return cmd
+}
+
+func newTrajectoryGenerate(a *app) *cobra.Command {
+	var o trajectory.GenerateOptions
+	cmd := &cobra.Command{
+		Use:   "generate [--sessions N] [--seed S] [--attack-share F]",
+		Short: "Write synthetic labelled sessions (JSON Lines) to measure the detector",
+		Long: `Write labelled sessions for the tools of testdata/trajectory/tools.yaml: benign
+agents that ground themselves (recall, then send, some to external recipients the
+user asked for) and attacks that overlap with them or hide among other calls.
+Train on one seed and report on another.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Sessions <= 0 {
+				return usagef("--sessions must be positive")
+			}
+			enc := jsonLines(a.out)
+			for _, s := range trajectory.Generate(o) {
+				if err := enc.Encode(s); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Sessions, "sessions", 1000, "how many sessions")
+	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "random seed")
+	cmd.Flags().Float64Var(&o.AttackShare, "attack-share", 0.5, "share of attack sessions")
+	return cmd
+}

@@ -1,0 +1,342 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Options tune a replay.
+type Options struct {
+	// Policy replaces or extends the default policy.
+	Policy *gate.Policy
+	// Catalog supplies roles and per-argument rules; a scenario's
+	// `sensitive` list still decides which tools are sensitive.
+	Catalog *gate.Catalog
+	// Workers run scenarios in parallel (default: GOMAXPROCS).
+	Workers int
+	// Tau is the strong-edge threshold (default 0.5).
+	Tau float64
+}
+
+// CallResult is one call's decision.
+type CallResult struct {
+	Scenario string   `json:"scenario"`
+	Call     string   `json:"call"`
+	Tool     string   `json:"tool"`
+	Expect   string   `json:"expect,omitempty"`
+	Label    string   `json:"label,omitempty"`
+	Got      string   `json:"got"`
+	Reasons  []string `json:"reasons"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Result is one scenario's outcome.
+type Result struct {
+	Scenario string       `json:"scenario"`
+	Calls    []CallResult `json:"calls"`
+	Err      error        `json:"-"`
+}
+
+// Mismatch is a call whose decision differs from its expect.
+type Mismatch struct {
+	Scenario string `json:"scenario"`
+	Call     string `json:"call"`
+	Expect   string `json:"expect"`
+	Got      string `json:"got"`
+}
+
+// ScenarioError is a scenario the engine rejected.
+type ScenarioError struct {
+	Scenario string `json:"scenario"`
+	Error    string `json:"error"`
+}
+
+// Summary is the score of a replay, as CLI.md gives it.
+type Summary struct {
+	Version         int             `json:"version"`
+	Scenarios       int             `json:"scenarios"`
+	Errors          int             `json:"errors"`
+	AttackCalls     int             `json:"attack_calls"`
+	AttackAllowed   int             `json:"attack_allowed"`
+	ASR             float64         `json:"asr"`
+	BenignCalls     int             `json:"benign_calls"`
+	BenignAllowed   int             `json:"benign_allowed"`
+	BenignAllowRate float64         `json:"benign_allow_rate"`
+	Expected        int             `json:"expected"`
+	Agreed          int             `json:"agreed"`
+	Agreement       float64         `json:"agreement"`
+	Mismatches      []Mismatch      `json:"mismatches"`
+	ErrorList       []ScenarioError `json:"error_list"`
+	WallSeconds     float64         `json:"wall_seconds"`
+}
+
+// Run replays scenarios and scores them. Each result is passed to each (in
+// input order) as it completes, for --verbose.
+func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)) (*Summary, error) {
+	start := time.Now()
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.Tau == 0 {
+		o.Tau = pedigree.DefaultTau
+	}
+	if o.Policy == nil {
+		p, err := gate.DefaultPolicy()
+		if err != nil {
+			return nil, err
+		}
+		o.Policy = p
+	}
+	results := make([]Result, len(scenarios))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range o.Workers {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = runOne(ctx, &scenarios[i], o)
+			}
+		})
+	}
+	for i := range scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sum := &Summary{Version: 1, Scenarios: len(scenarios), Mismatches: []Mismatch{}, ErrorList: []ScenarioError{}}
+	for _, r := range results {
+		if each != nil {
+			each(r)
+		}
+		if r.Err != nil {
+			sum.Errors++
+			sum.ErrorList = append(sum.ErrorList, ScenarioError{Scenario: r.Scenario, Error: r.Err.Error()})
+			continue
+		}
+		for _, c := range r.Calls {
+			switch c.Label {
+			case "attack":
+				sum.AttackCalls++
+				if c.Got == gate.Allow {
+					sum.AttackAllowed++
+				}
+			case "benign":
+				sum.BenignCalls++
+				if c.Got == gate.Allow {
+					sum.BenignAllowed++
+				}
+			}
+			if c.Expect != "" {
+				sum.Expected++
+				if c.Expect == c.Got {
+					sum.Agreed++
+				} else {
+					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: c.Got})
+				}
+			}
+		}
+	}
+	sum.ASR = ratio(sum.AttackAllowed, sum.AttackCalls)
+	sum.BenignAllowRate = ratio(sum.BenignAllowed, sum.BenignCalls)
+	sum.Agreement = ratio(sum.Agreed, sum.Expected)
+	sum.WallSeconds = time.Since(start).Seconds()
+	return sum, nil
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Failed reports whether the replay disagreed with expect or had errors.
+func (s *Summary) Failed() bool { return len(s.Mismatches) > 0 || s.Errors > 0 }
+
+// stepClock is a deterministic clock: each reading is a millisecond later.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond)
+	return c.now
+}
+
+func runOne(ctx context.Context, s *Scenario, o Options) Result {
+	res := Result{Scenario: s.ID, Calls: []CallResult{}}
+	err := func() error {
+		clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		op, _, err := registry.GenerateSigner(nil)
+		if err != nil {
+			return err
+		}
+		e, err := pedigree.NewInMemory(ctx, o.Tau, op, pedigree.WithClock(clock.Now),
+			pedigree.WithCatalog(catalogFor(s, o.Catalog)), pedigree.WithPolicy(o.Policy))
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		keys := map[string]*registry.Signer{}
+		agent := ""
+		for _, p := range s.Principals {
+			tier, err := registry.ParseTier(p.Tier)
+			if err != nil {
+				return fmt.Errorf("principal %s: %w", p.ID, err)
+			}
+			k, _, err := registry.GenerateSigner(nil)
+			if err != nil {
+				return err
+			}
+			if err := e.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: tier, PublicKey: k.Public()}); err != nil {
+				return err
+			}
+			keys[p.ID] = k
+			if agent == "" && len(p.ID) > 6 && p.ID[:6] == "agent:" {
+				agent = p.ID
+			}
+		}
+		if err := e.Freeze(ctx, op); err != nil {
+			return err
+		}
+		ids := map[string]string{}
+		resolve := func(refs []string) ([]string, error) {
+			out := make([]string, 0, len(refs))
+			for _, r := range refs {
+				id, ok := ids[r]
+				if !ok {
+					return nil, fmt.Errorf("%w: ref %q names no earlier step", lineage.ErrUnknownEntry, r)
+				}
+				out = append(out, id)
+			}
+			return out, nil
+		}
+		for i, st := range s.Steps {
+			session := st.Session
+			if session == "" {
+				session = s.ID
+			}
+			principal := st.Principal
+			if principal == "" && st.Op == "call" {
+				principal = agent
+			}
+			key, ok := keys[principal]
+			if !ok {
+				return fmt.Errorf("step %d (%s): %w %q: not listed in the scenario's principals", i+1, st.Ref, registry.ErrUnknownPrincipal, principal)
+			}
+			switch st.Op {
+			case "record":
+				kind, err := lineage.ParseKind(st.Kind)
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				parents := []lineage.Parent{} // exactly as written: never the session default
+				for _, p := range st.Parents {
+					id, ok := ids[p.Ref]
+					if !ok {
+						return fmt.Errorf("step %d (%s): %w: parent ref %q names no earlier step", i+1, st.Ref, lineage.ErrUnknownParent, p.Ref)
+					}
+					parents = append(parents, lineage.Parent{ID: id, Weight: p.Weight})
+				}
+				n, err := e.Record(ctx, key, pedigree.Entry{Principal: principal, Kind: kind, Session: session, Content: []byte(st.Content), Parents: parents})
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				ids[st.Ref] = n.ID
+			case "call":
+				just, err := resolve(st.Justification)
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				srcs := map[string][]string{}
+				for name, refs := range st.ArgJustification {
+					if srcs[name], err = resolve(refs); err != nil {
+						return fmt.Errorf("step %d (%s) argument %s: %w", i+1, st.Ref, name, err)
+					}
+				}
+				args := []byte(st.Args)
+				if len(args) == 0 {
+					args = nil
+				}
+				d, err := e.Check(ctx, key, pedigree.Call{Principal: principal, Session: session, Tool: st.Tool, Args: args, Justification: just, ArgSources: srcs})
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				ids[st.Ref] = d.CallID
+				res.Calls = append(res.Calls, CallResult{Scenario: s.ID, Call: st.Ref, Tool: st.Tool, Expect: st.Expect, Label: st.Label,
+					Got: d.Decision, Reasons: d.Reasons, Warnings: d.Warnings})
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		res.Err = err
+	}
+	return res
+}
+
+// catalogFor builds a scenario's catalog: its sensitive tools are sensitive
+// and every other tool it calls is not. A base catalog contributes roles and
+// per-argument rules.
+func catalogFor(s *Scenario, base *gate.Catalog) *gate.Catalog {
+	c := &gate.Catalog{Tools: map[string]gate.Tool{}}
+	if base != nil {
+		c.InternalDomains = base.InternalDomains
+	}
+	sensitive := map[string]bool{}
+	for _, t := range s.Sensitive {
+		sensitive[t] = true
+	}
+	for _, st := range s.Steps {
+		if st.Op == "call" {
+			sensitive[st.Tool] = sensitive[st.Tool] || false
+		}
+	}
+	for name, sens := range sensitive {
+		t, _ := base.Lookup(name)
+		if base == nil || !hasTool(base, name) {
+			t = gate.Tool{Role: "other"}
+		}
+		t.Sensitive = sens
+		if sens {
+			t.Irreversible = true
+		}
+		c.Tools[name] = t
+	}
+	return c
+}
+
+func hasTool(c *gate.Catalog, name string) bool {
+	_, ok := c.Tools[name]
+	return ok
+}
+
+// MarshalJSON of a Result includes its error as text.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	v := struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain: plain(r)}
+	if r.Err != nil {
+		v.Error = r.Err.Error()
+	}
+	return json.Marshal(v)
+}

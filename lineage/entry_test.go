@@ -1,0 +1,121 @@
+package lineage_test
+
+import (
+	"crypto/ed25519"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func goldenStatement() *lineage.Statement {
+	return &lineage.Statement{
+		Version: 1, Principal: "agent:planner", Kind: lineage.KindCall, Session: "s-1",
+		ContentDigest: lineage.DigestContent([]byte("content")),
+		Parents:       []lineage.Parent{{ID: strings.Repeat("ab", 32), Weight: 0.8}, {ID: strings.Repeat("cd", 32), Weight: 0.1}},
+		Tool:          "send_money", Args: []byte(`{"amount":500,"to":"123-456"}`),
+		Time: "2026-11-29T12:00:00Z",
+	}
+}
+
+// TestCanonicalGolden pins the signed bytes, the ID and (Ed25519 being
+// deterministic) the envelope of a fixed statement under a fixed key. A
+// change here changes every entry ID: regenerate with -update only on
+// purpose, and say so in the changelog.
+func TestCanonicalGolden(t *testing.T) {
+	seed := make([]byte, ed25519.SeedSize)
+	for i := range seed {
+		seed[i] = byte(i)
+	}
+	signer, err := registry.NewSigner(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := goldenStatement()
+	payload, err := st.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, id, err := lineage.Sign(signer, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]byte{"statement.json": payload, "id.txt": []byte(id + "\n"), "envelope.json": env}
+	for name, b := range got {
+		path := filepath.Join("..", "testdata", "lineage", "golden", name)
+		if *update {
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run go test ./lineage -update once)", err)
+		}
+		if string(want) != string(b) {
+			t.Errorf("%s changed:\n got %s\nwant %s", name, b, want)
+		}
+	}
+}
+
+func TestCanonicalArgs(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{``, `{}`}, {`null`, `{}`}, {` {"b":1, "a":[2, {"d":1,"c":2}]} `, `{"a":[2,{"c":2,"d":1}],"b":1}`},
+		{`{"n":1.50}`, `{"n":1.50}`},
+	} {
+		got, err := lineage.CanonicalArgs([]byte(c.in))
+		if err != nil || string(got) != c.want {
+			t.Errorf("CanonicalArgs(%q) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"s"`, `{"a":1} {"b":2}`, `{"a":`, `3`} {
+		if _, err := lineage.CanonicalArgs([]byte(bad)); err == nil {
+			t.Errorf("CanonicalArgs(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseStatementRefusesNonCanonical(t *testing.T) {
+	payload, _ := goldenStatement().Encode()
+	if _, err := lineage.ParseStatement(payload); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]string{
+		"spaces":        strings.Replace(string(payload), `"version":1`, `"version": 1`, 1),
+		"unknown field": strings.Replace(string(payload), `{"version":1`, `{"extra":1,"version":1`, 1),
+		"reordered":     strings.Replace(string(payload), `{"version":1,"principal":"agent:planner"`, `{"principal":"agent:planner","version":1`, 1),
+		"trailing":      string(payload) + "{}",
+	} {
+		if _, err := lineage.ParseStatement([]byte(p)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzOpen(f *testing.F) {
+	for _, name := range []string{"envelope.json", "statement.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "lineage", "golden", name))
+		if err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"payloadType":"x","payload":"","signatures":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, payload, id, err := lineage.Open(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must be canonical and valid, and hash to its ID.
+		again, err := st.Encode()
+		if err != nil || string(again) != string(payload) || lineage.IDOf(payload) != id || st.Validate() != nil {
+			t.Fatalf("decoded a non-canonical or invalid statement: %s", payload)
+		}
+	})
+}

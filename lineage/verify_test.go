@@ -1,0 +1,121 @@
+package lineage_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+// tampered builds a small graph on disk (an external email, an agent memory
+// strongly derived from it and weakly from a user prompt, a child of the
+// memory), applies fn to the raw store and returns verify's report.
+func tampered(t *testing.T, fn func(tx *store.Txn, ids map[string]string) error) *lineage.Report {
+	t.Helper()
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	email := w.Record("tool:gmail_read", "s", "mail", nil)
+	prompt := w.Record("user:alice", "s", "prompt", nil)
+	mem := w.Record("agent:planner", "s", "memory", []lineage.Parent{{ID: email.ID, Weight: 1}, {ID: prompt.ID, Weight: 0.2}})
+	child := w.Record("agent:planner", "s", "child", enginetest.Strong(mem.ID))
+	ids := map[string]string{"email": email.ID, "prompt": prompt.ID, "mem": mem.ID, "child": child.ID}
+	clean, err := w.E.Verify(context.Background())
+	if err != nil || !clean.OK() || clean.Entries != 4 {
+		t.Fatalf("before tampering: %+v %v", clean, err)
+	}
+	w.Tamper(func(tx *store.Txn) error { return fn(tx, ids) })
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.E.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// wantProblem fails unless the report names entry id with a problem whose
+// text contains what.
+func wantProblem(t *testing.T, r *lineage.Report, id, what string) {
+	t.Helper()
+	for _, p := range r.Problems {
+		if p.ID == id && strings.Contains(p.What, what) {
+			return
+		}
+	}
+	t.Fatalf("no problem %q on %s in %+v", what, id[:12], r.Problems)
+}
+
+// tamperedIDs is tampered, also returning the IDs.
+func tamperedIDs(t *testing.T, fn func(tx *store.Txn, ids map[string]string) error) (*lineage.Report, map[string]string) {
+	var got map[string]string
+	r := tampered(t, func(tx *store.Txn, ids map[string]string) error { got = ids; return fn(tx, ids) })
+	return r, got
+}
+
+func TestVerifyCatchesFlippedByte(t *testing.T) {
+	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
+		k := []byte("e/" + ids["mem"])
+		env, err := tx.Get(k)
+		if err != nil {
+			return err
+		}
+		// Flip one bit inside the base64 signature.
+		i := strings.LastIndex(string(env), `"sig":"`) + 10
+		env[i] ^= 0x01
+		return tx.Set(k, env)
+	})
+	wantProblem(t, r, ids["mem"], "does not verify")
+}
+
+func TestVerifyCatchesFlippedPayloadByte(t *testing.T) {
+	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
+		k := []byte("e/" + ids["email"])
+		env, _ := tx.Get(k)
+		i := strings.Index(string(env), `"payload":"`) + 20
+		env[i] ^= 0x02
+		return tx.Set(k, env)
+	})
+	// Depending on the bit, the payload no longer decodes or hashes to
+	// another ID; either way the entry is named.
+	if r.OK() || r.Problems[0].ID != ids["email"] {
+		t.Fatalf("flipped payload byte not reported on the email: %+v", r.Problems)
+	}
+}
+
+func TestVerifyCatchesDeletedEdgeKey(t *testing.T) {
+	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
+		return tx.Delete([]byte("r/" + ids["mem"] + "/" + ids["email"]))
+	})
+	wantProblem(t, r, ids["mem"], "edge key r/ missing")
+	wantProblem(t, r, ids["mem"], "has no reverse edge")
+}
+
+func TestVerifyCatchesRewrittenEffectiveTier(t *testing.T) {
+	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
+		k := []byte("n/" + ids["mem"])
+		b, _ := tx.Get(k)
+		s := strings.Replace(string(b), `"effective_tier":"external"`, `"effective_tier":"internal"`, 1)
+		if s == string(b) {
+			return errors.New("effective tier not found in the node row")
+		}
+		return tx.Set(k, []byte(s))
+	})
+	wantProblem(t, r, ids["mem"], "differ from a recomputation")
+}
+
+func TestVerifyCatchesRemovedParent(t *testing.T) {
+	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
+		id := ids["email"]
+		for _, k := range []string{"e/" + id, "n/" + id} {
+			if err := tx.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	wantProblem(t, r, ids["mem"], "is missing or was not written before its child")
+}
