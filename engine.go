@@ -1,6 +1,7 @@
 package pedigree
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 // Files in the data directory besides the store.
 const (
 	OperatorKeyFile = "operator.key"
+	FreezeFile      = "registry.freeze"
 	ToolsFile       = "tools.yaml"
 	ModelFile       = "trajectory-model.json"
 )
@@ -169,6 +171,10 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	if err != nil {
 		return fail(err)
 	}
+	graph := lineage.New(db, reg, c.log)
+	if err := checkFreezeAnchors(dir, reg, graph); err != nil {
+		return fail(err)
+	}
 	if c.catalog == nil {
 		path := c.toolsFile
 		if path == "" && dir != "" {
@@ -194,7 +200,6 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 			}
 		}
 	}
-	graph := lineage.New(db, reg, c.log)
 	gopts := []gate.Option{gate.WithCatalog(c.catalog), gate.WithClock(c.clock), gate.WithLogger(c.log), gate.WithModel(c.model)}
 	if c.policy != nil {
 		gopts = append(gopts, gate.WithPolicy(c.policy))
@@ -240,12 +245,61 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	return e.reg.Add(p)
 }
 
-// Freeze freezes the registry with the operator key.
+// Freeze freezes the registry with the operator key, and keeps a copy of
+// the signed freeze record beside the store (registry.freeze).
 func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.reg.Freeze(operator, e.cfg.clock())
+	if err := e.reg.Freeze(operator, e.cfg.clock()); err != nil {
+		return err
+	}
+	if e.dir == "" {
+		return nil
+	}
+	rec, err := e.reg.FreezeRecord()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(e.dir, FreezeFile)
+	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
+		return fmt.Errorf("the registry is frozen, but its copy could not be written: %w", err)
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// checkFreezeAnchors refuses a store whose freeze record was deleted or
+// swapped: entries exist only after freeze, and the copy beside the store
+// must match the record in it.
+func checkFreezeAnchors(dir string, reg *registry.Registry, graph *lineage.Graph) error {
+	rec, err := reg.FreezeRecord()
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		n, err := graph.Count(1)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return &registry.TamperError{Differences: []string{"the store holds entries but no freeze record: it was deleted"}}
+		}
+	}
+	if dir == "" {
+		return nil
+	}
+	copyRec, err := os.ReadFile(filepath.Join(dir, FreezeFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case rec == nil:
+		return &registry.TamperError{Differences: []string{FreezeFile + " exists but the store has no freeze record: it was deleted"}}
+	case !bytes.Equal(copyRec, rec):
+		return &registry.TamperError{Differences: []string{"the store's freeze record differs from " + FreezeFile}}
+	}
+	return nil
 }
 
 // Entry is what a harness records: who says what, in which session, derived

@@ -366,3 +366,18 @@ func (g *Graph) VerifyEntrySignature(env []byte) error {
 	}
 	return nil
 }
+
+// Count counts stored entries, stopping at limit (0: no limit).
+func (g *Graph) Count(limit int) (int, error) {
+	n := 0
+	err := g.db.View(func(t *store.Txn) error {
+		return t.Iterate([]byte(pSeq), false, func(_, _ []byte) error {
+			n++
+			if limit > 0 && n >= limit {
+				return store.ErrStop
+			}
+			return nil
+		})
+	})
+	return n, err
+}

@@ -393,3 +393,19 @@ func (r *Registry) List() []Principal {
 	}
 	return out
 }
+
+// FreezeRecord returns the stored freeze record (manifest and operator
+// signature), nil before freeze. The engine keeps a copy beside the store, so
+// that deleting the record from the store does not silently thaw the registry.
+func (r *Registry) FreezeRecord() ([]byte, error) {
+	var b []byte
+	err := r.db.View(func(t *store.Txn) error {
+		var err error
+		b, err = t.Get(keyFreeze)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	return b, err
+}

@@ -1,0 +1,46 @@
+package gate
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+)
+
+// TestFailOpenTrapIsReal shows that testdata/policies/failopen allows a
+// call when evaluated the default way (without strict builtin errors): the
+// gate's deny on the same input (TestFailClosed) is its doing, not the
+// policy's.
+func TestFailOpenTrapIsReal(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "testdata", "policies", "failopen", "gate.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := rego.New(rego.Query(decisionQuery), rego.Module("gate.rego", string(src)), rego.SetRegoVersion(ast.RegoV1)).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := q.Eval(context.Background(), rego.EvalInput(map[string]any{"action": map[string]any{"args": map[string]any{"amount": "lots"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs[0].Expressions[0].Value.(map[string]any)["decision"]; got != "allow" {
+		t.Fatalf("without strict builtin errors the policy yields %v; the trap this test documents is gone", got)
+	}
+}
+
+func TestCapabilitiesLeaveOutTheNetwork(t *testing.T) {
+	for _, b := range capabilities().Builtins {
+		if b.Name == "http.send" || strings.HasPrefix(b.Name, "net.") || b.Name == "opa.runtime" {
+			t.Errorf("builtin %s is available to policies", b.Name)
+		}
+	}
+	_, err := PolicyFromDir(filepath.Join("..", "testdata", "policies", "network"))
+	if err != nil {
+		t.Fatal(err) // it loads; it must fail to compile in New
+	}
+}

@@ -1,0 +1,198 @@
+package registry_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+func TestTiers(t *testing.T) {
+	for _, name := range []string{"internal", "user", "unverified", "external"} {
+		tier, err := registry.ParseTier(name)
+		if err != nil || tier.String() != name {
+			t.Errorf("ParseTier(%q) = %v, %v", name, tier, err)
+		}
+	}
+	if _, err := registry.ParseTier("admin"); !errors.Is(err, registry.ErrBadTier) {
+		t.Errorf("ParseTier(admin): %v", err)
+	}
+	if registry.Max(registry.User, registry.External) != registry.External || registry.Max(registry.Internal, registry.User) != registry.User {
+		t.Error("Max is not 'least trusted'")
+	}
+	if !registry.User.Trusted() || registry.Unverified.Trusted() {
+		t.Error("Trusted")
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for _, ok := range []string{"user:alice", "agent:planner", "tool:gmail_read", "tool:AugustSmartLockGrantGuestAccess", "user:a.b@c+d-e"} {
+		if err := registry.ValidateID(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "alice", ":alice", "user:", "User:alice", "user:al ice", "user:a:b", "user:a/b", "user:-a", "1user:a", "user:" + strings.Repeat("a", 129), "user:ä"} {
+		if err := registry.ValidateID(bad); !errors.Is(err, registry.ErrBadID) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestFrozenAfterRestart freezes, closes, reopens, and tries to change the
+// registry through every path the library has.
+func TestFrozenAfterRestart(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !w.E.Registry().Frozen() {
+		t.Fatal("not frozen after reopen")
+	}
+	s, _, _ := registry.GenerateSigner(nil)
+	p := registry.Principal{ID: "user:eve", Tier: registry.Internal, PublicKey: s.Public()}
+	if err := w.E.AddPrincipal(ctx, p); !errors.Is(err, registry.ErrFrozen) {
+		t.Errorf("engine AddPrincipal: %v", err)
+	}
+	if err := w.E.Registry().Add(p); !errors.Is(err, registry.ErrFrozen) {
+		t.Errorf("registry Add: %v", err)
+	}
+	if err := w.E.Freeze(ctx, w.Operator); !errors.Is(err, registry.ErrFrozen) {
+		t.Errorf("second freeze: %v", err)
+	}
+	// A registry value loaded before the freeze (another process's stale
+	// view) cannot add either: the store is the authority.
+	w.E.Close()
+	w.E = nil
+	db, err := store.Open(w.Dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Load(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Add(p); !errors.Is(err, registry.ErrFrozen) {
+		t.Errorf("Load then Add: %v", err)
+	}
+	db.Close()
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.E.Registry().Lookup("user:eve"); ok {
+		t.Fatal("user:eve was registered after freeze")
+	}
+}
+
+func TestStaleViewCannotAdd(t *testing.T) {
+	// Process A loads the registry; process B freezes; A's Add must fail.
+	dir := t.TempDir()
+	db, err := store.Create(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	op, _, _ := registry.GenerateSigner(nil)
+	if err := registry.Bootstrap(db, 0.5, op.Public(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := registry.Load(db)
+	b, _ := registry.Load(db)
+	if err := b.Freeze(op, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := registry.GenerateSigner(nil)
+	if err := a.Add(registry.Principal{ID: "user:late", Tier: registry.User, PublicKey: s.Public()}); !errors.Is(err, registry.ErrFrozen) {
+		t.Fatalf("stale view added after freeze: %v", err)
+	}
+}
+
+func TestFreezeNeedsTheOperatorKey(t *testing.T) {
+	dir := t.TempDir()
+	db, _ := store.Create(dir, store.Options{})
+	defer db.Close()
+	op, _, _ := registry.GenerateSigner(nil)
+	registry.Bootstrap(db, 0.5, op.Public(), time.Now())
+	reg, _ := registry.Load(db)
+	other, _, _ := registry.GenerateSigner(nil)
+	if err := reg.Freeze(other, time.Now()); !errors.Is(err, registry.ErrBadKey) || reg.Frozen() {
+		t.Fatalf("freeze with another key: %v", err)
+	}
+}
+
+// TestTamperedRegistryRefused edits principal rows behind the engine's back.
+func TestTamperedRegistryRefused(t *testing.T) {
+	row := func(id, tier string, key []byte) []byte {
+		pemBytes, _ := registry.MarshalPublicKey(key)
+		b, _ := json.Marshal(map[string]string{"id": id, "tier": tier, "public_key": string(pemBytes)})
+		return b
+	}
+	cases := []struct {
+		name string
+		fn   func(w *enginetest.World, tx *store.Txn) error
+		want string
+	}{
+		{"tier raised", func(w *enginetest.World, tx *store.Txn) error {
+			return tx.Set([]byte("reg/p/tool:gmail_read"), row("tool:gmail_read", "internal", w.Keys["tool:gmail_read"].Public()))
+		}, "principal tool:gmail_read has tier internal, frozen as external"},
+		{"key swapped", func(w *enginetest.World, tx *store.Txn) error {
+			s, _, _ := registry.GenerateSigner(nil)
+			return tx.Set([]byte("reg/p/user:alice"), row("user:alice", "user", s.Public()))
+		}, "principal user:alice has a different public key"},
+		{"principal added", func(w *enginetest.World, tx *store.Txn) error {
+			s, _, _ := registry.GenerateSigner(nil)
+			return tx.Set([]byte("reg/p/user:eve"), row("user:eve", "internal", s.Public()))
+		}, "principal user:eve was added after freeze"},
+		{"principal removed", func(w *enginetest.World, tx *store.Txn) error {
+			return tx.Delete([]byte("reg/p/user:mallory"))
+		}, "principal user:mallory was removed"},
+		{"tau changed", func(w *enginetest.World, tx *store.Txn) error {
+			b, _ := tx.Get([]byte("reg/meta"))
+			return tx.Set([]byte("reg/meta"), []byte(strings.Replace(string(b), `"tau":0.5`, `"tau":0.99`, 1)))
+		}, "tau is 0.99, frozen as 0.5"},
+		{"freeze record forged", func(w *enginetest.World, tx *store.Txn) error {
+			b, _ := tx.Get([]byte("reg/freeze"))
+			var fr map[string][]byte
+			json.Unmarshal(b, &fr)
+			fr["manifest"] = []byte(strings.Replace(string(fr["manifest"]), `"external"`, `"internal"`, 1))
+			out, _ := json.Marshal(fr)
+			return tx.Set([]byte("reg/freeze"), out)
+		}, "signature does not verify"},
+		{"freeze record deleted", func(w *enginetest.World, tx *store.Txn) error {
+			return tx.Delete([]byte("reg/freeze"))
+		}, "registry.freeze exists but the store has no freeze record"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := enginetest.NewOnDisk(t, enginetest.Default)
+			w.Tamper(func(tx *store.Txn) error { return c.fn(w, tx) })
+			err := w.Reopen()
+			var te *registry.TamperError
+			if !errors.As(err, &te) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want a TamperError saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDeletedFreezeWithEntriesRefused(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	w.Record("user:alice", "s", "x", nil)
+	w.Tamper(func(tx *store.Txn) error { return tx.Delete([]byte("reg/freeze")) })
+	if err := os.Remove(filepath.Join(w.Dir, pedigree.FreezeFile)); err != nil {
+		t.Fatal(err)
+	}
+	var te *registry.TamperError
+	if err := w.Reopen(); !errors.As(err, &te) || !strings.Contains(err.Error(), "holds entries but no freeze record") {
+		t.Fatalf("got %v", err)
+	}
+}

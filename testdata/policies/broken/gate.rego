@@ -1,0 +1,5 @@
+package pedigree.gate
+
+import rego.v1
+
+decision := {"decision": "allow", "reasons": [] if {
