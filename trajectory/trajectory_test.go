@@ -1,0 +1,164 @@
+package trajectory
+
+import (
+	"math"
+	"testing"
+)
+
+func run(roles ...Role) *State {
+	s := &State{}
+	for _, r := range roles {
+		s.Append(Call{Tool: string(r), Role: r})
+	}
+	return s
+}
+
+func TestFeatures(t *testing.T) {
+	cases := []struct {
+		name  string
+		roles []Role
+		want  map[string]float64
+	}{
+		{"empty", nil, map[string]float64{"length": 0, "recall_before_send": 0, "send_without_recall": 0, "recall_send_ratio": 0}},
+		{"recall then send", []Role{Recall, Send}, map[string]float64{
+			"n_recall": 1, "n_send": 1, "length": 2, "recall_before_send": 1, "send_without_recall": 0,
+			"recall_send_ratio": 1, "longest_recall_run": 1, "first_recall": 1, "first_send": 0,
+		}},
+		{"send, recall, send", []Role{Send, Recall, Send}, map[string]float64{
+			// any recall before any send: the second send counts, although
+			// the first send came before the first recall.
+			"recall_before_send": 1, "send_without_recall": 1, "n_send": 2, "recall_send_ratio": 0.5, "first_send": 1,
+		}},
+		{"send only", []Role{Send}, map[string]float64{"recall_before_send": 0, "send_without_recall": 1}},
+		{"recall after the last send only", []Role{Send, Recall}, map[string]float64{"recall_before_send": 0, "send_without_recall": 1}},
+		{"bigrams", []Role{List, Recall, Recall, Recall, Draft, Send, List, Draft}, map[string]float64{
+			"bigram_list_recall": 1, "bigram_recall_recall": 2, "bigram_recall_draft": 1, "bigram_list_draft": 1, "bigram_draft_send": 1,
+			"longest_recall_run": 3, "first_list": 1, "n_list": 2, "n_draft": 2, "length": 8,
+		}},
+		{"recall runs reset", []Role{Recall, Recall, Other, Recall}, map[string]float64{"longest_recall_run": 2, "n_recall": 3, "n_other": 1, "bigram_recall_recall": 1}},
+		{"rag and save counted", []Role{RAG, Save, RAG}, map[string]float64{"n_rag": 2, "n_save": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := run(c.roles...).FeatureMap()
+			if len(got) != len(FeatureNames) {
+				t.Fatalf("%d features, want %d", len(got), len(FeatureNames))
+			}
+			for k, v := range c.want {
+				if math.Abs(got[k]-v) > 1e-12 {
+					t.Errorf("%s = %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestFeaturesOfEveryPrefix(t *testing.T) {
+	// Append is incremental: the state after each call equals a fresh run
+	// over that prefix.
+	roles := []Role{List, Recall, Send, Recall, Recall, Draft, Send}
+	s := &State{}
+	for i, r := range roles {
+		s.Append(Call{Role: r})
+		fresh := run(roles[:i+1]...)
+		for j, v := range fresh.Features() {
+			if s.Features()[j] != v {
+				t.Fatalf("prefix %d: %s differs", i+1, FeatureNames[j])
+			}
+		}
+	}
+}
+
+func TestRules(t *testing.T) {
+	s := &State{}
+	s.Observe(Call{Role: Recall}, nil)
+	if a := s.Observe(Call{Tool: "email_send", Role: Send}, nil); len(a) != 0 {
+		t.Fatalf("internal send after recall raised %v", a)
+	}
+	a := s.Observe(Call{Tool: "email_send", Role: Send, RecipientExternal: true}, nil)
+	if len(a) != 1 || a[0].Rule != RuleRecallThenExternalSend || a[0].At != 2 {
+		t.Fatalf("external send after recall: %+v", a)
+	}
+	s = &State{}
+	if a := s.Observe(Call{Role: Send, RecipientExternal: true}, nil); len(a) != 0 {
+		t.Fatalf("send without recall raised %v", a)
+	}
+	if a := s.Observe(Call{Role: Send, RecipientUntrusted: true}, nil); len(a) != 1 || a[0].Rule != RuleUntrustedRecipient {
+		t.Fatalf("untrusted recipient: %+v", a)
+	}
+	s = run(Recall, Recall, Recall)
+	a = s.Observe(Call{Role: Send, RecipientExternal: true}, nil)
+	if len(a) != 2 || a[1].Rule != RuleRecallBurstSend {
+		t.Fatalf("burst: %+v", a)
+	}
+	if len(s.Alerts) != 2 {
+		t.Fatalf("stored alerts %d", len(s.Alerts))
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	m := metrics([]float64{0.9, 0.8, 0.3, 0.1}, []bool{true, true, false, false}, 0.5)
+	if m.AUC != 1 || m.Recall != 1 || m.FPR != 0 {
+		t.Fatalf("separable: %+v", m)
+	}
+	m = metrics([]float64{1, 1, 1, 1}, []bool{true, false, true, false}, 1)
+	if m.AUC != 0.5 || m.Recall != 1 || m.FPR != 1 {
+		t.Fatalf("all tied: %+v", m)
+	}
+	m = metrics([]float64{0.1, 0.9}, []bool{true, false}, 0.5)
+	if m.AUC != 0 {
+		t.Fatalf("inverted: %+v", m)
+	}
+}
+
+func mapper(tool string, args map[string]any) Call {
+	roles := map[string]Role{"memory_recall": Recall, "memory_list": List, "memory_save": Save, "email_draft": Draft, "email_send": Send, "web_search": RAG}
+	r, ok := roles[tool]
+	if !ok {
+		r = Other
+	}
+	c := Call{Tool: tool, Role: r}
+	if to, ok := args["to"].(string); ok {
+		c.RecipientExternal = len(to) < 12 || to[len(to)-12:] != "@example.com"
+	}
+	return c
+}
+
+func TestModelLearnsAndRoundTrips(t *testing.T) {
+	train := Generate(GenerateOptions{Sessions: 600, Seed: 1})
+	test := Generate(GenerateOptions{Sessions: 600, Seed: 2})
+	m, err := TrainSessions(train, mapper, TrainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := EvaluateModel(m, test, mapper)
+	if got.AUC < 0.8 {
+		t.Fatalf("held-out AUC %.3f: the model learned nothing", got.AUC)
+	}
+	path := t.TempDir() + "/m.json"
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := run(Recall, Recall, Send).Features()
+	if back.Score(f) != m.Score(f) {
+		t.Fatal("the saved model scores differently")
+	}
+	cv, err := CrossValidate(train, mapper, 5, 1, TrainOptions{})
+	if err != nil || cv.AUC < 0.8 || cv.Sessions != 600 {
+		t.Fatalf("cross-validation %+v %v", cv, err)
+	}
+}
+
+func TestGenerateIsDeterministic(t *testing.T) {
+	a := Generate(GenerateOptions{Sessions: 50, Seed: 7})
+	b := Generate(GenerateOptions{Sessions: 50, Seed: 7})
+	for i := range a {
+		if a[i].ID != b[i].ID || len(a[i].Calls) != len(b[i].Calls) {
+			t.Fatal("same seed, different sessions")
+		}
+	}
+}
