@@ -2,6 +2,10 @@ package gate
 
 import (
 	"bytes"
+	"encoding/binary"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,8 +69,8 @@ func (g *Gate) Approve(ctx context.Context, env []byte) (*lineage.Node, error) {
 
 // approvals lists the approvals that can still allow this exact action in
 // this session: unused, unexpired, by a user-tier principal.
-func (g *Gate) approvals(session, action string, now time.Time) ([]any, error) {
-	out := []any{}
+func (g *Gate) approvals(session, action string, now time.Time) (*ast.Term, error) {
+	var out []*ast.Term
 	prefix := approvalPrefix(session, action)
 	err := g.db.View(func(t *store.Txn) error {
 		return t.Iterate(prefix, true, func(k, v []byte) error {
@@ -90,11 +94,11 @@ func (g *Gate) approvals(session, action string, now time.Time) ([]any, error) {
 			if !ok || p.Tier != registry.User {
 				return nil
 			}
-			out = append(out, map[string]any{"id": id, "approver": p.ID, "approver_tier": p.Tier.String(), "expires": string(v)})
+			out = append(out, obj("id", str(id), "approver", str(p.ID), "approver_tier", str(p.Tier.String()), "expires", str(string(v))))
 			return nil
 		})
 	})
-	return out, err
+	return ast.ArrayTerm(out...), err
 }
 
 // Decision returns a logged decision by ID or unique prefix.
@@ -176,10 +180,14 @@ func (g *Gate) Reevaluate(ctx context.Context, decisionID string) (string, []str
 	if r.PolicyVersion != g.version {
 		return "", nil, fmt.Errorf("decision %s was made by policy version %s, this gate runs %s", r.ID[:12], r.PolicyVersion, g.version)
 	}
-	var in map[string]any
+	var raw any
 	dec := json.NewDecoder(bytes.NewReader(r.Input))
 	dec.UseNumber()
-	if err := dec.Decode(&in); err != nil {
+	if err := dec.Decode(&raw); err != nil {
+		return "", nil, err
+	}
+	in, err := ast.InterfaceToValue(raw)
+	if err != nil {
 		return "", nil, err
 	}
 	at, err := time.Parse(time.RFC3339Nano, r.Time)
@@ -193,7 +201,21 @@ func (g *Gate) Reevaluate(ctx context.Context, decisionID string) (string, []str
 	return v.Decision, v.Reasons, nil
 }
 
-// Trajectory returns a session's trajectory state.
+// Trajectory keys: the features of a session (small, read on every check),
+// and its calls and alerts in order (read only to show them).
+const (
+	pTrajCall  = "tc/" // tc/<session>\x00<seq> -> trajectory.Call
+	pTrajAlert = "ta/" // ta/<session>\x00<seq> -> trajectory.Alert
+)
+
+func trajKey(prefix, session string, seq uint64) []byte {
+	b := append([]byte(prefix), session...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+// Trajectory returns a session's trajectory features, without its calls and
+// alerts (see TrajectoryLog).
 func (g *Gate) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
 	s := &trajectory.State{}
 	err := g.db.View(func(t *store.Txn) error {
@@ -209,19 +231,44 @@ func (g *Gate) Trajectory(ctx context.Context, session string) (*trajectory.Stat
 	return s, err
 }
 
+// TrajectoryLog returns a session's trajectory with its calls and alerts.
+func (g *Gate) TrajectoryLog(ctx context.Context, session string) (*trajectory.State, error) {
+	s, err := g.Trajectory(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	err = g.db.View(func(t *store.Txn) error {
+		prefix := append([]byte(pTrajCall+session), 0)
+		if err := t.Iterate(prefix, true, func(_, v []byte) error {
+			var c trajectory.Call
+			s.Calls = append(s.Calls, c)
+			return json.Unmarshal(v, &s.Calls[len(s.Calls)-1])
+		}); err != nil {
+			return err
+		}
+		prefix = append([]byte(pTrajAlert+session), 0)
+		return t.Iterate(prefix, true, func(_, v []byte) error {
+			var a trajectory.Alert
+			s.Alerts = append(s.Alerts, a)
+			return json.Unmarshal(v, &s.Alerts[len(s.Alerts)-1])
+		})
+	})
+	return s, err
+}
+
 // Observe appends a call that did not go through a check (a memory recall)
 // to its session's trajectory.
 func (g *Gate) Observe(ctx context.Context, session string, c trajectory.Call) ([]trajectory.Alert, error) {
 	var alerts []trajectory.Alert
 	err := g.db.Update(func(t *store.Txn) error {
 		var err error
-		alerts, err = appendTrajectory(t, session, c, g.model)
+		alerts, err = g.appendTrajectory(t, session, c)
 		return err
 	})
 	return alerts, err
 }
 
-func appendTrajectory(t *store.Txn, session string, c trajectory.Call, m *trajectory.Model) ([]trajectory.Alert, error) {
+func (g *Gate) appendTrajectory(t *store.Txn, session string, c trajectory.Call) ([]trajectory.Alert, error) {
 	k := []byte(pTrajectory + session)
 	s := &trajectory.State{}
 	b, err := t.Get(k)
@@ -232,10 +279,25 @@ func appendTrajectory(t *store.Txn, session string, c trajectory.Call, m *trajec
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	alerts := s.Observe(c, m)
-	b, err = json.Marshal(s)
-	if err != nil {
+	at := uint64(s.Len)
+	alerts := s.Observe(c, g.model)
+	if b, err = json.Marshal(s); err != nil {
 		return nil, err
 	}
-	return alerts, t.Set(k, b)
+	if err := t.Set(k, b); err != nil {
+		return nil, err
+	}
+	if at < trajectory.MaxKeptCalls {
+		cb, _ := json.Marshal(c)
+		if err := t.Set(trajKey(pTrajCall, session, at), cb); err != nil {
+			return nil, err
+		}
+	}
+	for i, a := range alerts {
+		ab, _ := json.Marshal(a)
+		if err := t.Set(trajKey(pTrajAlert, session, at<<8|uint64(i)), ab); err != nil {
+			return nil, err
+		}
+	}
+	return alerts, nil
 }

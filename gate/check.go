@@ -2,13 +2,14 @@ package gate
 
 import (
 	"context"
+
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"github.com/open-policy-agent/opa/v1/ast"
 	"strings"
 	"time"
 
@@ -65,11 +66,12 @@ const (
 
 var errApprovalRace = errors.New("approval used concurrently")
 
-// Check decides on a proposed call. It records the call entry, builds the
-// policy input from lineage, evaluates the policy and logs the decision.
-// Every failure to decide is a deny with its cause in the reasons; an error
-// is returned only when the call cannot be read or the decision cannot be
-// logged, and the caller must treat that as a deny too.
+// Check decides on a proposed call. It verifies the call entry, builds the
+// policy input from lineage and evaluates the policy, then stores the call
+// entry, the decision, the session's trajectory and the use of an approval
+// in one durable commit. Every failure to decide is a deny with its cause in
+// the reasons; an error is returned only when the call cannot be read or
+// the decision cannot be stored, and the caller must treat that as a deny.
 func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 	st, _, callID, err := lineage.Open(req.Call)
 	if err != nil {
@@ -79,18 +81,8 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 		return nil, fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, st.Kind)
 	}
 	now := g.clock()
-	d := &Decision{
-		Version: 1, CallID: callID, Tool: st.Tool, Principal: st.Principal, Session: st.Session,
-		Time: lineage.FormatTime(now), ArgsDigest: lineage.ActionDigest(st.Tool, st.Args),
-		PolicyVersion: g.version, Reasons: []string{}, Warnings: []string{}, Untrusted: []lineage.Source{},
-	}
-	for _, p := range st.Parents {
-		d.Justification = append(d.Justification, p.ID)
-	}
-	if d.Justification == nil {
-		d.Justification = []string{}
-	}
-	call, err := g.graph.Insert(ctx, req.Call, nil)
+	d := newDecision(st, callID, now, g.version)
+	pending, err := g.graph.Prepare(ctx, req.Call, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -98,26 +90,11 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 		return g.deny(ctx, d, nil, "the call entry was refused: "+err.Error())
 	}
 	for attempt := 0; ; attempt++ {
-		in, tcall, err := g.input(ctx, st, call, req.ArgSources, now, d)
-		if err != nil {
-			return g.deny(ctx, d, nil, err.Error())
-		}
-		v, err := g.eval(ctx, in, now)
+		in, tcall, err := g.decide(ctx, st, pending.Node, req.ArgSources, now, d)
 		if err != nil {
 			return g.deny(ctx, d, in, err.Error())
 		}
-		d.Decision, d.Reasons, d.Approval = v.Decision, v.Reasons, ""
-		d.Warnings = v.Warnings
-		if d.Warnings == nil {
-			d.Warnings = []string{}
-		}
-		if v.Approval != "" {
-			if v.Decision != Allow || !approvalOffered(in, v.Approval) {
-				return g.deny(ctx, d, in, "the policy named an approval that was not offered to it")
-			}
-			d.Approval = v.Approval
-		}
-		err = g.logDecision(ctx, d, in, tcall)
+		err = g.store(ctx, d, in, tcall, pending)
 		if errors.Is(err, errApprovalRace) && attempt < 3 {
 			continue
 		}
@@ -128,36 +105,93 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 	}
 }
 
-func approvalOffered(in map[string]any, id string) bool {
-	for _, a := range in["approvals"].([]any) {
-		if a.(map[string]any)["id"] == id {
-			return true
-		}
+// Decide is the decision alone: the lineage look-ups, the input and the
+// policy evaluation for a call statement, with nothing verified or stored
+// (no signature, no decision log, no approval used). For benchmarks and dry
+// runs; Check is what guards a tool.
+func (g *Gate) Decide(ctx context.Context, st *lineage.Statement, argSources map[string][]string) (*Decision, error) {
+	payload, err := st.Encode()
+	if err != nil {
+		return nil, err
 	}
-	return false
+	now := g.clock()
+	d := newDecision(st, lineage.IDOf(payload), now, g.version)
+	call, err := g.graph.Preview(st)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := g.decide(ctx, st, call, argSources, now, d); err != nil {
+		d.Decision, d.Reasons, d.Approval = Deny, []string{"fail closed: " + err.Error()}, ""
+	}
+	return d, nil
 }
 
-// deny logs a fail-closed decision.
-func (g *Gate) deny(ctx context.Context, d *Decision, in map[string]any, cause string) (*Decision, error) {
+func newDecision(st *lineage.Statement, callID string, now time.Time, version string) *Decision {
+	d := &Decision{
+		Version: 1, CallID: callID, Tool: st.Tool, Principal: st.Principal, Session: st.Session,
+		Time: lineage.FormatTime(now), ArgsDigest: lineage.ActionDigest(st.Tool, st.Args),
+		PolicyVersion: version, Reasons: []string{}, Warnings: []string{}, Untrusted: []lineage.Source{},
+		Justification: make([]string, 0, len(st.Parents)),
+	}
+	for _, p := range st.Parents {
+		d.Justification = append(d.Justification, p.ID)
+	}
+	return d
+}
+
+// decide builds the input and evaluates the policy, filling in d. It
+// returns the input (nil when it could not be built) and the trajectory
+// call the decision appends.
+func (g *Gate) decide(ctx context.Context, st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, d *Decision) (ast.Value, *trajectory.Call, error) {
+	in, tcall, err := g.input(ctx, st, call, argSources, now, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := g.eval(ctx, in, now)
+	if err != nil {
+		return in, nil, err
+	}
+	d.Decision, d.Reasons, d.Approval = v.Decision, v.Reasons, ""
+	d.Warnings = v.Warnings
+	if d.Warnings == nil {
+		d.Warnings = []string{}
+	}
+	if v.Approval != "" {
+		if v.Decision != Allow || !approvalOffered(in, v.Approval) {
+			return in, nil, errors.New("the policy named an approval that was not offered to it")
+		}
+		d.Approval = v.Approval
+	}
+	return in, tcall, nil
+}
+
+// deny logs a fail-closed decision. The call entry is not stored: it was
+// refused, or nothing was decided on it.
+func (g *Gate) deny(ctx context.Context, d *Decision, in ast.Value, cause string) (*Decision, error) {
 	d.Decision, d.Approval = Deny, ""
 	d.Reasons = []string{"fail closed: " + cause}
-	if err := g.logDecision(ctx, d, in, nil); err != nil {
+	d.Warnings = []string{}
+	if err := g.store(ctx, d, in, nil, nil); err != nil {
 		return nil, err
 	}
 	g.log.Warn("gate failed closed", "call", d.CallID, "tool", d.Tool, "cause", cause)
 	return d, nil
 }
 
-// logDecision stores the decision, consumes the approval it used and appends the
-// call to its session's trajectory, in one transaction.
-func (g *Gate) logDecision(ctx context.Context, d *Decision, in map[string]any, tcall *trajectory.Call) error {
+// store writes the call entry (when given), the decision, the use of its
+// approval and the call's step in its session's trajectory, in one durable
+// transaction.
+func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *trajectory.Call, call *lineage.Pending) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var inBytes []byte
 	if in != nil {
-		var err error
-		if inBytes, err = json.Marshal(in); err != nil {
+		j, err := ast.JSON(in)
+		if err != nil {
+			return err
+		}
+		if inBytes, err = json.Marshal(j); err != nil {
 			return err
 		}
 	}
@@ -173,6 +207,11 @@ func (g *Gate) logDecision(ctx context.Context, d *Decision, in map[string]any, 
 		return err
 	}
 	return g.db.Update(func(t *store.Txn) error {
+		if call != nil {
+			if err := call.Write(t); err != nil {
+				return err
+			}
+		}
 		if d.Approval != "" {
 			used := []byte(pUsed + d.Approval)
 			if ok, err := t.Has(used); err != nil {
@@ -195,157 +234,11 @@ func (g *Gate) logDecision(ctx context.Context, d *Decision, in map[string]any, 
 			return err
 		}
 		if tcall != nil && d.Session != "" {
-			_, err := appendTrajectory(t, d.Session, *tcall, g.model)
+			_, err := g.appendTrajectory(t, d.Session, *tcall)
 			return err
 		}
 		return nil
 	})
-}
-
-// input builds the policy input from lineage. It returns the trajectory call
-// that the decision will append.
-func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, d *Decision) (map[string]any, *trajectory.Call, error) {
-	tool, known := g.catalog.Lookup(st.Tool)
-	var args map[string]any
-	if err := json.Unmarshal(st.Args, &args); err != nil {
-		return nil, nil, fmt.Errorf("call arguments: %v", err)
-	}
-	just, err := g.graph.Nodes(d.Justification)
-	if err != nil {
-		return nil, nil, fmt.Errorf("justification: %v", err)
-	}
-	entries := make(map[string]map[string]any, len(just))
-	justVals := make([]any, 0, len(just))
-	d.Untrusted = d.Untrusted[:0]
-	for _, n := range just {
-		e, srcs, err := g.entryValue(n)
-		if err != nil {
-			return nil, nil, err
-		}
-		entries[n.ID] = e
-		justVals = append(justVals, e)
-		for _, s := range srcs {
-			s.Path = append([]string{call.ID}, s.Path...)
-			d.Untrusted = append(d.Untrusted, s)
-		}
-	}
-	// Each argument's provenance: the entries it was said to come from, or
-	// the whole justification.
-	names := make([]string, 0, len(args)+len(argSources))
-	for n := range args {
-		names = append(names, n)
-	}
-	for n := range argSources {
-		if _, ok := args[n]; !ok {
-			return nil, nil, fmt.Errorf("provenance given for argument %q, which the call does not have", n)
-		}
-	}
-	slices.Sort(names)
-	arguments := make(map[string]any, len(names))
-	for _, name := range names {
-		ids, explicit := argSources[name]
-		var srcs []any
-		if !explicit {
-			srcs = justVals
-		} else {
-			for _, id := range ids {
-				e, ok := entries[id]
-				if !ok {
-					nodes, err := g.graph.Nodes([]string{id})
-					if err != nil {
-						return nil, nil, fmt.Errorf("argument %s: %v", name, err)
-					}
-					if e, _, err = g.entryValue(nodes[0]); err != nil {
-						return nil, nil, err
-					}
-					entries[id] = e
-				}
-				srcs = append(srcs, e)
-			}
-		}
-		if srcs == nil {
-			srcs = []any{}
-		}
-		arguments[name] = map[string]any{"explicit": explicit, "sources": srcs}
-	}
-	// The trajectory as it will be once this call is appended.
-	tc := g.catalog.TrajectoryCall(st.Tool, args)
-	tcall := &tc
-	if a, ok := arguments[tool.RecipientArg].(map[string]any); ok && tc.Role == trajectory.Send {
-		for _, s := range a["sources"].([]any) {
-			if tier := s.(map[string]any)["effective_tier"].(string); tier == "unverified" || tier == "external" {
-				tcall.RecipientUntrusted = true
-			}
-		}
-	}
-	state, err := g.Trajectory(ctx, st.Session)
-	if err != nil {
-		return nil, nil, err
-	}
-	alerts := state.Observe(*tcall, g.model)
-	approvals, err := g.approvals(st.Session, d.ArgsDigest, now)
-	if err != nil {
-		return nil, nil, err
-	}
-	in := map[string]any{
-		"action": map[string]any{
-			"tool": st.Tool, "args": args, "args_digest": d.ArgsDigest, "principal": st.Principal,
-			"principal_tier": call.Tier.String(), "session": st.Session, "call_id": call.ID,
-		},
-		"tool":          toolValue(tool, known),
-		"justification": justVals,
-		"arguments":     arguments,
-		"trajectory":    map[string]any{"features": state.FeatureMap(), "alerts": alertValues(alerts)},
-		"approvals":     approvals,
-	}
-	return in, tcall, nil
-}
-
-// entryValue is one entry as the policy sees it, with the untrusted roots
-// that set its labels and the paths to them.
-func (g *Gate) entryValue(n *lineage.Node) (map[string]any, []lineage.Source, error) {
-	var srcs []lineage.Source
-	untrusted := []any{}
-	for _, reach := range []bool{false, true} {
-		s, err := g.graph.Witness(n, reach)
-		if err != nil {
-			return nil, nil, fmt.Errorf("entry %s: %v", n.ID, err)
-		}
-		if s == nil || (reach && len(srcs) > 0 && srcs[0].ID == s.ID) {
-			continue
-		}
-		srcs = append(srcs, *s)
-		path := make([]any, len(s.Path))
-		for i, p := range s.Path {
-			path[i] = p
-		}
-		untrusted = append(untrusted, map[string]any{
-			"id": s.ID, "principal": s.Principal, "tier": s.Tier.String(), "path": path, "strong": s.Strong,
-		})
-	}
-	return map[string]any{
-		"id": n.ID, "principal": n.Principal, "kind": string(n.Kind), "tier": n.Tier.String(),
-		"effective_tier": n.Effective.String(), "reach_tier": n.Reach.String(), "untrusted": untrusted,
-	}, srcs, nil
-}
-
-func toolValue(t Tool, known bool) map[string]any {
-	args := map[string]any{}
-	for name, r := range t.Args {
-		args[name] = map[string]any{"trusted": r.Trusted}
-	}
-	return map[string]any{
-		"known": known, "sensitive": t.Sensitive, "irreversible": t.Irreversible,
-		"external_sink": t.ExternalSink, "role": string(t.Role), "ask_on_untrusted": t.AskOnUntrusted, "args": args,
-	}
-}
-
-func alertValues(alerts []trajectory.Alert) []any {
-	out := make([]any, 0, len(alerts))
-	for _, a := range alerts {
-		out = append(out, map[string]any{"rule": a.Rule, "message": a.Message, "at": a.At})
-	}
-	return out
 }
 
 // internal reports whether a recipient is in one of the operator's domains.
@@ -361,4 +254,22 @@ func (c *Catalog) internal(rcpt string) bool {
 		}
 	}
 	return false
+}
+
+// EvalOnly builds the input for a call statement once and then evaluates
+// the policy on it: the bare OPA evaluation that benchmarks compare a whole
+// decision against. It reports an error only when the input cannot be built.
+func (g *Gate) EvalOnly(ctx context.Context, st *lineage.Statement, argSources map[string][]string) error {
+	call, err := g.graph.Preview(st)
+	if err != nil {
+		return err
+	}
+	now := g.clock()
+	d := newDecision(st, call.ID, now, g.version)
+	in, _, err := g.input(ctx, st, call, argSources, now, d)
+	if err != nil {
+		return err
+	}
+	_, err = g.eval(ctx, in, now)
+	return err
 }

@@ -108,22 +108,9 @@ func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option
 		}
 		c.policy = p
 	}
-	ropts := []func(*rego.Rego){
-		rego.Query(decisionQuery),
-		rego.Store(inmem.NewFromObject(c.policy.Documents)),
-		rego.Capabilities(capabilities()),
-		// Without strict builtin errors, a builtin that fails makes its
-		// expression undefined, and `allow if not tainted` allows.
-		rego.StrictBuiltinErrors(true),
-		rego.SetRegoVersion(ast.RegoV1),
-	}
-	for name, m := range c.policy.Modules {
-		ropts = append(ropts, rego.ParsedModule(m))
-		_ = name
-	}
-	q, err := rego.New(ropts...).PrepareForEval(ctx)
+	q, err := prepare(ctx, c.policy)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPolicy, err)
+		return nil, err
 	}
 	g := &Gate{graph: graph, db: db, catalog: c.catalog, query: q, clock: c.clock,
 		timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
@@ -133,18 +120,44 @@ func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option
 	return g, nil
 }
 
+// prepare compiles the policy once into a query that is shared by every
+// check.
+func prepare(ctx context.Context, p *Policy) (rego.PreparedEvalQuery, error) {
+	docs := p.Documents
+	if docs == nil {
+		docs = map[string]any{}
+	}
+	ropts := []func(*rego.Rego){
+		rego.Query(decisionQuery),
+		rego.Store(inmem.NewFromObject(docs)),
+		rego.Capabilities(capabilities()),
+		// Without strict builtin errors, a builtin that fails makes its
+		// expression undefined, and `allow if not tainted` allows.
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+	}
+	for _, m := range p.Modules {
+		ropts = append(ropts, rego.ParsedModule(m))
+	}
+	q, err := rego.New(ropts...).PrepareForEval(ctx)
+	if err != nil {
+		return q, fmt.Errorf("%w: %v", ErrPolicy, err)
+	}
+	return q, nil
+}
+
 // probe evaluates the policy on a synthetic sensitive call and checks the
 // shape of what it yields.
 func (g *Gate) probe(ctx context.Context) error {
-	in := map[string]any{
-		"action":        map[string]any{"tool": "pedigree.probe", "args": map[string]any{}, "principal": "agent:probe", "session": "probe"},
-		"tool":          toolValue(Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false),
-		"justification": []any{},
-		"arguments":     map[string]any{},
-		"trajectory":    map[string]any{"features": map[string]any{}, "alerts": []any{}},
-		"approvals":     []any{},
-	}
-	if _, err := g.eval(ctx, in, g.clock()); err != nil {
+	in := obj(
+		"action", obj("tool", str("pedigree.probe"), "args", ast.ObjectTerm(), "principal", str("agent:probe"), "session", str("probe")),
+		"tool", toolTerm(Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false),
+		"justification", ast.ArrayTerm(),
+		"arguments", ast.ObjectTerm(),
+		"trajectory", obj("features", featuresTerm(&trajectory.State{}), "alerts", ast.ArrayTerm()),
+		"approvals", ast.ArrayTerm(),
+	)
+	if _, err := g.eval(ctx, in.Value, g.clock()); err != nil {
 		return fmt.Errorf("%w: the policy does not yield a well-formed decision: %v", ErrPolicy, err)
 	}
 	return nil
@@ -166,11 +179,7 @@ type verdict struct {
 
 // eval runs the prepared query. Every way it can fail is an error, and the
 // caller turns every error into a deny.
-func (g *Gate) eval(ctx context.Context, input map[string]any, now time.Time) (*verdict, error) {
-	v, err := ast.InterfaceToValue(input)
-	if err != nil {
-		return nil, fmt.Errorf("build policy input: %w", err)
-	}
+func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	rs, err := g.query.Eval(ctx, rego.EvalParsedInput(v), rego.EvalTime(now))

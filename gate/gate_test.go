@@ -369,7 +369,7 @@ func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	if !strings.Contains(got, "recall before send to an external recipient") || !strings.Contains(got, "3 recalls in a row") {
 		t.Fatalf("warnings %q", got)
 	}
-	st, err := w.E.Gate().Trajectory(ctx, "s1")
+	st, err := w.E.Gate().TrajectoryLog(ctx, "s1")
 	if err != nil || st.Len != 4 || len(st.Alerts) != 2 {
 		t.Fatalf("stored trajectory: len %d alerts %d (%v)", st.Len, len(st.Alerts), err)
 	}

@@ -3,6 +3,7 @@ package lineage
 import (
 	"encoding/base64"
 	"encoding/json"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // ReplacePayload swaps an envelope's payload and keeps its signature: the
@@ -15,4 +16,15 @@ func ReplacePayload(env, payload []byte) []byte {
 	e.Payload = base64.StdEncoding.EncodeToString(payload)
 	out, _ := json.Marshal(e)
 	return out
+}
+
+// RewriteEffective returns a node row with its effective tier replaced:
+// the tampering a test must see verify catch.
+func RewriteEffective(row []byte, tier registry.Tier) ([]byte, error) {
+	n, err := decodeNode(row)
+	if err != nil {
+		return nil, err
+	}
+	n.Effective = tier
+	return encodeNode(n), nil
 }

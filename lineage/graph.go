@@ -16,9 +16,10 @@ import (
 // acyclic by construction and each entry's labels are computed once, at
 // insert, from its parents alone.
 type Graph struct {
-	db  *store.DB
-	reg *registry.Registry
-	log *slog.Logger
+	db    *store.DB
+	reg   *registry.Registry
+	log   *slog.Logger
+	cache *nodeCache
 }
 
 // New returns the graph over db, checked against reg.
@@ -26,7 +27,7 @@ func New(db *store.DB, reg *registry.Registry, log *slog.Logger) *Graph {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Graph{db: db, reg: reg, log: log}
+	return &Graph{db: db, reg: reg, log: log, cache: newNodeCache(DefaultNodeCache)}
 }
 
 // Registry is the registry the graph checks entries against.
@@ -39,26 +40,41 @@ func (g *Graph) Strong(w float64) bool { return w >= g.reg.Tau() }
 // session membership, all in one transaction. Nothing is stored when any
 // check fails. Inserting an entry that is already stored returns it.
 func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) {
+	p, err := g.Prepare(ctx, env, content)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.db.Update(p.Write); err != nil {
+		return nil, err
+	}
+	if p.existing != nil {
+		return p.existing, nil
+	}
+	g.log.Debug("entry recorded", "id", p.Node.ID, "principal", p.Node.Principal, "effective_tier", p.Node.Effective.String())
+	return p.Node, nil
+}
+
+// Pending is a verified entry with its labels computed, not yet stored.
+// Entries are immutable and never deleted, so labels computed from the
+// parents before the write transaction are still right inside it.
+type Pending struct {
+	g         *Graph
+	Statement *Statement
+	Node      *Node
+	env       []byte
+	content   []byte
+	existing  *Node
+}
+
+// Prepare verifies a signed entry against the frozen registry and computes
+// its labels from its parents, storing nothing.
+func (g *Graph) Prepare(ctx context.Context, env, content []byte) (*Pending, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	st, payload, id, err := Open(env)
+	st, p, id, err := g.verify(env)
 	if err != nil {
 		return nil, err
-	}
-	if !g.reg.Frozen() {
-		return nil, registry.ErrNotFrozen
-	}
-	v, p, err := g.reg.Verifier(st.Principal)
-	if err != nil {
-		return nil, err
-	}
-	signed, err := v.VerifyEnvelope(env, PayloadType)
-	if err != nil {
-		return nil, fmt.Errorf("entry signed as %s: %w", st.Principal, err)
-	}
-	if !bytes.Equal(signed, payload) {
-		return nil, fmt.Errorf("%w: the signed payload differs from the decoded one", registry.ErrBadSignature)
 	}
 	if content != nil {
 		if len(content) > MaxContentBytes {
@@ -71,80 +87,147 @@ func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) 
 	if st.Kind == KindApproval && p.Tier != registry.User {
 		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
 	}
-	n := &Node{
-		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
-		Tier: p.Tier, Effective: p.Tier, Reach: p.Tier, NParents: len(st.Parents),
-	}
-	if !p.Tier.Trusted() {
-		n.EffectiveRoot, n.ReachRoot = id, id
-	}
-	var existing *Node
-	err = g.db.Update(func(t *store.Txn) error {
-		existing = nil
-		if b, err := t.Get(key(pNode, id)); err == nil {
-			existing, err = decodeNode(b)
-			return err
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		lab := *n
-		for _, par := range st.Parents {
-			b, err := t.Get(key(pNode, par.ID))
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %s", ErrUnknownParent, par.ID)
-			}
-			if err != nil {
-				return err
-			}
-			pn, err := decodeNode(b)
-			if err != nil {
-				return fmt.Errorf("parent %s: %w", par.ID, err)
-			}
-			propagate(&lab, pn, par.Weight, g.reg.Tau())
-			w := encodeWeight(par.Weight)
-			if err := t.Set(key(pForward, par.ID, id), w); err != nil {
-				return err
-			}
-			if err := t.Set(key(pReverse, id, par.ID), w); err != nil {
-				return err
-			}
-		}
-		seq, err := g.db.NextSeq()
-		if err != nil {
-			return err
-		}
-		lab.Seq = seq
-		*n = lab
-		if err := t.Set(key(pEnvelope, id), env); err != nil {
-			return err
-		}
-		if err := t.Set(key(pNode, id), encodeNode(n)); err != nil {
-			return err
-		}
-		if content != nil {
-			if err := t.Set(key(pContent, id), content); err != nil {
-				return err
-			}
-		}
-		if err := t.Set(seqKey(seq), []byte(id)); err != nil {
-			return err
-		}
-		// A session's context is what the agent has read there: calls are
-		// what it did (their results come back as tool output, which is in
-		// the context) and approvals are for the gate, so neither joins it.
-		if st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall {
-			return addToContext(t, st.Session, id, seq)
-		}
-		return nil
+	var n *Node
+	err = g.db.View(func(t *store.Txn) error {
+		var err error
+		n, err = g.label(t, st, id, p.Tier)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if existing != nil {
-		return existing, nil
+	return &Pending{g: g, Statement: st, Node: n, env: env, content: content}, nil
+}
+
+// Preview computes the labels a statement would get, without a signature
+// and without storing anything: the gate's decision alone, for benchmarks
+// and dry runs. Its principal must be registered.
+func (g *Graph) Preview(st *Statement) (*Node, error) {
+	p, ok := g.reg.Lookup(st.Principal)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
 	}
-	g.log.Debug("entry recorded", "id", id, "principal", n.Principal, "effective_tier", n.Effective.String())
+	payload, err := st.Encode()
+	if err != nil {
+		return nil, err
+	}
+	var n *Node
+	err = g.db.View(func(t *store.Txn) error {
+		n, err = g.label(t, st, IDOf(payload), p.Tier)
+		return err
+	})
+	return n, err
+}
+
+// verify decodes an envelope and checks its signature against the frozen
+// registry: the only door into the graph.
+func (g *Graph) verify(env []byte) (*Statement, registry.Principal, string, error) {
+	st, payload, id, err := Open(env)
+	if err != nil {
+		return nil, registry.Principal{}, "", err
+	}
+	if !g.reg.Frozen() {
+		return nil, registry.Principal{}, "", registry.ErrNotFrozen
+	}
+	p, err := g.checkSignature(st, payload, env)
+	return st, p, id, err
+}
+
+// checkSignature checks that env carries a valid signature over payload by
+// the key registered for the statement's principal.
+func (g *Graph) checkSignature(st *Statement, payload, env []byte) (registry.Principal, error) {
+	v, p, err := g.reg.Verifier(st.Principal)
+	if err != nil {
+		return p, err
+	}
+	signed, err := v.VerifyEnvelope(env, PayloadType)
+	if err != nil {
+		return p, fmt.Errorf("entry signed as %s: %w", st.Principal, err)
+	}
+	if !bytes.Equal(signed, payload) {
+		return p, fmt.Errorf("%w: the signed payload differs from the decoded one", registry.ErrBadSignature)
+	}
+	return p, nil
+}
+
+// label computes an entry's node from its parents' nodes.
+func (g *Graph) label(t *store.Txn, st *Statement, id string, tier registry.Tier) (*Node, error) {
+	n := &Node{
+		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
+		Tier: tier, Effective: tier, Reach: tier, NParents: len(st.Parents),
+	}
+	if !tier.Trusted() {
+		n.EffectiveRoot, n.ReachRoot = id, id
+	}
+	for _, par := range st.Parents {
+		pn, err := g.node(t, par.ID)
+		if errors.Is(err, ErrUnknownEntry) {
+			return nil, fmt.Errorf("%w %s", ErrUnknownParent, par.ID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		propagate(n, pn, par.Weight, g.reg.Tau())
+	}
 	return n, nil
+}
+
+// Write stores the prepared entry inside t (the caller's transaction, which
+// may carry other writes that must commit with it). An entry already stored
+// is left as it is.
+func (p *Pending) Write(t *store.Txn) error {
+	p.existing = nil
+	id := p.Node.ID
+	if b, err := t.Get(key(pNode, id)); err == nil {
+		p.existing, err = decodeNode(b)
+		return err
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	seq, err := p.g.db.NextSeq()
+	if err != nil {
+		return err
+	}
+	p.Node.Seq = seq
+	for _, par := range p.Statement.Parents {
+		w := encodeWeight(par.Weight)
+		if err := t.Set(key(pForward, par.ID, id), w); err != nil {
+			return err
+		}
+		if err := t.Set(key(pReverse, id, par.ID), w); err != nil {
+			return err
+		}
+	}
+	if err := t.Set(key(pEnvelope, id), p.env); err != nil {
+		return err
+	}
+	if err := t.Set(key(pNode, id), encodeNode(p.Node)); err != nil {
+		return err
+	}
+	if p.content != nil {
+		if err := t.Set(key(pContent, id), p.content); err != nil {
+			return err
+		}
+	}
+	if err := t.Set(seqKey(seq), []byte(id)); err != nil {
+		return err
+	}
+	// A session's context is what the agent has read there: calls are
+	// what it did (their results come back as tool output, which is in
+	// the context) and approvals are for the gate, so neither joins it.
+	if st := p.Statement; st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall {
+		return addToContext(t, st.Session, id, seq)
+	}
+	return nil
+}
+
+// Stored is the node as stored: the existing one when Write found the entry
+// already there.
+func (p *Pending) Stored() *Node {
+	if p.existing != nil {
+		return p.existing
+	}
+	return p.Node
 }
 
 // propagate folds one parent into a child's labels: max-of-strong-edges for
@@ -225,13 +308,18 @@ func (g *Graph) Node(id string) (*Node, error) {
 	var n *Node
 	err := g.db.View(func(t *store.Txn) error {
 		var err error
-		n, err = getNode(t, id)
+		n, err = g.node(t, id)
 		return err
 	})
 	return n, err
 }
 
-func getNode(t *store.Txn, id string) (*Node, error) {
+// node reads a node through the cache. The returned node is shared: callers
+// must not modify it.
+func (g *Graph) node(t *store.Txn, id string) (*Node, error) {
+	if n := g.cache.get(id); n != nil {
+		return n, nil
+	}
 	b, err := t.Get(key(pNode, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w %s", ErrUnknownEntry, id)
@@ -239,7 +327,12 @@ func getNode(t *store.Txn, id string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeNode(b)
+	n, err := decodeNode(b)
+	if err != nil {
+		return nil, fmt.Errorf("entry %s: %w", id, err)
+	}
+	g.cache.put(n)
+	return n, nil
 }
 
 // Nodes returns the nodes of several full IDs in one read transaction.
@@ -247,7 +340,7 @@ func (g *Graph) Nodes(ids []string) ([]*Node, error) {
 	out := make([]*Node, len(ids))
 	err := g.db.View(func(t *store.Txn) error {
 		for i, id := range ids {
-			n, err := getNode(t, id)
+			n, err := g.node(t, id)
 			if err != nil {
 				return err
 			}
@@ -349,22 +442,8 @@ func isLowerHex(s string) bool {
 // VerifyEntrySignature checks a stored envelope's signature against the
 // registry, without storing anything.
 func (g *Graph) VerifyEntrySignature(env []byte) error {
-	st, payload, _, err := Open(env)
-	if err != nil {
-		return err
-	}
-	v, _, err := g.reg.Verifier(st.Principal)
-	if err != nil {
-		return err
-	}
-	signed, err := v.VerifyEnvelope(env, PayloadType)
-	if err != nil {
-		return err
-	}
-	if !bytes.Equal(signed, payload) {
-		return registry.ErrBadSignature
-	}
-	return nil
+	_, _, _, err := g.verify(env)
+	return err
 }
 
 // Count counts stored entries, stopping at limit (0: no limit).

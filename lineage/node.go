@@ -2,7 +2,8 @@ package lineage
 
 import (
 	"encoding/binary"
-	"encoding/json"
+	"encoding/hex"
+	"errors"
 	"math"
 
 	"github.com/pedigree-ai/pedigree/registry"
@@ -103,15 +104,112 @@ func decodeWeight(b []byte) (float64, bool) {
 	return math.Float64frombits(binary.BigEndian.Uint64(b)), true
 }
 
+// nodeFormat is the version byte of the binary node encoding. Nodes are
+// read on every check and every step of a walk, so they are encoded by hand:
+// JSON decoding was most of a check's time.
+const nodeFormat = 1
+
 func encodeNode(n *Node) []byte {
-	b, _ := json.Marshal(n)
-	return b
+	b := make([]byte, 0, 160+len(n.Principal)+len(n.Session)+len(n.Tool)+len(n.Time))
+	b = append(b, nodeFormat)
+	b = appendID(b, n.ID)
+	b = binary.AppendUvarint(b, n.Seq)
+	for _, s := range []string{n.Principal, string(n.Kind), n.Session, n.Tool, n.Time} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = append(b, byte(n.Tier), byte(n.Effective), byte(n.Reach))
+	for _, id := range []string{n.EffectiveVia, n.EffectiveRoot, n.ReachVia, n.ReachRoot} {
+		b = appendID(b, id)
+	}
+	return binary.AppendUvarint(b, uint64(n.NParents))
+}
+
+// appendID writes an optional ID: a 0 byte for none, else 1 and 32 raw bytes.
+func appendID(b []byte, id string) []byte {
+	if id == "" {
+		return append(b, 0)
+	}
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != 32 {
+		// IDs are validated before they reach a node; keep the bytes
+		// recoverable anyway rather than corrupt the row.
+		b = append(b, 2)
+		b = binary.AppendUvarint(b, uint64(len(id)))
+		return append(b, id...)
+	}
+	return append(append(b, 1), raw...)
+}
+
+var errBadNode = errors.New("malformed node row")
+
+type nodeReader struct {
+	b   []byte
+	err error
+}
+
+func (r *nodeReader) byte() byte {
+	if r.err != nil || len(r.b) < 1 {
+		r.err = errBadNode
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *nodeReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errBadNode
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *nodeReader) bytes(n uint64) []byte {
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.err = errBadNode
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *nodeReader) string() string { return string(r.bytes(r.uvarint())) }
+
+func (r *nodeReader) id() string {
+	switch r.byte() {
+	case 0:
+		return ""
+	case 1:
+		return hex.EncodeToString(r.bytes(32))
+	case 2:
+		return r.string()
+	}
+	r.err = errBadNode
+	return ""
 }
 
 func decodeNode(b []byte) (*Node, error) {
-	var n Node
-	if err := json.Unmarshal(b, &n); err != nil {
-		return nil, err
+	r := &nodeReader{b: b}
+	if r.byte() != nodeFormat {
+		return nil, errBadNode
 	}
-	return &n, nil
+	n := &Node{ID: r.id(), Seq: r.uvarint(), Principal: r.string(), Kind: Kind(r.string()), Session: r.string(), Tool: r.string(), Time: r.string()}
+	n.Tier, n.Effective, n.Reach = registry.Tier(r.byte()), registry.Tier(r.byte()), registry.Tier(r.byte())
+	n.EffectiveVia, n.EffectiveRoot, n.ReachVia, n.ReachRoot = r.id(), r.id(), r.id(), r.id()
+	n.NParents = int(r.uvarint())
+	if r.err == nil && len(r.b) != 0 {
+		r.err = errBadNode
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return n, nil
 }

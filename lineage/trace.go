@@ -52,7 +52,7 @@ func (g *Graph) Trace(ctx context.Context, id string, o TraceOptions) (*Trace, e
 	o.MaxNodes = min(o.MaxNodes, MaxTraceNodes)
 	tr := &Trace{}
 	err := g.db.View(func(t *store.Txn) error {
-		root, err := getNode(t, id)
+		root, err := g.node(t, id)
 		if err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ func (w *walker) bfs(ctx context.Context, start string, strongOnly bool) (map[st
 						w.tr.Truncated = true
 						continue
 					}
-					n, err := getNode(w.t, e.Parent)
+					n, err := w.g.node(w.t, e.Parent)
 					if err != nil {
 						return nil, fmt.Errorf("entry %s names parent %s: %w", id, e.Parent, err)
 					}
@@ -187,9 +187,42 @@ func path(via map[string]string, from, to string) []string {
 // Witness follows, from n, the chain of parents that set its effective tier
 // (reach tier when reach is true) down to the untrusted root at its end.
 // It reads one node per step, so its cost is the chain's length, not the
-// size of the ancestry: this is what the gate uses on every check. It
-// returns nil when the label is trusted.
+// size of the ancestry. It returns nil when the label is trusted.
 func (g *Graph) Witness(n *Node, reach bool) (*Source, error) {
+	var s *Source
+	err := g.db.View(func(t *store.Txn) error {
+		var err error
+		s, err = g.witness(t, n, reach)
+		return err
+	})
+	return s, err
+}
+
+// Witnesses returns, for each node, the sources of its untrusted labels:
+// the effective tier's root first, then the reach tier's when it is another
+// entry. One read transaction for all of them: this is what the gate calls
+// on every check.
+func (g *Graph) Witnesses(ns []*Node) ([][]Source, error) {
+	out := make([][]Source, len(ns))
+	err := g.db.View(func(t *store.Txn) error {
+		for i, n := range ns {
+			for _, reach := range []bool{false, true} {
+				s, err := g.witness(t, n, reach)
+				if err != nil {
+					return err
+				}
+				if s == nil || (reach && len(out[i]) > 0 && out[i][0].ID == s.ID) {
+					continue
+				}
+				out[i] = append(out[i], *s)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (g *Graph) witness(t *store.Txn, n *Node, reach bool) (*Source, error) {
 	label, root := n.Effective, n.EffectiveRoot
 	if reach {
 		label, root = n.Reach, n.ReachRoot
@@ -198,32 +231,24 @@ func (g *Graph) Witness(n *Node, reach bool) (*Source, error) {
 		return nil, nil
 	}
 	s := &Source{Path: []string{n.ID}, Strong: !reach}
-	err := g.db.View(func(t *store.Txn) error {
-		cur := n
-		for cur.ID != root {
-			next := cur.EffectiveVia
-			if reach {
-				next = cur.ReachVia
-			}
-			if next == "" || len(s.Path) >= MaxWitnessPath {
-				return fmt.Errorf("entry %s: the chain to its untrusted root %s is broken at %s", n.ID, root, cur.ID)
-			}
-			var err error
-			if cur, err = getNode(t, next); err != nil {
-				return err
-			}
-			s.Path = append(s.Path, cur.ID)
+	cur := n
+	for cur.ID != root {
+		next := cur.EffectiveVia
+		if reach {
+			next = cur.ReachVia
 		}
-		s.ID, s.Principal, s.Tier = cur.ID, cur.Principal, cur.Tier
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		if next == "" || len(s.Path) >= MaxWitnessPath {
+			return nil, fmt.Errorf("entry %s: the chain to its untrusted root %s is broken at %s", n.ID, root, cur.ID)
+		}
+		var err error
+		if cur, err = g.node(t, next); err != nil {
+			return nil, err
+		}
+		s.Path = append(s.Path, cur.ID)
 	}
+	s.ID, s.Principal, s.Tier = cur.ID, cur.Principal, cur.Tier
 	if reach {
-		// A reach witness is strong when no edge on it is weak; the chain
-		// does not record that, and the gate asks only when the effective
-		// tier is trusted, in which case some edge on it is weak.
+		// A reach witness is strong only when it is also the effective one.
 		s.Strong = n.Effective == n.Reach && n.EffectiveRoot == n.ReachRoot
 	}
 	return s, nil

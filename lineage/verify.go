@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // Problem is one thing wrong in the store.
@@ -110,12 +111,12 @@ func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string
 		bad(id, "stored under an ID that is not the hash of its bytes (%s)", gotID)
 		return false
 	}
-	v, p, err := g.reg.Verifier(st.Principal)
-	if err != nil {
+	p, err := g.checkSignature(st, payload, env)
+	if errors.Is(err, registry.ErrUnknownPrincipal) {
 		bad(id, "signed by %s: %v", st.Principal, err)
 		return false
 	}
-	if signed, err := v.VerifyEnvelope(env, PayloadType); err != nil || !bytes.Equal(signed, payload) {
+	if err != nil {
 		bad(id, "signature by %s does not verify", st.Principal)
 		return false
 	}

@@ -2,13 +2,13 @@ package lineage_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // tampered builds a small graph on disk (an external email, an agent memory
@@ -97,12 +97,15 @@ func TestVerifyCatchesDeletedEdgeKey(t *testing.T) {
 func TestVerifyCatchesRewrittenEffectiveTier(t *testing.T) {
 	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
 		k := []byte("n/" + ids["mem"])
-		b, _ := tx.Get(k)
-		s := strings.Replace(string(b), `"effective_tier":"external"`, `"effective_tier":"internal"`, 1)
-		if s == string(b) {
-			return errors.New("effective tier not found in the node row")
+		b, err := tx.Get(k)
+		if err != nil {
+			return err
 		}
-		return tx.Set(k, []byte(s))
+		row, err := lineage.RewriteEffective(b, registry.Internal)
+		if err != nil {
+			return err
+		}
+		return tx.Set(k, row)
 	})
 	wantProblem(t, r, ids["mem"], "differ from a recomputation")
 }

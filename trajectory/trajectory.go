@@ -51,19 +51,21 @@ type Call struct {
 // State is a session's trajectory summarised so far. Append updates it in
 // O(1), so the features of every prefix are available as the session goes.
 type State struct {
-	Len             int     `json:"len"`
-	Counts          [7]int  `json:"counts"`
-	First           Role    `json:"first,omitempty"`
-	Last            Role    `json:"last,omitempty"`
-	RecallRun       int     `json:"recall_run"`
-	LongestRecall   int     `json:"longest_recall_run"`
-	RecallBeforeSnd bool    `json:"recall_before_send"`
-	SendNoRecall    bool    `json:"send_without_recall"`
-	Bigrams         [5]int  `json:"bigrams"`
-	ExternalSends   int     `json:"external_sends"`
-	UntrustedSends  int     `json:"untrusted_recipient_sends"`
-	Calls           []Call  `json:"calls,omitempty"`
-	Alerts          []Alert `json:"alerts,omitempty"`
+	Len             int    `json:"len"`
+	Counts          [7]int `json:"counts"`
+	First           Role   `json:"first,omitempty"`
+	Last            Role   `json:"last,omitempty"`
+	RecallRun       int    `json:"recall_run"`
+	LongestRecall   int    `json:"longest_recall_run"`
+	RecallBeforeSnd bool   `json:"recall_before_send"`
+	SendNoRecall    bool   `json:"send_without_recall"`
+	Bigrams         [5]int `json:"bigrams"`
+	ExternalSends   int    `json:"external_sends"`
+	UntrustedSends  int    `json:"untrusted_recipient_sends"`
+	// Calls and Alerts are what this value has seen; the gate stores them
+	// apart from the features, so that a check reads only the features.
+	Calls  []Call  `json:"-"`
+	Alerts []Alert `json:"-"`
 }
 
 // The bigrams the detector counts, in feature order.

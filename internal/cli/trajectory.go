@@ -42,7 +42,7 @@ func newTrajectoryShow(a *app) *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			st, err := e.Gate().Trajectory(cmd.Context(), session)
+			st, err := e.Gate().TrajectoryLog(cmd.Context(), session)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,206 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// The policy input, built directly as an OPA value: converting a Go map
+// (or worse, a struct through JSON) on every check cost more than the
+// evaluation itself.
+//
+//	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
+//	tool:          {known, sensitive, irreversible, external_sink, role, ask_on_untrusted, args: {NAME: {trusted}}}
+//	justification: [entry]
+//	arguments:     {NAME: {explicit, sources: [entry]}}
+//	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
+//	approvals:     [{id, approver, approver_tier, expires}]
+//
+// where entry is {id, principal, kind, tier, effective_tier, reach_tier,
+// untrusted: [{id, principal, tier, path, strong}]}.
+
+func str(s string) *ast.Term { return ast.StringTerm(s) }
+
+func obj(kv ...any) *ast.Term {
+	items := make([][2]*ast.Term, 0, len(kv)/2)
+	for i := 0; i < len(kv); i += 2 {
+		items = append(items, [2]*ast.Term{str(kv[i].(string)), kv[i+1].(*ast.Term)})
+	}
+	return ast.ObjectTerm(items...)
+}
+
+// input builds the policy input from lineage. It returns the trajectory call
+// that the decision will append.
+func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, d *Decision) (ast.Value, *trajectory.Call, error) {
+	tool, known := g.catalog.Lookup(st.Tool)
+	dec := json.NewDecoder(bytes.NewReader(st.Args))
+	dec.UseNumber()
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return nil, nil, fmt.Errorf("call arguments: %v", err)
+	}
+	for n := range argSources {
+		if _, ok := args[n]; !ok {
+			return nil, nil, fmt.Errorf("provenance given for argument %q, which the call does not have", n)
+		}
+	}
+	// Every entry the input names, read in one transaction with the
+	// sources of its untrusted labels.
+	ids := slices.Clone(d.Justification)
+	for _, srcs := range argSources {
+		ids = append(ids, srcs...)
+	}
+	nodes, err := g.graph.Nodes(ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	sources, err := g.graph.Witnesses(nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries := make(map[string]*ast.Term, len(nodes))
+	untrustedOf := make(map[string]string, len(nodes)) // entry -> its effective tier, for the recipient signal
+	for i, n := range nodes {
+		if _, done := entries[n.ID]; done {
+			continue
+		}
+		entries[n.ID] = entryTerm(n, sources[i])
+		untrustedOf[n.ID] = n.Effective.String()
+	}
+	d.Untrusted = d.Untrusted[:0]
+	just := make([]*ast.Term, 0, len(d.Justification))
+	for i, id := range d.Justification {
+		just = append(just, entries[id])
+		for _, s := range sources[i] {
+			s.Path = append([]string{call.ID}, s.Path...)
+			d.Untrusted = append(d.Untrusted, s)
+		}
+	}
+	justTerm := ast.ArrayTerm(just...)
+
+	names := make([]string, 0, len(args))
+	for n := range args {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	arguments := make([][2]*ast.Term, 0, len(names))
+	recipientUntrusted := false
+	for _, name := range names {
+		ids, explicit := argSources[name]
+		srcs := justTerm
+		srcIDs := d.Justification
+		if explicit {
+			ts := make([]*ast.Term, len(ids))
+			for i, id := range ids {
+				ts[i] = entries[id]
+			}
+			srcs, srcIDs = ast.ArrayTerm(ts...), ids
+		}
+		if name == tool.RecipientArg {
+			for _, id := range srcIDs {
+				if t := untrustedOf[id]; t == "unverified" || t == "external" {
+					recipientUntrusted = true
+				}
+			}
+		}
+		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.BooleanTerm(explicit), "sources", srcs)})
+	}
+
+	// The trajectory as it will be once this call is appended.
+	tc := g.catalog.TrajectoryCall(st.Tool, args)
+	tc.RecipientUntrusted = tc.Role == trajectory.Send && recipientUntrusted
+	state, err := g.Trajectory(ctx, st.Session)
+	if err != nil {
+		return nil, nil, err
+	}
+	alerts := state.Observe(tc, g.model)
+	approvals, err := g.approvals(st.Session, d.ArgsDigest, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	argsVal, err := ast.InterfaceToValue(args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("call arguments: %v", err)
+	}
+	in := obj(
+		"action", obj("tool", str(st.Tool), "args", ast.NewTerm(argsVal), "args_digest", str(d.ArgsDigest),
+			"principal", str(st.Principal), "principal_tier", str(call.Tier.String()), "session", str(st.Session), "call_id", str(call.ID)),
+		"tool", toolTerm(tool, known),
+		"justification", justTerm,
+		"arguments", ast.ObjectTerm(arguments...),
+		"trajectory", obj("features", featuresTerm(state), "alerts", alertsTerm(alerts)),
+		"approvals", approvals,
+	)
+	return in.Value, &tc, nil
+}
+
+func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {
+	untrusted := make([]*ast.Term, 0, len(srcs))
+	for _, s := range srcs {
+		path := make([]*ast.Term, len(s.Path))
+		for i, p := range s.Path {
+			path[i] = str(p)
+		}
+		untrusted = append(untrusted, obj("id", str(s.ID), "principal", str(s.Principal), "tier", str(s.Tier.String()),
+			"path", ast.ArrayTerm(path...), "strong", ast.BooleanTerm(s.Strong)))
+	}
+	return obj("id", str(n.ID), "principal", str(n.Principal), "kind", str(string(n.Kind)), "tier", str(n.Tier.String()),
+		"effective_tier", str(n.Effective.String()), "reach_tier", str(n.Reach.String()), "untrusted", ast.ArrayTerm(untrusted...))
+}
+
+func toolTerm(t Tool, known bool) *ast.Term {
+	args := make([][2]*ast.Term, 0, len(t.Args))
+	for name, r := range t.Args {
+		args = append(args, [2]*ast.Term{str(name), obj("trusted", ast.BooleanTerm(r.Trusted))})
+	}
+	return obj("known", ast.BooleanTerm(known), "sensitive", ast.BooleanTerm(t.Sensitive), "irreversible", ast.BooleanTerm(t.Irreversible),
+		"external_sink", ast.BooleanTerm(t.ExternalSink), "role", str(string(t.Role)), "ask_on_untrusted", ast.BooleanTerm(t.AskOnUntrusted),
+		"args", ast.ObjectTerm(args...))
+}
+
+func featuresTerm(s *trajectory.State) *ast.Term {
+	f := s.Features()
+	items := make([][2]*ast.Term, len(f))
+	for i, v := range f {
+		items[i] = [2]*ast.Term{str(trajectory.FeatureNames[i]), ast.FloatNumberTerm(v)}
+	}
+	return ast.ObjectTerm(items...)
+}
+
+func alertsTerm(alerts []trajectory.Alert) *ast.Term {
+	out := make([]*ast.Term, len(alerts))
+	for i, a := range alerts {
+		out[i] = obj("rule", str(a.Rule), "message", str(a.Message), "at", ast.IntNumberTerm(a.At))
+	}
+	return ast.ArrayTerm(out...)
+}
+
+// approvalOffered reports whether the input offered the approval id.
+func approvalOffered(in ast.Value, id string) bool {
+	o, ok := in.(ast.Object)
+	if !ok {
+		return false
+	}
+	arr, ok := o.Get(str("approvals")).Value.(*ast.Array)
+	if !ok {
+		return false
+	}
+	found := false
+	arr.Foreach(func(t *ast.Term) {
+		if a, ok := t.Value.(ast.Object); ok {
+			if v := a.Get(str("id")); v != nil && v.Equal(str(id)) {
+				found = true
+			}
+		}
+	})
+	return found
+}

@@ -1,0 +1,282 @@
+// Package bench is the workload of `pedigree bench`: the same shape every
+// time, so figures compare across versions and machines (see CLI.md).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Options size the workload.
+type Options struct {
+	Entries int
+	Checks  int
+	Writers int
+	// Dir is where the store goes (a new directory inside it); default the
+	// system's temporary directory. The store is removed afterwards unless
+	// Keep.
+	Dir  string
+	Keep bool
+	Seed uint64
+	// Progress, when set, is called now and then with what is done.
+	Progress func(phase string, done, total int)
+}
+
+// Result is what `bench -o json` prints.
+type Result struct {
+	Version      int     `json:"version"`
+	Entries      int     `json:"entries"`
+	Writers      int     `json:"writers"`
+	Checks       int     `json:"checks"`
+	RecordPerSec float64 `json:"record_per_sec"`
+	RecordP50    float64 `json:"record_p50_us"`
+	RecordP99    float64 `json:"record_p99_us"`
+	CheckP50     float64 `json:"check_p50_us"`
+	CheckP99     float64 `json:"check_p99_us"`
+	DecideP50    float64 `json:"decide_p50_us"`
+	DecideP99    float64 `json:"decide_p99_us"`
+	TraceP50     float64 `json:"trace_p50_us"`
+	TraceP99     float64 `json:"trace_p99_us"`
+	TraceNodes   float64 `json:"trace_nodes_p50"`
+	PeakRSS      int64   `json:"peak_rss_bytes"`
+	StoreBytes   int64   `json:"store_bytes"`
+	Denied       int     `json:"denied"`
+	Seconds      float64 `json:"seconds"`
+	Dir          string  `json:"dir,omitempty"`
+}
+
+const sensitiveTool = "bench_send"
+
+// Run builds the store and measures. Writes are durable, as in normal use.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Entries <= 0 || o.Checks < 0 || o.Writers <= 0 {
+		return nil, fmt.Errorf("bench: entries and writers must be positive, checks not negative")
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, int, int) {}
+	}
+	start := time.Now()
+	parent := o.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "pedigree-bench-")
+	if err != nil {
+		return nil, err
+	}
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Irreversible: true, ExternalSink: true, Role: "send"}}}
+	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat))
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	principals := []struct {
+		id   string
+		tier registry.Tier
+	}{{"agent:bench", registry.Internal}, {"user:bench", registry.User}, {"tool:bench", registry.External}}
+	keys := map[string]*registry.Signer{}
+	for _, p := range principals {
+		s, _, err := registry.GenerateSigner(nil)
+		if err != nil {
+			return nil, err
+		}
+		keys[p.id] = s
+		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public()}); err != nil {
+			return nil, err
+		}
+	}
+	op, err := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Freeze(ctx, op); err != nil {
+		return nil, err
+	}
+
+	// Record: entry i is signed by the tool when i%10 == 0, by the user when
+	// i%3 == 0, else by the agent, with 0 to 3 parents drawn uniformly from
+	// the entries already stored.
+	ids := make([]string, 0, o.Entries)
+	var mu sync.Mutex
+	var next atomic.Int64
+	lat := make([][]time.Duration, o.Writers)
+	errs := make(chan error, o.Writers)
+	recStart := time.Now()
+	var wg sync.WaitGroup
+	for w := range o.Writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(o.Seed, uint64(w)+1))
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= o.Entries || ctx.Err() != nil {
+					return
+				}
+				who := "agent:bench"
+				switch {
+				case i%10 == 0:
+					who = "tool:bench"
+				case i%3 == 0:
+					who = "user:bench"
+				}
+				mu.Lock()
+				n := len(ids)
+				var parents []lineage.Parent
+				if n > 0 {
+					k := r.IntN(4)
+					seen := map[int]bool{}
+					for range k {
+						j := r.IntN(n)
+						if !seen[j] {
+							seen[j] = true
+							parents = append(parents, lineage.Parent{ID: ids[j], Weight: 1})
+						}
+					}
+				}
+				mu.Unlock()
+				if parents == nil {
+					parents = []lineage.Parent{}
+				}
+				t0 := time.Now()
+				node, err := e.Record(ctx, keys[who], pedigree.Entry{Principal: who, Kind: lineage.KindMemory, Content: []byte("bench entry " + strconv.Itoa(i)), Parents: parents})
+				if err != nil {
+					errs <- err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+				mu.Lock()
+				ids = append(ids, node.ID)
+				done := len(ids)
+				mu.Unlock()
+				if done%1000 == 0 {
+					o.Progress("record", done, o.Entries)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	recTime := time.Since(recStart)
+	all := slices.Concat(lat...)
+	res := &Result{Version: 1, Entries: o.Entries, Writers: o.Writers, Checks: o.Checks,
+		RecordPerSec: float64(o.Entries) / recTime.Seconds(), RecordP50: pct(all, 50), RecordP99: pct(all, 99)}
+
+	// Checks: a sensitive tool justified by 5 random entries, first the
+	// decision alone, then the whole durable check.
+	r := rand.New(rand.NewPCG(o.Seed, 99))
+	var decideLat, checkLat, traceLat []time.Duration
+	var traceNodes []time.Duration
+	for i := range o.Checks {
+		just := make([]string, 5)
+		for j := range just {
+			just[j] = ids[r.IntN(len(ids))]
+		}
+		call := pedigree.Call{Principal: "agent:bench", Session: "bench-" + strconv.Itoa(i%16), Tool: sensitiveTool,
+			Args: []byte(`{"to":"x@example.org","n":` + strconv.Itoa(i) + `}`), Justification: just}
+		st, srcs, err := e.CallStatement(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if _, err := e.Gate().Decide(ctx, st, srcs); err != nil {
+			return nil, err
+		}
+		decideLat = append(decideLat, time.Since(t0))
+		t0 = time.Now()
+		d, err := e.Check(ctx, keys["agent:bench"], call)
+		if err != nil {
+			return nil, err
+		}
+		checkLat = append(checkLat, time.Since(t0))
+		if d.Decision == gate.Deny {
+			res.Denied++
+		}
+		t0 = time.Now()
+		tr, err := e.Graph().Trace(ctx, just[0], lineage.TraceOptions{})
+		if err != nil {
+			return nil, err
+		}
+		traceLat = append(traceLat, time.Since(t0))
+		traceNodes = append(traceNodes, time.Duration(len(tr.Nodes)))
+		if (i+1)%100 == 0 {
+			o.Progress("check", i+1, o.Checks)
+		}
+	}
+	res.DecideP50, res.DecideP99 = pct(decideLat, 50), pct(decideLat, 99)
+	res.CheckP50, res.CheckP99 = pct(checkLat, 50), pct(checkLat, 99)
+	res.TraceP50, res.TraceP99 = pct(traceLat, 50), pct(traceLat, 99)
+	if len(traceNodes) > 0 {
+		slices.Sort(traceNodes)
+		res.TraceNodes = float64(traceNodes[len(traceNodes)/2])
+	}
+	res.StoreBytes = dirSize(dir)
+	res.PeakRSS = peakRSS()
+	res.Seconds = time.Since(start).Seconds()
+	if o.Keep {
+		res.Dir = dir
+	}
+	return res, nil
+}
+
+// pct is the p-th percentile in microseconds.
+func pct(d []time.Duration, p int) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := min(len(s)-1, len(s)*p/100)
+	return float64(s[i].Nanoseconds()) / 1e3
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// peakRSS reads the process's high-water resident set (VmHWM) from /proc;
+// 0 where there is no /proc.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

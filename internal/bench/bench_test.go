@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+var large = flag.Bool("pedigree.large", false, "also benchmark stores of 100k and 1M entries (slow to build)")
+
+func sizes() []int {
+	if *large {
+		return []int{10_000, 100_000, 1_000_000}
+	}
+	return []int{10_000}
+}
+
+// graphWorld builds an on-disk store of n entries shaped like `pedigree
+// bench`'s, without fsync while building (the building is not measured).
+type graphWorld struct {
+	w   *enginetest.World
+	ids []string
+}
+
+var principals = []enginetest.P{{ID: "agent:bench", Tier: registry.Internal}, {ID: "user:bench", Tier: registry.User}, {ID: "tool:bench", Tier: registry.External}}
+
+func build(b *testing.B, n int) *graphWorld {
+	b.Helper()
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Role: "send"}}}
+	w := enginetest.NewOnDisk(b, principals, pedigree.WithCatalog(cat), pedigree.WithoutDurabilityUnsafe())
+	g := &graphWorld{w: w, ids: make([]string, 0, n)}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		who := "agent:bench"
+		switch {
+		case i%10 == 0:
+			who = "tool:bench"
+		case i%3 == 0:
+			who = "user:bench"
+		}
+		parents := []lineage.Parent{}
+		for range r.IntN(4) {
+			if len(g.ids) > 0 {
+				id := g.ids[r.IntN(len(g.ids))]
+				dup := false
+				for _, p := range parents {
+					dup = dup || p.ID == id
+				}
+				if !dup {
+					parents = append(parents, lineage.Parent{ID: id, Weight: 1})
+				}
+			}
+		}
+		g.ids = append(g.ids, w.Record(who, "", "entry "+strconv.Itoa(i), parents).ID)
+	}
+	// Measure with durable writes, as in normal use.
+	if err := w.Reopen(); err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+func (g *graphWorld) call(r *rand.Rand, k int, i int) pedigree.Call {
+	just := make([]string, k)
+	for j := range just {
+		just[j] = g.ids[r.IntN(len(g.ids))]
+	}
+	return pedigree.Call{Principal: "agent:bench", Session: "bench", Tool: sensitiveTool, Args: []byte(`{"n":` + strconv.Itoa(i) + `}`), Justification: just}
+}
+
+func BenchmarkRecord(b *testing.B) {
+	for _, n := range sizes() {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			g := build(b, n)
+			r := rand.New(rand.NewPCG(3, 4))
+			key := g.w.Keys["agent:bench"]
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				parents := []lineage.Parent{{ID: g.ids[r.IntN(len(g.ids))], Weight: 1}, {ID: g.ids[r.IntN(len(g.ids))], Weight: 0.3}}
+				if parents[0].ID == parents[1].ID {
+					parents = parents[:1]
+				}
+				if _, err := g.w.E.Record(context.Background(), key, pedigree.Entry{Principal: "agent:bench", Content: []byte("b" + strconv.Itoa(i)), Parents: parents}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	for _, n := range sizes() {
+		g := build(b, n)
+		for _, k := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("entries=%d/just=%d/check", n, k), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(5, 6))
+				key := g.w.Keys["agent:bench"]
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if _, err := g.w.E.Check(context.Background(), key, g.call(r, k, i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("entries=%d/just=%d/decide", n, k), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(5, 6))
+				ctx := context.Background()
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					b.StopTimer()
+					st, srcs, err := g.w.E.CallStatement(ctx, g.call(r, k, i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					if _, err := g.w.E.Gate().Decide(ctx, st, srcs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("entries=%d/just=%d/eval", n, k), func(b *testing.B) {
+				// The bare OPA evaluation of the same policy and input.
+				r := rand.New(rand.NewPCG(5, 6))
+				ctx := context.Background()
+				st, srcs, err := g.w.E.CallStatement(ctx, g.call(r, k, 0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := g.w.E.Gate().EvalOnly(ctx, st, srcs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkTrace(b *testing.B) {
+	for _, n := range sizes() {
+		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
+			g := build(b, n)
+			r := rand.New(rand.NewPCG(7, 8))
+			ctx := context.Background()
+			nodes := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				tr, err := g.w.E.Graph().Trace(ctx, g.ids[r.IntN(len(g.ids))], lineage.TraceOptions{MaxNodes: 1000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				nodes += len(tr.Nodes)
+			}
+			b.ReportMetric(float64(nodes)/float64(b.N), "nodes/op")
+		})
+	}
+}
+
+// TestRunSmall runs the `pedigree bench` workload at a small size and checks
+// that every figure was measured.
+func TestRunSmall(t *testing.T) {
+	r, err := Run(context.Background(), Options{Entries: 300, Checks: 20, Writers: 3, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Entries != 300 || r.RecordPerSec <= 0 || r.RecordP50 <= 0 || r.CheckP50 <= 0 || r.DecideP50 <= 0 || r.TraceP50 <= 0 || r.PeakRSS <= 0 || r.StoreBytes <= 0 {
+		t.Fatalf("unmeasured figures: %+v", r)
+	}
+	// Tool entries are a tenth of the graph and most entries descend from
+	// one: most checks must deny, and none may fail.
+	if r.Denied == 0 || r.Denied > r.Checks {
+		t.Fatalf("denied %d of %d", r.Denied, r.Checks)
+	}
+}
