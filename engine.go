@@ -173,6 +173,7 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	}
 	graph := lineage.New(db, reg, c.log)
 	if err := checkFreezeAnchors(dir, reg, graph); err != nil {
+		graph.Close()
 		return fail(err)
 	}
 	if c.catalog == nil {
@@ -209,6 +210,7 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	}
 	g, err := gate.New(ctx, graph, db, gopts...)
 	if err != nil {
+		graph.Close()
 		return fail(err)
 	}
 	return &Engine{db: db, reg: reg, graph: graph, gate: g, cfg: c, dir: dir}, nil
@@ -219,8 +221,11 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// Close closes the store.
-func (e *Engine) Close() error { return e.db.Close() }
+// Close finishes the writes in flight and closes the store.
+func (e *Engine) Close() error {
+	e.graph.Close()
+	return e.db.Close()
+}
 
 // Dir is the data directory ("" in memory).
 func (e *Engine) Dir() string { return e.dir }

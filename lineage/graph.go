@@ -16,10 +16,11 @@ import (
 // acyclic by construction and each entry's labels are computed once, at
 // insert, from its parents alone.
 type Graph struct {
-	db    *store.DB
-	reg   *registry.Registry
-	log   *slog.Logger
-	cache *nodeCache
+	db        *store.DB
+	reg       *registry.Registry
+	log       *slog.Logger
+	cache     *nodeCache
+	committer *committer
 }
 
 // New returns the graph over db, checked against reg.
@@ -27,8 +28,12 @@ func New(db *store.DB, reg *registry.Registry, log *slog.Logger) *Graph {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Graph{db: db, reg: reg, log: log, cache: newNodeCache(DefaultNodeCache)}
+	return &Graph{db: db, reg: reg, log: log, cache: newNodeCache(DefaultNodeCache), committer: newCommitter(db)}
 }
+
+// Close stops the committer after answering every insert handed to it. The
+// store itself is closed by its owner.
+func (g *Graph) Close() { g.committer.close() }
 
 // Registry is the registry the graph checks entries against.
 func (g *Graph) Registry() *registry.Registry { return g.reg }
@@ -44,7 +49,7 @@ func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := g.db.Update(p.Write); err != nil {
+	if err := g.committer.commit(ctx, p); err != nil {
 		return nil, err
 	}
 	if p.existing != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -13,6 +14,7 @@ import (
 
 func newBenchCommand(a *app) *cobra.Command {
 	var o bench.Options
+	var cpuprofile string
 	cmd := &cobra.Command{
 		Use:   "bench [--entries N] [--checks M] [--writers W]",
 		Short: "Measure record, check, decide and trace on a synthetic workload",
@@ -39,6 +41,17 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 					}
 				}
 			}
+			if cpuprofile != "" {
+				f, err := os.Create(cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			r, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -60,5 +73,6 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 	f.StringVar(&o.Dir, "tmp", "", "where to build the store (default: the system's temporary directory)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the store afterwards")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
+	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	return cmd
 }
