@@ -518,5 +518,13 @@ func (e *Engine) Trace(ctx context.Context, id string, o lineage.TraceOptions) (
 	return e.graph.Trace(ctx, full, o)
 }
 
-// Verify checks the whole store.
-func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) { return e.graph.Verify(ctx) }
+// Verify checks the whole store: every entry, every edge and label, the
+// log over entries and decisions, and every checkpoint.
+func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
+	return e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs})
+}
+
+// Checkpoint signs the log's current size and root with the operator key.
+func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+	return e.graph.Checkpoint(ctx, operator, e.cfg.clock())
+}

@@ -2,7 +2,9 @@ package gate
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -300,4 +302,46 @@ func (g *Gate) appendTrajectory(t *store.Txn, session string, c trajectory.Call)
 		}
 	}
 	return alerts, nil
+}
+
+// VerifyDecision checks inside t that a logged decision is stored and that
+// its record hashes to its ID (which covers the digest of its input).
+func (g *Gate) VerifyDecision(t *store.Txn, id string) error {
+	b, err := t.Get([]byte(pDecision + id))
+	if errors.Is(err, store.ErrNotFound) {
+		return errors.New("the logged decision is missing")
+	}
+	if err != nil {
+		return err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("the decision record does not decode: %v", err)
+	}
+	if r.Input != nil {
+		s := sha256.Sum256(r.Input)
+		if hex.EncodeToString(s[:]) != r.InputDigest {
+			return errors.New("the decision's logged input was rewritten")
+		}
+	}
+	d := r.Decision
+	d.ID = ""
+	body, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if s := sha256.Sum256(body); hex.EncodeToString(s[:]) != id {
+		return errors.New("the decision record was rewritten: it does not hash to its ID")
+	}
+	return nil
+}
+
+// DecisionIDs lists every stored decision inside t.
+func (g *Gate) DecisionIDs(t *store.Txn) ([]string, error) {
+	var ids []string
+	err := t.Iterate([]byte(pDecisionSeq), true, func(_, v []byte) error {
+		ids = append(ids, string(v))
+		return nil
+	})
+	return ids, err
 }

@@ -46,6 +46,9 @@ type Decision struct {
 	Time          string           `json:"time"`
 	ArgsDigest    string           `json:"args_digest"`
 	Justification []string         `json:"justification"`
+	// InputDigest is the sha256 of the policy input as logged, so that the
+	// decision's ID covers what the policy saw.
+	InputDigest string `json:"input_digest,omitempty"`
 }
 
 // record is a logged decision: the decision and the exact input the policy
@@ -195,7 +198,11 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 			return err
 		}
 	}
-	d.ID = ""
+	d.ID, d.InputDigest = "", ""
+	if inBytes != nil {
+		s := sha256.Sum256(inBytes)
+		d.InputDigest = hex.EncodeToString(s[:])
+	}
 	body, err := json.Marshal(d)
 	if err != nil {
 		return err
@@ -228,6 +235,9 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 			return err
 		}
 		if err := t.Set([]byte(pDecision+d.ID), rec); err != nil {
+			return err
+		}
+		if err := g.graph.AppendLog(t, lineage.LeafDecision, d.ID); err != nil {
 			return err
 		}
 		if err := t.Set(binary.BigEndian.AppendUint64([]byte(pDecisionSeq), seq), []byte(d.ID)); err != nil {

@@ -33,6 +33,20 @@ func (r *Report) OK() bool { return len(r.Problems) == 0 }
 // recomputation from its parents. It returns an error only when it could not
 // check; what it finds wrong is in the report.
 func (g *Graph) Verify(ctx context.Context) (*Report, error) {
+	return g.VerifyWith(ctx, VerifyOptions{})
+}
+
+// VerifyOptions let the owner of other logged records (the gate's
+// decisions) take part in verify.
+type VerifyOptions struct {
+	// Decision checks that a logged decision is stored and intact.
+	Decision func(t *store.Txn, id string) error
+	// Decisions lists every stored decision, each of which must be logged.
+	Decisions func(t *store.Txn) ([]string, error)
+}
+
+// VerifyWith is Verify, with the log's decisions checked by o.
+func (g *Graph) VerifyWith(ctx context.Context, o VerifyOptions) (*Report, error) {
 	r := &Report{Problems: []Problem{}}
 	bad := func(id, f string, a ...any) {
 		r.Problems = append(r.Problems, Problem{ID: id, What: fmt.Sprintf(f, a...)})
@@ -66,6 +80,38 @@ func (g *Graph) Verify(ctx context.Context) (*Report, error) {
 			return nil
 		}); err != nil {
 			return err
+		}
+		loggedDecisions := map[string]bool{}
+		exists := func(kind byte, id string) error {
+			switch kind {
+			case LeafEntry:
+				if seen[id] == 0 {
+					return errors.New("the logged entry is missing or does not verify")
+				}
+			case LeafDecision:
+				loggedDecisions[id] = true
+				if o.Decision == nil {
+					return nil
+				}
+				return o.Decision(t, id)
+			default:
+				return fmt.Errorf("unknown leaf kind %q", kind)
+			}
+			return nil
+		}
+		if err := g.verifyLog(ctx, t, seen, exists, bad); err != nil {
+			return err
+		}
+		if o.Decisions != nil {
+			ds, err := o.Decisions(t)
+			if err != nil {
+				return err
+			}
+			for _, id := range ds {
+				if !loggedDecisions[id] {
+					bad(id, "decision is not in the log")
+				}
+			}
 		}
 		return t.Iterate([]byte(pForward), true, func(k, v []byte) error {
 			parent, child, ok := strings.Cut(string(k[len(pForward):]), "/")

@@ -166,6 +166,9 @@ type Verifier struct {
 	v *signature.ED25519Verifier
 }
 
+// NewVerifier makes a verifier for an Ed25519 public key.
+func NewVerifier(pub ed25519.PublicKey) (*Verifier, error) { return newVerifier(pub) }
+
 func newVerifier(pub ed25519.PublicKey) (*Verifier, error) {
 	v, err := signature.LoadED25519Verifier(pub)
 	if err != nil {

@@ -1,0 +1,512 @@
+package lineage
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// The log is an RFC 6962 Merkle tree over every entry and every gate
+// decision, in append order, written in the same transaction as what it
+// logs. Every complete subtree's hash is stored, so an inclusion or
+// consistency proof reads O(log n) nodes. Checkpoints (size and root) are
+// signed by the operator key; verify recomputes the tree from the leaves and
+// checks every checkpoint against it.
+
+// Leaf kinds.
+const (
+	LeafEntry    byte = 'e'
+	LeafDecision byte = 'd'
+)
+
+var (
+	// ErrNotLogged: the entry or decision is not in the log.
+	ErrNotLogged = errors.New("not in the log")
+	// ErrNoCheckpoint: no checkpoint of that size (or none at all).
+	ErrNoCheckpoint = errors.New("no such checkpoint")
+)
+
+const (
+	keyLogState = "l/state" // size (8 bytes) + the compact range's hashes
+	pLogNode    = "l/n/"    // l/n/<level><index> -> hash of a complete subtree
+	pLogLeaf    = "l/leaf/" // l/leaf/<index> -> kind + raw ID
+	pLogIndex   = "l/i/"    // l/i/<kind><id> -> index
+	pCheckpoint = "l/cp/"   // l/cp/<size> -> signed Checkpoint
+	leafPrefix  = "pedigree-log-v1\x00"
+)
+
+var hasher = rfc6962.DefaultHasher
+
+var rangeFactory = &compact.RangeFactory{Hash: hasher.HashChildren}
+
+func nodeKey(id compact.NodeID) []byte {
+	b := append([]byte(pLogNode), byte(id.Level))
+	return binary.BigEndian.AppendUint64(b, id.Index)
+}
+
+func leafKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pLogLeaf), i) }
+
+func indexKey(kind byte, id string) []byte { return append([]byte{'l', '/', 'i', '/', kind}, id...) }
+
+// LeafData is what a leaf commits to: its kind and the raw ID (an entry's
+// ID is the hash of its signed bytes; a decision's the hash of its record).
+func LeafData(kind byte, id string) ([]byte, error) {
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != 32 {
+		return nil, fmt.Errorf("%w: log leaf %q is not a 64-hex ID", ErrMalformed, id)
+	}
+	return append(append([]byte(leafPrefix), kind), raw...), nil
+}
+
+type logState struct {
+	size   uint64
+	hashes [][]byte
+}
+
+func readLogState(t *store.Txn) (*logState, error) {
+	b, err := t.Get([]byte(keyLogState))
+	if errors.Is(err, store.ErrNotFound) {
+		return &logState{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 8 || (len(b)-8)%32 != 0 {
+		return nil, errors.New("log state is malformed")
+	}
+	s := &logState{size: binary.BigEndian.Uint64(b)}
+	for rest := b[8:]; len(rest) > 0; rest = rest[32:] {
+		s.hashes = append(s.hashes, rest[:32])
+	}
+	return s, nil
+}
+
+// appendLeaf adds a leaf to the log inside t. Every transaction that logs
+// something reads and writes the log state, so concurrent ones conflict and
+// are retried: leaves get gap-free indices in commit order.
+func appendLeaf(t *store.Txn, kind byte, id string) (uint64, error) {
+	data, err := LeafData(kind, id)
+	if err != nil {
+		return 0, err
+	}
+	st, err := readLogState(t)
+	if err != nil {
+		return 0, err
+	}
+	r, err := rangeFactory.NewRange(0, st.size, st.hashes)
+	if err != nil {
+		return 0, fmt.Errorf("log state: %w", err)
+	}
+	index := st.size
+	leaf := hasher.HashLeaf(data)
+	var werr error
+	visit := func(nid compact.NodeID, h []byte) {
+		if werr == nil {
+			werr = t.Set(nodeKey(nid), bytes.Clone(h))
+		}
+	}
+	visit(compact.NewNodeID(0, index), leaf)
+	if err := r.Append(leaf, visit); err != nil {
+		return 0, err
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	state := binary.BigEndian.AppendUint64(nil, r.End())
+	for _, h := range r.Hashes() {
+		state = append(state, h...)
+	}
+	if err := t.Set([]byte(keyLogState), state); err != nil {
+		return 0, err
+	}
+	if err := t.Set(leafKey(index), append([]byte{kind}, data[len(leafPrefix)+1:]...)); err != nil {
+		return 0, err
+	}
+	return index, t.Set(indexKey(kind, id), binary.BigEndian.AppendUint64(nil, index))
+}
+
+// AppendLog logs a leaf inside the caller's transaction: the gate logs its
+// decisions in the transaction that stores them.
+func (g *Graph) AppendLog(t *store.Txn, kind byte, id string) error {
+	_, err := appendLeaf(t, kind, id)
+	return err
+}
+
+// Checkpoint is a signed statement of the log's size and root.
+type Checkpoint struct {
+	Size      uint64 `json:"size"`
+	Root      string `json:"root"`
+	Time      string `json:"time"`
+	Signature string `json:"signature"`
+}
+
+func (c *Checkpoint) signed() []byte {
+	return []byte("pedigree-checkpoint-v1\n" + strconv.FormatUint(c.Size, 10) + "\n" + c.Root + "\n" + c.Time + "\n")
+}
+
+// LogSize is the number of leaves.
+func (g *Graph) LogSize() (uint64, error) {
+	var n uint64
+	err := g.db.View(func(t *store.Txn) error {
+		st, err := readLogState(t)
+		n = st.size
+		return err
+	})
+	return n, err
+}
+
+// rootAt computes the root of the first size leaves from stored nodes.
+func rootAt(t *store.Txn, size uint64) ([]byte, error) {
+	if size == 0 {
+		return hasher.EmptyRoot(), nil
+	}
+	ids := compact.RangeNodes(0, size, nil)
+	hashes, err := getNodes(t, ids)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rangeFactory.NewRange(0, size, hashes)
+	if err != nil {
+		return nil, err
+	}
+	return r.GetRootHash(nil)
+}
+
+func getNodes(t *store.Txn, ids []compact.NodeID) ([][]byte, error) {
+	out := make([][]byte, len(ids))
+	for i, id := range ids {
+		h, err := t.Get(nodeKey(id))
+		if err != nil {
+			return nil, fmt.Errorf("log node (level %d, index %d): %w", id.Level, id.Index, err)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// Checkpoint signs the log's current size and root with the operator key
+// and stores the checkpoint.
+func (g *Graph) Checkpoint(ctx context.Context, operator *registry.Signer, now time.Time) (*Checkpoint, error) {
+	if !operator.Public().Equal(g.reg.OperatorKey()) {
+		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
+	}
+	var cp *Checkpoint
+	err := g.db.Update(func(t *store.Txn) error {
+		st, err := readLogState(t)
+		if err != nil {
+			return err
+		}
+		root, err := rootAt(t, st.size)
+		if err != nil {
+			return err
+		}
+		cp = &Checkpoint{Size: st.size, Root: hex.EncodeToString(root), Time: FormatTime(now)}
+		sig, err := operator.Sign(cp.signed())
+		if err != nil {
+			return err
+		}
+		cp.Signature = base64.StdEncoding.EncodeToString(sig)
+		b, _ := json.Marshal(cp)
+		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), st.size), b)
+	})
+	return cp, err
+}
+
+// Checkpoints lists the stored checkpoints, smallest first.
+func (g *Graph) Checkpoints() ([]Checkpoint, error) {
+	var out []Checkpoint
+	err := g.db.View(func(t *store.Txn) error {
+		return t.Iterate([]byte(pCheckpoint), true, func(_, v []byte) error {
+			var c Checkpoint
+			if err := json.Unmarshal(v, &c); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// checkpoint returns the checkpoint of a size, or the latest when size is 0.
+func (g *Graph) checkpoint(size uint64) (*Checkpoint, error) {
+	cps, err := g.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	for i := len(cps) - 1; i >= 0; i-- {
+		if size == 0 || cps[i].Size == size {
+			if err := g.checkCheckpoint(&cps[i]); err != nil {
+				return nil, err
+			}
+			return &cps[i], nil
+		}
+	}
+	if size == 0 {
+		return nil, fmt.Errorf("%w: run 'pedigree log checkpoint' first", ErrNoCheckpoint)
+	}
+	return nil, fmt.Errorf("%w of size %d", ErrNoCheckpoint, size)
+}
+
+func (g *Graph) checkCheckpoint(c *Checkpoint) error {
+	sig, err := base64.StdEncoding.DecodeString(c.Signature)
+	if err != nil {
+		return fmt.Errorf("checkpoint %d: %w", c.Size, registry.ErrBadSignature)
+	}
+	v, err := registry.NewVerifier(g.reg.OperatorKey())
+	if err != nil {
+		return err
+	}
+	if err := v.Verify(sig, c.signed()); err != nil {
+		return fmt.Errorf("checkpoint %d: %w", c.Size, registry.ErrBadSignature)
+	}
+	return nil
+}
+
+// InclusionProof proves that a logged entry or decision is in the tree of a
+// checkpoint.
+type InclusionProof struct {
+	Kind       string     `json:"kind"`
+	ID         string     `json:"id"`
+	Index      uint64     `json:"index"`
+	LeafHash   string     `json:"leaf_hash"`
+	Hashes     []string   `json:"hashes"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+}
+
+// Prove builds an inclusion proof for id (an entry, else a decision)
+// against the checkpoint of size (0: the latest), and verifies it.
+func (g *Graph) Prove(id string, size uint64) (*InclusionProof, error) {
+	cp, err := g.checkpoint(size)
+	if err != nil {
+		return nil, err
+	}
+	p := &InclusionProof{ID: id, Checkpoint: *cp}
+	err = g.db.View(func(t *store.Txn) error {
+		var b []byte
+		for _, kind := range []byte{LeafEntry, LeafDecision} {
+			var err error
+			if b, err = t.Get(indexKey(kind, id)); err == nil {
+				p.Kind = map[byte]string{LeafEntry: "entry", LeafDecision: "decision"}[kind]
+				break
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if b == nil {
+			return fmt.Errorf("%s: %w", id, ErrNotLogged)
+		}
+		p.Index = binary.BigEndian.Uint64(b)
+		if p.Index >= cp.Size {
+			return fmt.Errorf("%s was logged at index %d, after checkpoint %d: %w", id, p.Index, cp.Size, ErrNoCheckpoint)
+		}
+		nodes, err := proof.Inclusion(p.Index, cp.Size)
+		if err != nil {
+			return err
+		}
+		hashes, err := getNodes(t, nodes.IDs)
+		if err != nil {
+			return err
+		}
+		if hashes, err = nodes.Rehash(hashes, hasher.HashChildren); err != nil {
+			return err
+		}
+		leaf, err := t.Get(nodeKey(compact.NewNodeID(0, p.Index)))
+		if err != nil {
+			return err
+		}
+		p.LeafHash = hex.EncodeToString(leaf)
+		for _, h := range hashes {
+			p.Hashes = append(p.Hashes, hex.EncodeToString(h))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Verify()
+}
+
+// Verify checks the proof against its checkpoint's root, and that the leaf
+// hash is the hash of the leaf it claims to be.
+func (p *InclusionProof) Verify() error {
+	kind := LeafEntry
+	if p.Kind == "decision" {
+		kind = LeafDecision
+	}
+	data, err := LeafData(kind, p.ID)
+	if err != nil {
+		return err
+	}
+	if hex.EncodeToString(hasher.HashLeaf(data)) != p.LeafHash {
+		return errors.New("the leaf hash is not the hash of this leaf")
+	}
+	return proof.VerifyInclusion(hasher, p.Index, p.Checkpoint.Size, hasher.HashLeaf(data), unhex(p.Hashes), unhexOne(p.Checkpoint.Root))
+}
+
+// ConsistencyProof proves that the tree of an older checkpoint is a prefix
+// of a newer one's: nothing logged before was removed or changed.
+type ConsistencyProof struct {
+	Old    Checkpoint `json:"old"`
+	New    Checkpoint `json:"new"`
+	Hashes []string   `json:"hashes"`
+}
+
+// Consistency builds and verifies a consistency proof between two
+// checkpoints.
+func (g *Graph) Consistency(oldSize, newSize uint64) (*ConsistencyProof, error) {
+	if oldSize > newSize {
+		return nil, fmt.Errorf("%w: old size %d is larger than new size %d", ErrMalformed, oldSize, newSize)
+	}
+	o, err := g.checkpoint(oldSize)
+	if err != nil {
+		return nil, err
+	}
+	n, err := g.checkpoint(newSize)
+	if err != nil {
+		return nil, err
+	}
+	p := &ConsistencyProof{Old: *o, New: *n, Hashes: []string{}}
+	err = g.db.View(func(t *store.Txn) error {
+		nodes, err := proof.Consistency(oldSize, newSize)
+		if err != nil {
+			return err
+		}
+		hashes, err := getNodes(t, nodes.IDs)
+		if err != nil {
+			return err
+		}
+		if hashes, err = nodes.Rehash(hashes, hasher.HashChildren); err != nil {
+			return err
+		}
+		for _, h := range hashes {
+			p.Hashes = append(p.Hashes, hex.EncodeToString(h))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Verify()
+}
+
+// Verify checks the proof against the two checkpoints' roots.
+func (p *ConsistencyProof) Verify() error {
+	return proof.VerifyConsistency(hasher, p.Old.Size, p.New.Size, unhex(p.Hashes), unhexOne(p.Old.Root), unhexOne(p.New.Root))
+}
+
+func unhex(hs []string) [][]byte {
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		out[i] = unhexOne(h)
+	}
+	return out
+}
+
+func unhexOne(h string) []byte {
+	b, _ := hex.DecodeString(h)
+	return b
+}
+
+// verifyLog recomputes the tree from the leaves: each leaf must name an
+// entry or decision that is stored (decided by exists), each stored node
+// hash must match, every checkpoint must be signed by the operator and
+// match the root at its size, and every stored entry must be logged.
+func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]uint64, exists func(kind byte, id string) error, bad func(string, string, ...any)) error {
+	cps := map[uint64]Checkpoint{}
+	if err := t.Iterate([]byte(pCheckpoint), true, func(_, v []byte) error {
+		var c Checkpoint
+		if err := json.Unmarshal(v, &c); err != nil {
+			bad("", "a checkpoint does not decode: %v", err)
+			return nil
+		}
+		if err := g.checkCheckpoint(&c); err != nil {
+			bad("", "%v", err)
+			return nil
+		}
+		cps[c.Size] = c
+		return nil
+	}); err != nil {
+		return err
+	}
+	checkRoot := func(size uint64, r *compact.Range) {
+		c, ok := cps[size]
+		if !ok {
+			return
+		}
+		root, err := r.GetRootHash(nil)
+		if err != nil || hex.EncodeToString(root) != c.Root {
+			bad("", "the log's first %d leaves do not hash to checkpoint %d's root: an entry or decision was deleted, reordered or rewritten", size, size)
+		}
+	}
+	r := rangeFactory.NewEmptyRange(0)
+	checkRoot(0, r)
+	logged := map[string]bool{}
+	var next uint64
+	err := t.Iterate([]byte(pLogLeaf), true, func(k, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		i := binary.BigEndian.Uint64(k[len(pLogLeaf):])
+		if i != next {
+			bad("", "log leaf %d is missing", next)
+			next = i
+		}
+		next++
+		if len(v) != 33 {
+			bad("", "log leaf %d is malformed", i)
+			return nil
+		}
+		kind, id := v[0], hex.EncodeToString(v[1:])
+		if err := exists(kind, id); err != nil {
+			bad(id, "log leaf %d: %v", i, err)
+		}
+		if kind == LeafEntry {
+			logged[id] = true
+		}
+		data, _ := LeafData(kind, id)
+		leaf := hasher.HashLeaf(data)
+		if h, err := t.Get(nodeKey(compact.NewNodeID(0, i))); err != nil || !bytes.Equal(h, leaf) {
+			bad(id, "log leaf %d's stored hash does not match it", i)
+		}
+		if err := r.Append(leaf, nil); err != nil {
+			return err
+		}
+		checkRoot(r.End(), r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st, err := readLogState(t)
+	if err != nil {
+		bad("", "%v", err)
+	} else if st.size != r.End() {
+		bad("", "the log says it has %d leaves; %d are stored", st.size, r.End())
+	}
+	for size := range cps {
+		if size > r.End() {
+			bad("", "checkpoint %d is larger than the log (%d leaves): leaves were deleted", size, r.End())
+		}
+	}
+	for id := range entries {
+		if !logged[id] {
+			bad(id, "entry is not in the log")
+		}
+	}
+	return nil
+}

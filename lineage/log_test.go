@@ -1,0 +1,198 @@
+package lineage_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+// logWorld records n entries and a few gate decisions, with checkpoints.
+func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
+	t.Helper()
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	var ids, decisions []string
+	for i := range n {
+		who := []string{"user:alice", "tool:gmail_read", "agent:planner"}[i%3]
+		ids = append(ids, w.Record(who, "s", fmt.Sprint("entry ", i), enginetest.Strong(ids[max(0, len(ids)-1):]...)).ID)
+		if i%4 == 3 {
+			d := w.Check("agent:planner", pedigree.Call{Session: "s", Tool: "send", Args: []byte(fmt.Sprintf(`{"i":%d}`, i)), Justification: ids[len(ids)-1:]})
+			decisions = append(decisions, d.ID)
+		}
+		if i == n/2 || i == n-1 {
+			if _, err := w.E.Checkpoint(context.Background(), w.Operator); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return w, ids, decisions
+}
+
+func TestLogRootMatchesReference(t *testing.T) {
+	w, ids, decisions := logWorld(t, 13)
+	cps, err := w.E.Graph().Checkpoints()
+	if err != nil || len(cps) != 2 {
+		t.Fatalf("checkpoints %v %v", cps, err)
+	}
+	size, _ := w.E.Graph().LogSize()
+	// Each check logs its call entry and its decision.
+	if want := uint64(len(ids) + 2*len(decisions)); size != want || cps[1].Size != size {
+		t.Fatalf("log size %d, checkpoint %d, want %d", size, cps[1].Size, want)
+	}
+	// Recompute the root of the whole log independently, from the leaves in
+	// append order (entries and decisions interleaved as they happened).
+	var leaves [][]byte
+	w.E.Close()
+	db, err := store.Open(w.Dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.View(func(tx *store.Txn) error {
+		return tx.Iterate([]byte("l/leaf/"), true, func(_, v []byte) error {
+			data := append([]byte("pedigree-log-v1\x00"), v...)
+			leaves = append(leaves, rfc6962.DefaultHasher.HashLeaf(data))
+			return nil
+		})
+	})
+	db.Close()
+	w.E = nil
+	r := (&compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}).NewEmptyRange(0)
+	for _, l := range leaves {
+		r.Append(l, nil)
+	}
+	root, _ := r.GetRootHash(nil)
+	if fmt.Sprintf("%x", root) != cps[1].Root {
+		t.Fatalf("root %x, checkpoint says %s", root, cps[1].Root)
+	}
+}
+
+func TestInclusionAndConsistency(t *testing.T) {
+	w, ids, decisions := logWorld(t, 21)
+	g := w.E.Graph()
+	cps, _ := g.Checkpoints()
+	for _, id := range append(append([]string{}, ids...), decisions...) {
+		p, err := g.Prove(id, 0)
+		if err != nil {
+			t.Fatalf("prove %s: %v", id[:12], err)
+		}
+		// A proof for another leaf's hash must not verify.
+		forged := *p
+		forged.Index = (p.Index + 1) % p.Checkpoint.Size
+		if forged.Verify() == nil {
+			t.Fatalf("a proof verified at the wrong index")
+		}
+	}
+	// An entry logged after the first checkpoint is not in it.
+	if _, err := g.Prove(ids[len(ids)-1], cps[0].Size); !errors.Is(err, lineage.ErrNoCheckpoint) {
+		t.Fatalf("prove against an older checkpoint: %v", err)
+	}
+	c, err := g.Consistency(cps[0].Size, cps[1].Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Old.Root = c.New.Root
+	if c.Verify() == nil {
+		t.Fatal("a consistency proof verified against a wrong root")
+	}
+	if _, err := g.Prove(strings.Repeat("ab", 32), 0); !errors.Is(err, lineage.ErrNotLogged) {
+		t.Fatalf("unknown ID: %v", err)
+	}
+}
+
+// tamperLog builds a logged store, applies fn, and returns verify's report.
+func tamperLog(t *testing.T, fn func(tx *store.Txn, ids, decisions []string) error) *lineage.Report {
+	t.Helper()
+	w, ids, decisions := logWorld(t, 12)
+	if r, err := w.E.Verify(context.Background()); err != nil || !r.OK() {
+		t.Fatalf("clean store: %+v %v", r, err)
+	}
+	w.Tamper(func(tx *store.Txn) error { return fn(tx, ids, decisions) })
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.E.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func anyProblem(t *testing.T, r *lineage.Report, what string) {
+	t.Helper()
+	for _, p := range r.Problems {
+		if strings.Contains(p.What, what) {
+			return
+		}
+	}
+	t.Fatalf("no problem saying %q in %+v", what, r.Problems)
+}
+
+func TestLogCatchesDeletedEntry(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, ids, _ []string) error {
+		// Delete an entry with no children, everywhere but the log.
+		id := ids[len(ids)-1]
+		for _, k := range []string{"e/" + id, "n/" + id} {
+			tx.Delete([]byte(k))
+		}
+		return tx.Iterate([]byte("q/"), true, func(k, v []byte) error {
+			if string(v) == id {
+				return tx.Delete(append([]byte(nil), k...))
+			}
+			return nil
+		})
+	})
+	anyProblem(t, r, "the logged entry is missing")
+}
+
+func TestLogCatchesRewrittenDecision(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, _, decisions []string) error {
+		k := []byte("g/" + decisions[0])
+		b, _ := tx.Get(k)
+		return tx.Set(k, []byte(strings.Replace(string(b), `"decision":"deny"`, `"decision":"allow"`, 1)))
+	})
+	anyProblem(t, r, "does not hash to its ID")
+}
+
+func TestLogCatchesDeletedDecision(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, _, decisions []string) error {
+		return tx.Delete([]byte("g/" + decisions[1]))
+	})
+	anyProblem(t, r, "the logged decision is missing")
+}
+
+func TestLogCatchesReorderedLeaves(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, _, _ []string) error {
+		// Swap two leaves and their hashes consistently: only the signed
+		// checkpoint can tell.
+		a, b := binary.BigEndian.AppendUint64([]byte("l/leaf/"), 2), binary.BigEndian.AppendUint64([]byte("l/leaf/"), 3)
+		va, _ := tx.Get(a)
+		vb, _ := tx.Get(b)
+		tx.Set(a, vb)
+		tx.Set(b, va)
+		ha, hb := binary.BigEndian.AppendUint64([]byte("l/n/\x00"), 2), binary.BigEndian.AppendUint64([]byte("l/n/\x00"), 3)
+		xa, _ := tx.Get(ha)
+		xb, _ := tx.Get(hb)
+		tx.Set(ha, xb)
+		return tx.Set(hb, xa)
+	})
+	anyProblem(t, r, "do not hash to checkpoint")
+}
+
+func TestLogCatchesForgedCheckpoint(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, _, _ []string) error {
+		return tx.Iterate([]byte("l/cp/"), true, func(k, v []byte) error {
+			return tx.Set(append([]byte(nil), k...), []byte(strings.Replace(string(v), `"root":"`, `"root":"00`, 1)))
+		})
+	})
+	anyProblem(t, r, "bad signature")
+}
