@@ -213,7 +213,7 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 	if err != nil {
 		return err
 	}
-	return g.db.Update(func(t *store.Txn) error {
+	return g.graph.Commit(ctx, func(t *store.Txn) error {
 		if call != nil {
 			if err := call.Write(t); err != nil {
 				return err
@@ -248,7 +248,7 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 			return err
 		}
 		return nil
-	})
+	}, len(rec)+1024)
 }
 
 // internal reports whether a recipient is in one of the operator's domains.

@@ -49,7 +49,7 @@ func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := g.committer.commit(ctx, p); err != nil {
+	if err := g.committer.commit(ctx, p.Write, len(p.env)+len(p.content)+64*len(p.Statement.Parents)); err != nil {
 		return nil, err
 	}
 	if p.existing != nil {

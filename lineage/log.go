@@ -205,7 +205,7 @@ func (g *Graph) Checkpoint(ctx context.Context, operator *registry.Signer, now t
 		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
 	}
 	var cp *Checkpoint
-	err := g.db.Update(func(t *store.Txn) error {
+	err := g.Commit(ctx, func(t *store.Txn) error {
 		st, err := readLogState(t)
 		if err != nil {
 			return err
@@ -222,7 +222,7 @@ func (g *Graph) Checkpoint(ctx context.Context, operator *registry.Signer, now t
 		cp.Signature = base64.StdEncoding.EncodeToString(sig)
 		b, _ := json.Marshal(cp)
 		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), st.size), b)
-	})
+	}, 512)
 	return cp, err
 }
 

@@ -10,6 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 )
@@ -31,15 +34,26 @@ var (
 	// ErrConflict means a transaction lost a race with a concurrent one and
 	// was retried until the retry budget ran out.
 	ErrConflict = errors.New("transaction conflict")
+	// ErrDiskFull means the data directory's filesystem is nearly full and
+	// the write was refused, with nothing stored.
+	ErrDiskFull = errors.New("not enough free disk space")
 )
+
+// DefaultMinFree is the free space below which writes are refused. Badger
+// writes through memory-mapped files, and on a full disk the kernel kills
+// the process with SIGBUS instead of returning an error (seen in
+// TestDiskFull), so pedigree stops well before: a memtable or a compaction
+// needs tens of megabytes.
+const DefaultMinFree = 64 << 20
 
 var keySchema = []byte("meta/schema")
 
 // DB is an open store.
 type DB struct {
-	db  *badger.DB
-	dir string
-	seq *badger.Sequence
+	db    *badger.DB
+	dir   string
+	seq   *badger.Sequence
+	space *spaceCheck
 }
 
 // Options tune how a store is opened.
@@ -51,6 +65,9 @@ type Options struct {
 	// acknowledges a write as durable only when it is synced.
 	NoSync bool
 	Logger *slog.Logger
+	// MinFree is the free space (bytes) below which writes are refused;
+	// 0 means DefaultMinFree, a negative value turns the check off.
+	MinFree int64
 }
 
 // Create makes a new store in dir (which may not hold one already) and writes
@@ -171,6 +188,9 @@ func open(dir string, o Options) (*DB, error) {
 		if errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
 			return nil, fmt.Errorf("data directory %s is not writable: %w", dir, err)
 		}
+		if errors.Is(err, syscall.EROFS) || strings.Contains(err.Error(), "read-only file system") {
+			return nil, fmt.Errorf("data directory %s is on a read-only file system: %w", dir, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	seq, err := db.GetSequence([]byte("meta/seq"), 256)
@@ -178,7 +198,15 @@ func open(dir string, o Options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open sequence: %w", err)
 	}
-	return &DB{db: db, dir: dir, seq: seq}, nil
+	d := &DB{db: db, dir: dir, seq: seq}
+	if !o.InMemory && o.MinFree >= 0 {
+		min := o.MinFree
+		if min == 0 {
+			min = DefaultMinFree
+		}
+		d.space = &spaceCheck{dir: dir, min: min}
+	}
+	return d, nil
 }
 
 // Dir is the data directory ("" for an in-memory store).
@@ -220,6 +248,9 @@ const maxRetries = 16
 // transaction that conflicts with a concurrent one is run again from the
 // start, so fn must be free of side effects outside the transaction.
 func (d *DB) Update(fn func(*Txn) error) error {
+	if err := d.space.ok(); err != nil {
+		return err
+	}
 	for range maxRetries {
 		err := d.db.Update(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
 		if errors.Is(err, badger.ErrConflict) {
@@ -301,3 +332,41 @@ func (t *Txn) Iterate(prefix []byte, withValues bool, fn func(key, val []byte) e
 
 // ErrStop ends an Iterate early without error.
 var ErrStop = errors.New("stop")
+
+// spaceCheck refuses writes when the filesystem is nearly full. statfs is
+// cached briefly: it sits in front of every write.
+type spaceCheck struct {
+	dir string
+	min int64
+
+	mu      sync.Mutex
+	checked time.Time
+	free    int64
+	err     error
+}
+
+const spaceCheckEvery = 100 * time.Millisecond
+
+func (s *spaceCheck) ok() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); now.Sub(s.checked) > spaceCheckEvery {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(s.dir, &st); err != nil {
+			s.err = fmt.Errorf("check free space in %s: %w", s.dir, err)
+		} else {
+			s.free, s.err = int64(st.Bavail)*int64(st.Bsize), nil
+		}
+		s.checked = now
+	}
+	if s.err != nil {
+		return s.err
+	}
+	if s.free < s.min {
+		return fmt.Errorf("%w in %s: %d MiB free, pedigree refuses to write below %d MiB; nothing was stored", ErrDiskFull, s.dir, s.free>>20, s.min>>20)
+	}
+	return nil
+}
