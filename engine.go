@@ -488,8 +488,12 @@ const DefaultApprovalTTL = 15 * time.Minute
 
 // Approve records a user's approval of a denied (or ask) decision: the next
 // identical call in that session is allowed once.
+// A ttl of 0 means DefaultApprovalTTL; a negative one is refused.
 func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error) {
-	if ttl <= 0 {
+	if ttl < 0 {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is negative", gate.ErrApproval, ttl)
+	}
+	if ttl == 0 {
 		ttl = DefaultApprovalTTL
 	}
 	d, err := e.gate.Decision(decisionID)

@@ -219,6 +219,10 @@ func TestBadInput(t *testing.T) {
 	os.Mkdir(unreadable, 0o700)
 	alice := c.key("user_alice")
 	planner := c.key("agent_planner")
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ecDER, _ := x509.MarshalPKCS8PrivateKey(ecKey)
+	ecPriv := filepath.Join(c.tmp, "ec.key")
+	os.WriteFile(ecPriv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: ecDER}), 0o600)
 	cases := []struct {
 		name string
 		args []string
@@ -264,6 +268,16 @@ func TestBadInput(t *testing.T) {
 		{"trajectory show without session", []string{"trajectory", "show"}, ExitUsage, "--session"},
 		{"trajectory train without catalog", []string{"trajectory", "train", garbage, "--model", filepath.Join(c.tmp, "m.json")}, ExitUsage, "no tool catalog"},
 		{"gate log negative limit", []string{"gate", "log", "--limit", "-1"}, ExitUsage, "--limit"},
+		{"record with a non-Ed25519 private key", []string{"record", "--as", "user:alice", "--key", ecPriv, "--content", "x"}, ExitError, "want an Ed25519 private key"},
+		{"approve with a negative ttl", []string{"gate", "approve", "deadbeefdeadbeef", "--as", "user:alice", "--key", alice, "--ttl", "-1m"}, ExitUsage, "--ttl"},
+		{"trace with a negative depth", []string{"lineage", "trace", prompt, "--max-depth", "-1"}, ExitUsage, "--max-depth"},
+		{"log prove before a checkpoint", []string{"log", "prove", prompt}, ExitError, "no such checkpoint"},
+		{"log prove unknown", []string{"log", "prove", "deadbeefdeadbeef"}, ExitError, "unknown entry"},
+		{"log consistency with words", []string{"log", "consistency", "one", "two"}, ExitUsage, "whole numbers"},
+		{"log checkpoint with another key", []string{"log", "checkpoint", "--operator-key", alice}, ExitError, "not the operator key"},
+		{"freeze with another key", []string{"registry", "freeze", "--operator-key", alice}, ExitError, "frozen"},
+		{"bench with no entries", []string{"bench", "--entries", "0"}, ExitUsage, "--entries"},
+		{"trajectory generate with no sessions", []string{"trajectory", "generate", "--sessions", "0"}, ExitUsage, "--sessions"},
 	}
 	before := storeSnapshot(t, c.dir)
 	for _, tc := range cases {
@@ -282,6 +296,9 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.tmp, "eve.key")); err == nil {
 		t.Fatal("a refused registry add left a key file behind")
+	}
+	if len(cases) < 40 {
+		t.Fatalf("%d cases, want at least 40", len(cases))
 	}
 }
 

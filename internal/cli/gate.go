@@ -175,6 +175,9 @@ consumes it; other arguments, a second use or an expired approval have no effect
 Only a user-tier principal can approve.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if ttl <= 0 {
+				return usagef("--ttl must be positive")
+			}
 			e, err := a.open(cmd.Context())
 			if err != nil {
 				return err
