@@ -323,15 +323,36 @@ type Entry struct {
 	StoreContent bool
 }
 
+// Reader is what building a statement reads: the session's context (for
+// default parents and justifications) and ID resolution. The engine reads
+// its store; a client of the sidecar server reads the server.
+type Reader interface {
+	Context(ctx context.Context, session string) ([]string, error)
+	Resolve(prefix string) (string, error)
+}
+
+type engineReader struct{ e *Engine }
+
+func (r engineReader) Context(ctx context.Context, session string) ([]string, error) {
+	return r.e.graph.Context(ctx, session)
+}
+func (r engineReader) Resolve(prefix string) (string, error) { return r.e.graph.Resolve(prefix) }
+
 // Statement builds the statement for an entry, filling in the default
 // parents from the session's context.
 func (e *Engine) Statement(ctx context.Context, en Entry) (*lineage.Statement, error) {
+	return BuildEntry(ctx, engineReader{e}, en, e.cfg.clock())
+}
+
+// BuildEntry builds the statement for an entry at time now, reading the
+// session's context through r when the entry takes its default parents.
+func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineage.Statement, error) {
 	if en.Kind == "" {
 		en.Kind = lineage.KindMemory
 	}
 	parents := en.Parents
 	if parents == nil && en.Session != "" && isAgent(en.Principal) {
-		ids, err := e.graph.Context(ctx, en.Session)
+		ids, err := r.Context(ctx, en.Session)
 		if err != nil {
 			return nil, err
 		}
@@ -345,7 +366,7 @@ func (e *Engine) Statement(ctx context.Context, en Entry) (*lineage.Statement, e
 	}
 	st := &lineage.Statement{
 		Version: 1, Principal: en.Principal, Kind: en.Kind, Session: en.Session,
-		ContentDigest: lineage.DigestContent(en.Content), Parents: parents, Time: lineage.FormatTime(e.cfg.clock()),
+		ContentDigest: lineage.DigestContent(en.Content), Parents: parents, Time: lineage.FormatTime(now),
 	}
 	return st, st.Validate()
 }
@@ -423,20 +444,27 @@ type Call struct {
 
 // CallStatement builds the signed statement of a proposed call.
 func (e *Engine) CallStatement(ctx context.Context, c Call) (*lineage.Statement, map[string][]string, error) {
+	return BuildCall(ctx, engineReader{e}, c, e.cfg.clock())
+}
+
+// BuildCall builds the statement of a proposed call at time now: its
+// parents are its justification (the session's context when not given),
+// and the argument sources are resolved to full IDs.
+func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.Statement, map[string][]string, error) {
 	args, err := lineage.CanonicalArgs(c.Args)
 	if err != nil {
 		return nil, nil, err
 	}
 	just := c.Justification
 	if just == nil {
-		if just, err = e.graph.Context(ctx, c.Session); err != nil {
+		if just, err = r.Context(ctx, c.Session); err != nil {
 			return nil, nil, err
 		}
 	}
 	parents := make([]lineage.Parent, 0, len(just))
 	seen := map[string]bool{}
 	for _, j := range just {
-		id, err := e.graph.Resolve(j)
+		id, err := r.Resolve(j)
 		if err != nil && !errors.Is(err, lineage.ErrUnknownEntry) {
 			return nil, nil, err
 		}
@@ -455,16 +483,18 @@ func (e *Engine) CallStatement(ctx context.Context, c Call) (*lineage.Statement,
 	}
 	srcs := map[string][]string{}
 	for name, ids := range c.ArgSources {
-		full, err := e.ResolveAll(ids)
-		if err != nil {
-			return nil, nil, fmt.Errorf("argument %s: %w", name, err)
+		for _, p := range ids {
+			id, err := r.Resolve(p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("argument %s: %w", name, err)
+			}
+			srcs[name] = append(srcs[name], id)
 		}
-		srcs[name] = full
 	}
 	st := &lineage.Statement{
 		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
 		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
-		Time: lineage.FormatTime(e.cfg.clock()),
+		Time: lineage.FormatTime(now),
 	}
 	return st, srcs, st.Validate()
 }
@@ -500,17 +530,21 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if err != nil {
 		return nil, err
 	}
-	now := e.cfg.clock()
-	st := &lineage.Statement{
-		Version: 1, Principal: approver, Kind: lineage.KindApproval, Session: d.Session,
-		ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
-		Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(ttl))},
-	}
-	env, _, err := lineage.Sign(signer, st)
+	env, _, err := lineage.Sign(signer, BuildApproval(d, approver, ttl, e.cfg.clock()))
 	if err != nil {
 		return nil, err
 	}
 	return e.gate.Approve(ctx, env)
+}
+
+// BuildApproval builds an approval of decision d by approver, usable until
+// now+ttl.
+func BuildApproval(d *gate.Decision, approver string, ttl time.Duration, now time.Time) *lineage.Statement {
+	return &lineage.Statement{
+		Version: 1, Principal: approver, Kind: lineage.KindApproval, Session: d.Session,
+		ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
+		Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(ttl))},
+	}
 }
 
 // Trace returns the bounded ancestry of an entry.
@@ -528,7 +562,19 @@ func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
 	return e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs})
 }
 
-// Checkpoint signs the log's current size and root with the operator key.
+// Checkpoint signs the log's current size and root with the operator key
+// and stores the checkpoint.
 func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
-	return e.graph.Checkpoint(ctx, operator, e.cfg.clock())
+	if !operator.Public().Equal(e.reg.OperatorKey()) {
+		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
+	}
+	size, root, err := e.graph.LogHead()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := lineage.SignCheckpoint(operator, size, root, e.cfg.clock())
+	if err != nil {
+		return nil, err
+	}
+	return cp, e.graph.AddCheckpoint(ctx, cp)
 }

@@ -198,32 +198,61 @@ func getNodes(t *store.Txn, ids []compact.NodeID) ([][]byte, error) {
 	return out, nil
 }
 
-// Checkpoint signs the log's current size and root with the operator key
-// and stores the checkpoint.
-func (g *Graph) Checkpoint(ctx context.Context, operator *registry.Signer, now time.Time) (*Checkpoint, error) {
-	if !operator.Public().Equal(g.reg.OperatorKey()) {
-		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
-	}
-	var cp *Checkpoint
-	err := g.Commit(ctx, func(t *store.Txn) error {
+// LogHead is the log's current size and root.
+func (g *Graph) LogHead() (uint64, string, error) {
+	var size uint64
+	var root []byte
+	err := g.db.View(func(t *store.Txn) error {
 		st, err := readLogState(t)
 		if err != nil {
 			return err
 		}
-		root, err := rootAt(t, st.size)
+		size = st.size
+		root, err = rootAt(t, size)
+		return err
+	})
+	return size, hex.EncodeToString(root), err
+}
+
+// SignCheckpoint signs a log size and root with the operator key. Whoever
+// holds the key signs; the engine checks and stores (AddCheckpoint).
+func SignCheckpoint(operator *registry.Signer, size uint64, root string, now time.Time) (*Checkpoint, error) {
+	cp := &Checkpoint{Size: size, Root: root, Time: FormatTime(now)}
+	sig, err := operator.Sign(cp.signed())
+	if err != nil {
+		return nil, err
+	}
+	cp.Signature = base64.StdEncoding.EncodeToString(sig)
+	return cp, nil
+}
+
+// AddCheckpoint stores a checkpoint after checking that the operator
+// signed it and that its root is the log's root at its size.
+func (g *Graph) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
+	if err := g.checkCheckpoint(cp); err != nil {
+		return fmt.Errorf("%w: signed with a key that is not the operator key of this store", registry.ErrBadKey)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, cp.Time); err != nil {
+		return fmt.Errorf("%w: checkpoint time %q", ErrMalformed, cp.Time)
+	}
+	return g.Commit(ctx, func(t *store.Txn) error {
+		st, err := readLogState(t)
 		if err != nil {
 			return err
 		}
-		cp = &Checkpoint{Size: st.size, Root: hex.EncodeToString(root), Time: FormatTime(now)}
-		sig, err := operator.Sign(cp.signed())
+		if cp.Size > st.size {
+			return fmt.Errorf("%w: checkpoint of size %d, the log has %d leaves", ErrMalformed, cp.Size, st.size)
+		}
+		root, err := rootAt(t, cp.Size)
 		if err != nil {
 			return err
 		}
-		cp.Signature = base64.StdEncoding.EncodeToString(sig)
+		if hex.EncodeToString(root) != cp.Root {
+			return fmt.Errorf("%w: checkpoint root %s is not the log's root at size %d", ErrMalformed, cp.Root, cp.Size)
+		}
 		b, _ := json.Marshal(cp)
-		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), st.size), b)
+		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), cp.Size), b)
 	}, 512)
-	return cp, err
 }
 
 // Checkpoints lists the stored checkpoints, smallest first.

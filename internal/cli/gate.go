@@ -73,12 +73,12 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 				}
 				srcs[name] = append(srcs[name], splitList(ids)...)
 			}
-			e, err := a.open(cmd.Context(), g.options()...)
+			e, err := a.backend(cmd.Context(), g.options()...)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			s, err := signer(e, as, key)
+			s, err := signer(cmd.Context(), e, as, key)
 			if err != nil {
 				return err
 			}
@@ -178,12 +178,12 @@ Only a user-tier principal can approve.`,
 			if ttl <= 0 {
 				return usagef("--ttl must be positive")
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			s, err := signer(e, as, key)
+			s, err := signer(cmd.Context(), e, as, key)
 			if err != nil {
 				return err
 			}
@@ -214,12 +214,12 @@ canonical arguments, justification, decision, reasons and policy version.`,
 			if limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			ds, err := e.Gate().Decisions(cmd.Context(), limit)
+			ds, err := e.Decisions(cmd.Context(), limit)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -44,7 +45,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 			if maxDepth < 0 || maxNodes < 0 {
 				return usagef("--max-depth and --max-nodes must not be negative")
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -163,32 +164,24 @@ func newLineageShow(a *app) *cobra.Command {
 		Short: "Show an entry: its statement, signature check and labels",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			id, err := e.Resolve(args[0])
+			v, err := e.Show(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			n, err := e.Graph().Node(id)
-			if err != nil {
-				return err
-			}
-			edges, err := e.Graph().Parents(id)
-			if err != nil {
-				return err
-			}
-			env, content, err := e.Graph().Envelope(id)
-			if err != nil {
-				return err
-			}
+			n, edges, env, content := v.Node, v.Parents, v.Envelope, v.Content
 			st, _, _, err := lineage.Open(env)
 			if err != nil {
 				return err
 			}
-			sigErr := e.Graph().VerifyEntrySignature(env)
+			var sigErr error
+			if v.SignatureError != "" {
+				sigErr = errors.New(v.SignatureError)
+			}
 			extra := map[string]any{
 				"signature_valid": sigErr == nil, "time": st.Time, "content_digest": st.ContentDigest,
 				"effective_via": n.EffectiveVia, "reach_via": n.ReachVia,
@@ -250,7 +243,7 @@ when it could not check. A registry changed since freeze is caught when the stor
 is opened.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}

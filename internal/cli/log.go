@@ -39,7 +39,7 @@ func newLogCheckpoint(a *app) *cobra.Command {
 			if opKey == "" {
 				opKey = filepath.Join(a.dir, pedigree.OperatorKeyFile)
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -70,20 +70,12 @@ func newLogProve(a *app) *cobra.Command {
 entry ID) against a checkpoint (default: the latest), verify it, and print it.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			id := args[0]
-			if full, err := e.Resolve(id); err == nil {
-				id = full
-			} else if d, derr := e.Gate().Decision(id); derr == nil {
-				id = d.ID
-			} else {
-				return err
-			}
-			p, err := e.Graph().Prove(id, size)
+			p, err := e.Prove(cmd.Context(), args[0], size)
 			if err != nil {
 				return err
 			}
@@ -113,12 +105,12 @@ func newLogConsistency(a *app) *cobra.Command {
 				}
 				sizes[i] = n
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			p, err := e.Graph().Consistency(sizes[0], sizes[1])
+			p, err := e.Consistency(cmd.Context(), sizes[0], sizes[1])
 			if err != nil {
 				return err
 			}

@@ -53,12 +53,12 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			if k == lineage.KindCall || k == lineage.KindApproval {
 				return fmt.Errorf("%w: calls are recorded by 'gate check' and approvals by 'gate approve'", lineage.ErrMalformed)
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			s, err := signer(e, as, key)
+			s, err := signer(cmd.Context(), e, as, key)
 			if err != nil {
 				return err
 			}
@@ -68,11 +68,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 					return err
 				}
 			}
-			n, err := e.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: k, Session: session, Content: body, Parents: ps, StoreContent: storeContent})
-			if err != nil {
-				return err
-			}
-			edges, err := e.Graph().Parents(n.ID)
+			n, edges, err := e.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: k, Session: session, Content: body, Parents: ps, StoreContent: storeContent})
 			if err != nil {
 				return err
 			}
@@ -91,7 +87,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 	return cmd
 }
 
-func parseParents(e *pedigree.Engine, specs []string) ([]lineage.Parent, error) {
+func parseParents(e backend, specs []string) ([]lineage.Parent, error) {
 	out := make([]lineage.Parent, 0, len(specs))
 	for _, spec := range specs {
 		idPart, wPart, hasW := strings.Cut(spec, "=")
@@ -157,14 +153,18 @@ through memory. The recall is also appended to the session's trajectory.`,
 			if session == "" {
 				return usagef("--session is required")
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			ids, err := e.ResolveAll(args)
-			if err != nil {
-				return err
+			ids := make([]string, 0, len(args))
+			for _, p := range args {
+				id, err := e.Resolve(p)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
 			}
 			if err := e.Recall(cmd.Context(), session, ids); err != nil {
 				return err

@@ -52,6 +52,9 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 			if err := registry.ValidateID(id); err != nil {
 				return err
 			}
+			if err := a.refuseIfServed("add a principal"); err != nil {
+				return err
+			}
 			e, err := a.open(cmd.Context())
 			if err != nil {
 				return err
@@ -112,6 +115,9 @@ engine's back refuses to open. Entries can be recorded only after freeze.`,
 			if opKey == "" {
 				opKey = filepath.Join(a.dir, pedigree.OperatorKeyFile)
 			}
+			if err := a.refuseIfServed("freeze the registry"); err != nil {
+				return err
+			}
 			e, err := a.open(cmd.Context())
 			if err != nil {
 				return err
@@ -143,33 +149,36 @@ func newRegistryList(a *app) *cobra.Command {
 		Short: "List the principals, their tiers and keys",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			reg := e.Registry()
+			frozen, tau, ps, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
 			type row struct {
 				ID        string `json:"id"`
 				Tier      string `json:"tier"`
 				PublicKey string `json:"public_key"`
 			}
 			rows := []row{}
-			for _, p := range reg.List() {
+			for _, p := range ps {
 				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 				if err != nil {
 					return errors.Join(err)
 				}
 				rows = append(rows, row{p.ID, p.Tier.String(), string(pemBytes)})
 			}
-			out := map[string]any{"version": 1, "frozen": reg.Frozen(), "tau": reg.Tau(), "principals": rows}
+			out := map[string]any{"version": 1, "frozen": frozen, "tau": tau, "principals": rows}
 			return a.print(out, func(w io.Writer) {
 				state := "not frozen"
-				if reg.Frozen() {
+				if frozen {
 					state = "frozen"
 				}
-				fmt.Fprintf(w, "registry %s, tau %v, %d principals\n", state, reg.Tau(), len(rows))
-				for _, p := range reg.List() {
+				fmt.Fprintf(w, "registry %s, tau %v, %d principals\n", state, tau, len(rows))
+				for _, p := range ps {
 					fmt.Fprintf(w, "  %-40s %-10s key %s\n", p.ID, p.Tier, short(registry.KeyFingerprint(p.PublicKey)))
 				}
 			})

@@ -113,7 +113,7 @@ Start with 'pedigree demo'.
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
-		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a),
+		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a),
 	)
 	return root
 }
@@ -163,12 +163,21 @@ func (a *app) print(v any, text func(w io.Writer)) error {
 
 // signer loads --key and checks it is the key registered for --as, so that
 // a wrong key is one clear sentence rather than a bad-signature refusal.
-func signer(e *pedigree.Engine, as, keyFile string) (*registry.Signer, error) {
+func signer(ctx context.Context, b backend, as, keyFile string) (*registry.Signer, error) {
 	if as == "" || keyFile == "" {
 		return nil, usagef("--as PRINCIPAL and --key FILE are required")
 	}
-	p, ok := e.Registry().Lookup(as)
-	if !ok {
+	_, _, ps, err := b.Registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var p registry.Principal
+	for _, q := range ps {
+		if q.ID == as {
+			p = q
+		}
+	}
+	if p.ID == "" {
 		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, as)
 	}
 	s, err := registry.LoadSigner(keyFile)

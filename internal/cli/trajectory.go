@@ -37,12 +37,12 @@ func newTrajectoryShow(a *app) *cobra.Command {
 			if session == "" {
 				return usagef("--session is required")
 			}
-			e, err := a.open(cmd.Context())
+			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			st, err := e.Gate().TrajectoryLog(cmd.Context(), session)
+			st, err := e.Trajectory(cmd.Context(), session)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/server"
+)
+
+func newServeCommand(a *app) *cobra.Command {
+	var socket, addr string
+	var g gateOptions
+	cmd := &cobra.Command{
+		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE]",
+		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
+		Long: `Open the data directory and serve it over HTTP/JSON on a unix socket (default
+DIR/pedigree.sock, mode 0600) and, with --addr, on a loopback TCP address. Badger
+lets one process hold a data directory; while the server runs, every pedigree verb
+on the directory talks to it through the socket, with the same output and exit
+codes.
+
+Clients sign entries, calls and approvals with their own keys; the server verifies
+them against the frozen registry and never holds a principal's private key. No
+endpoint changes the registry. Endpoints: /healthz, /readyz, /metrics (Prometheus),
+and under /v1: registry, context, resolve, entries, recall, check, approvals,
+decisions, trace, verify, trajectory, log.
+
+SIGTERM or SIGINT drains: new connections are refused, requests in flight finish,
+and the store closes cleanly. Logs are JSON lines on stderr.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if addr != "" {
+				if err := server.CheckLoopback(addr); err != nil {
+					return usagef("%v", err)
+				}
+			}
+			log := slog.New(slog.NewJSONHandler(a.errw, nil))
+			e, err := a.open(cmd.Context(), append(g.options(), pedigree.WithLogger(log))...)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, Ready: func(s, t string) {
+				if a.output == "json" {
+					a.print(map[string]any{"version": 1, "socket": s, "addr": t}, nil)
+					return
+				}
+				fmt.Fprintf(a.out, "serving %s on %s", a.dir, s)
+				if t != "" {
+					fmt.Fprintf(a.out, " and http://%s", t)
+				}
+				fmt.Fprintln(a.out)
+			}})
+			if cerr := e.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
+	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
+	g.add(cmd)
+	return cmd
+}

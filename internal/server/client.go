@@ -1,0 +1,299 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// ErrNoServer means no server answers for the data directory.
+var ErrNoServer = errors.New("no pedigree server is running")
+
+// Client talks to a server over its unix socket. Entries, calls, approvals
+// and checkpoints are built and signed here, with the caller's keys.
+type Client struct {
+	hc    *http.Client
+	clock func() time.Time
+}
+
+// Dial finds the server of a data directory (through serve.json) and checks
+// that it answers. ErrNoServer when none does.
+func Dial(dir string, clock func() time.Time) (*Client, error) {
+	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	if err != nil {
+		return nil, ErrNoServer
+	}
+	var in info
+	if err := json.Unmarshal(b, &in); err != nil || in.Socket == "" {
+		return nil, ErrNoServer
+	}
+	return DialSocket(in.Socket, clock)
+}
+
+// DialSocket connects to a server's unix socket.
+func DialSocket(socket string, clock func() time.Time) (*Client, error) {
+	if clock == nil {
+		clock = time.Now
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 64,
+	}
+	c := &Client{hc: &http.Client{Transport: tr}, clock: clock}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.do(ctx, "GET", "/healthz", nil, nil); err != nil {
+		return nil, ErrNoServer
+	}
+	return c, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://pedigree"+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("pedigree server: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e errorResponse
+		if json.Unmarshal(b, &e) != nil {
+			return &RemoteError{Status: resp.StatusCode, Kind: "internal", Msg: string(b)}
+		}
+		return &RemoteError{Status: resp.StatusCode, Kind: e.Kind, Msg: e.Error}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// Context and Resolve make the client a pedigree.Reader.
+func (c *Client) Context(ctx context.Context, session string) ([]string, error) {
+	var out struct{ IDs []string }
+	err := c.do(ctx, "GET", "/v1/context/"+url.PathEscape(session), nil, &out)
+	return out.IDs, err
+}
+
+func (c *Client) Resolve(prefix string) (string, error) {
+	var out struct{ ID string }
+	err := c.do(context.Background(), "GET", "/v1/resolve/"+url.PathEscape(prefix), nil, &out)
+	return out.ID, err
+}
+
+// Registry returns the registry as the server has it.
+func (c *Client) Registry(ctx context.Context) (frozen bool, tau float64, ps []registry.Principal, err error) {
+	var out registryResponse
+	if err := c.do(ctx, "GET", "/v1/registry", nil, &out); err != nil {
+		return false, 0, nil, err
+	}
+	for _, p := range out.Principals {
+		pub, err := registry.ParsePublicKey([]byte(p.PublicKey))
+		if err != nil {
+			return false, 0, nil, err
+		}
+		ps = append(ps, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
+	}
+	return out.Frozen, out.Tau, ps, nil
+}
+
+// Record builds and signs an entry here and stores it there.
+func (c *Client) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error) {
+	st, err := pedigree.BuildEntry(ctx, c, en, c.clock())
+	if err != nil {
+		return nil, nil, err
+	}
+	env, _, err := lineage.Sign(s, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := insertRequest{Envelope: env}
+	if en.StoreContent {
+		req.Content = en.Content
+		if req.Content == nil {
+			req.Content = []byte{}
+		}
+	}
+	var out nodeResponse
+	if err := c.do(ctx, "POST", "/v1/entries", req, &out); err != nil {
+		return nil, nil, err
+	}
+	return out.Node, out.Parents, nil
+}
+
+// Recall recalls entries into a session.
+func (c *Client) Recall(ctx context.Context, session string, ids []string) error {
+	return c.do(ctx, "POST", "/v1/recall", recallRequest{Session: session, IDs: ids}, nil)
+}
+
+// Check builds and signs the call here and asks the server's gate.
+func (c *Client) Check(ctx context.Context, s *registry.Signer, call pedigree.Call) (*gate.Decision, error) {
+	st, srcs, err := pedigree.BuildCall(ctx, c, call, c.clock())
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := lineage.Sign(s, st)
+	if err != nil {
+		return nil, err
+	}
+	var d gate.Decision
+	if err := c.do(ctx, "POST", "/v1/check", checkRequest{Call: env, ArgSources: srcs}, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Decision returns a logged decision.
+func (c *Client) Decision(ctx context.Context, id string) (*gate.Decision, error) {
+	var d gate.Decision
+	if err := c.do(ctx, "GET", "/v1/decisions/"+url.PathEscape(id), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Approve builds and signs the approval here.
+func (c *Client) Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error) {
+	if ttl < 0 {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is negative", gate.ErrApproval, ttl)
+	}
+	if ttl == 0 {
+		ttl = pedigree.DefaultApprovalTTL
+	}
+	d, err := c.Decision(ctx, decisionID)
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := lineage.Sign(s, pedigree.BuildApproval(d, approver, ttl, c.clock()))
+	if err != nil {
+		return nil, err
+	}
+	var n lineage.Node
+	if err := c.do(ctx, "POST", "/v1/approvals", approveRequest{Envelope: env}, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// Decisions lists the decision log.
+func (c *Client) Decisions(ctx context.Context, limit int) ([]gate.Decision, error) {
+	var out struct{ Decisions []gate.Decision }
+	err := c.do(ctx, "GET", "/v1/decisions?limit="+strconv.Itoa(limit), nil, &out)
+	return out.Decisions, err
+}
+
+// Show returns what `lineage show` prints.
+func (c *Client) Show(ctx context.Context, id string) (*EntryView, error) {
+	var v EntryView
+	if err := c.do(ctx, "GET", "/v1/entries/"+url.PathEscape(id), nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// Trace returns an entry's bounded ancestry.
+func (c *Client) Trace(ctx context.Context, id string, o lineage.TraceOptions) (*lineage.Trace, error) {
+	var tr traceResponse
+	q := fmt.Sprintf("/v1/trace/%s?max_depth=%d&max_nodes=%d", url.PathEscape(id), o.MaxDepth, o.MaxNodes)
+	if err := c.do(ctx, "GET", q, nil, &tr); err != nil {
+		return nil, err
+	}
+	return &lineage.Trace{Root: tr.Root, Nodes: tr.Nodes, Edges: tr.Edges, Untrusted: tr.Untrusted, Truncated: tr.Truncated}, nil
+}
+
+// Verify asks the server to verify its store.
+func (c *Client) Verify(ctx context.Context) (*lineage.Report, error) {
+	var r lineage.Report
+	if err := c.do(ctx, "POST", "/v1/verify", struct{}{}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Trajectory returns a session's trajectory with its calls and alerts.
+func (c *Client) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
+	var out trajectoryResponse
+	if err := c.do(ctx, "GET", "/v1/trajectory/"+url.PathEscape(session), nil, &out); err != nil {
+		return nil, err
+	}
+	st := out.State
+	st.Calls, st.Alerts = out.Calls, out.Alerts
+	return &st, nil
+}
+
+// Checkpoint signs the server's log head here with the operator key.
+func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+	var head headResponse
+	if err := c.do(ctx, "GET", "/v1/log/head", nil, &head); err != nil {
+		return nil, err
+	}
+	cp, err := lineage.SignCheckpoint(operator, head.Size, head.Root, c.clock())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.do(ctx, "POST", "/v1/log/checkpoints", checkpointRequest{Checkpoint: *cp}, nil); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// Prove returns a verified inclusion proof (verified again here).
+func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error) {
+	var p lineage.InclusionProof
+	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/prove/%s?checkpoint=%d", url.PathEscape(id), size), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, p.Verify()
+}
+
+// Consistency returns a verified consistency proof (verified again here).
+func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
+	var p lineage.ConsistencyProof
+	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/consistency?old=%d&new=%d", oldSize, newSize), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, p.Verify()
+}

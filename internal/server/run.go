@@ -1,0 +1,145 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+)
+
+// Files in the data directory while a server runs.
+const (
+	SocketFile = "pedigree.sock"
+	// InfoFile tells clients where the server listens.
+	InfoFile = "serve.json"
+)
+
+// Timeouts of the HTTP server.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 30 * time.Second
+	WriteTimeout      = 60 * time.Second
+	IdleTimeout       = 2 * time.Minute
+	// DrainTimeout bounds how long shutdown waits for requests in flight.
+	DrainTimeout = 30 * time.Second
+)
+
+// Options say where to listen.
+type Options struct {
+	Socket string // default DIR/pedigree.sock
+	Addr   string // optional loopback host:port
+	Log    *slog.Logger
+	// Ready, when set, receives the addresses once listening.
+	Ready func(socket, addr string)
+}
+
+type info struct {
+	Socket string `json:"socket"`
+	Addr   string `json:"addr,omitempty"`
+	PID    int    `json:"pid"`
+}
+
+// CheckLoopback refuses a TCP address that is not on the loopback interface.
+func CheckLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--addr %q: pedigree serves only on loopback (127.0.0.0/8, ::1, localhost)", addr)
+	}
+	return nil
+}
+
+// Run serves e until ctx is done, then drains: new connections are
+// refused, requests in flight finish (up to DrainTimeout), and the socket
+// and info file are removed. The caller closes the engine afterwards.
+func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	dir := e.Dir()
+	if o.Socket == "" {
+		o.Socket = filepath.Join(dir, SocketFile)
+	}
+	if o.Addr != "" {
+		if err := CheckLoopback(o.Addr); err != nil {
+			return err
+		}
+	}
+	// A socket file left by a server that died is removed; one that
+	// answers means another server runs (it could not, holding no lock,
+	// but say so clearly).
+	if _, err := os.Stat(o.Socket); err == nil {
+		if c, err := net.DialTimeout("unix", o.Socket, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("a pedigree server already listens on %s", o.Socket)
+		}
+		os.Remove(o.Socket)
+	}
+	ul, err := net.Listen("unix", o.Socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Socket, err)
+	}
+	if err := os.Chmod(o.Socket, 0o600); err != nil {
+		ul.Close()
+		return err
+	}
+	listeners := []net.Listener{ul}
+	if o.Addr != "" {
+		tl, err := net.Listen("tcp", o.Addr)
+		if err != nil {
+			ul.Close()
+			return fmt.Errorf("listen on %s: %w", o.Addr, err)
+		}
+		listeners = append(listeners, tl)
+		o.Addr = tl.Addr().String()
+	}
+	s := New(e, o.Log)
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
+		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	infoPath := filepath.Join(dir, InfoFile)
+	if dir != "" {
+		b, _ := json.Marshal(info{Socket: o.Socket, Addr: o.Addr, PID: os.Getpid()})
+		if err := os.WriteFile(infoPath, b, 0o600); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+		defer os.Remove(infoPath)
+	}
+	defer os.Remove(o.Socket)
+	errs := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func() { errs <- hs.Serve(l) }()
+	}
+	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr)
+	if o.Ready != nil {
+		o.Ready(o.Socket, o.Addr)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	}
+	s.Drain()
+	o.Log.Info("draining")
+	sctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}

@@ -1,0 +1,421 @@
+package server
+
+import (
+	"bytes"
+
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Server serves one engine.
+type Server struct {
+	e        *pedigree.Engine
+	log      *slog.Logger
+	mux      *http.ServeMux
+	draining atomic.Bool
+	metrics  *metrics
+}
+
+type metrics struct {
+	reg       *prometheus.Registry
+	decisions *prometheus.CounterVec
+	entries   prometheus.Counter
+	errors    *prometheus.CounterVec
+	check     prometheus.Histogram
+	record    prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pedigree_decisions_total", Help: "Gate decisions by result."}, []string{"decision"})
+	m.entries = prometheus.NewCounter(prometheus.CounterOpts{Name: "pedigree_entries_recorded_total", Help: "Entries recorded."})
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pedigree_errors_total", Help: "Requests that failed, by kind."}, []string{"kind"})
+	buckets := prometheus.ExponentialBuckets(50e-6, 2, 14) // 50 µs to 0.4 s
+	m.check = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_check_seconds", Help: "Whole gate checks.", Buckets: buckets})
+	m.record = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_record_seconds", Help: "Entry inserts.", Buckets: buckets})
+	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record)
+	return m
+}
+
+// New wraps an open engine.
+func New(e *pedigree.Engine, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{e: e, log: log, mux: http.NewServeMux(), metrics: newMetrics()}
+	s.routes()
+	return s
+}
+
+// Drain marks the server as draining: /readyz fails, so a supervisor stops
+// sending work, while in-flight requests finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s }
+
+// ServeHTTP logs every request with constant keys.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w, status: 200}
+	s.mux.ServeHTTP(rw, r)
+	s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration_us", time.Since(start).Microseconds())
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// route registers a handler for one method; any other method is a 405 with
+// a JSON body.
+func (s *Server) route(method, path string, h func(w http.ResponseWriter, r *http.Request) error) {
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			s.fail(w, http.StatusMethodNotAllowed, "method", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+		if err := h(w, r); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				s.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+				return
+			}
+			var bad badRequest
+			if errors.As(err, &bad) {
+				s.fail(w, http.StatusBadRequest, "malformed", err.Error())
+				return
+			}
+			kind, status := classify(err)
+			s.fail(w, status, kind, err.Error())
+		}
+	})
+}
+
+func (s *Server) fail(w http.ResponseWriter, status int, kind, msg string) {
+	s.metrics.errors.WithLabelValues(kind).Inc()
+	if status >= 500 {
+		s.log.Error("request failed", "kind", kind, "error", msg)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorResponse{Error: msg, Kind: kind})
+}
+
+// badRequest is a request that does not decode.
+type badRequest struct{ err error }
+
+func (b badRequest) Error() string { return "malformed request: " + b.err.Error() }
+
+// decode reads a JSON body strictly: unknown fields and trailing data are
+// errors.
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest{err}
+	}
+	if dec.More() {
+		return badRequest{errors.New("trailing data after the JSON body")}
+	}
+	return nil
+}
+
+func reply(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+	})
+	s.route("GET", "/healthz", func(w http.ResponseWriter, r *http.Request) error {
+		return reply(w, map[string]any{"ok": true})
+	})
+	s.route("GET", "/readyz", func(w http.ResponseWriter, r *http.Request) error {
+		if s.draining.Load() {
+			s.fail(w, http.StatusServiceUnavailable, "draining", "the server is shutting down")
+			return nil
+		}
+		if !s.e.Registry().Frozen() {
+			s.fail(w, http.StatusServiceUnavailable, "not_frozen", registry.ErrNotFrozen.Error())
+			return nil
+		}
+		return reply(w, map[string]any{"ready": true})
+	})
+	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+	s.route("GET", "/metrics", func(w http.ResponseWriter, r *http.Request) error {
+		metricsHandler.ServeHTTP(w, r)
+		return nil
+	})
+	s.route("GET", "/v1/registry", s.registry)
+	s.route("GET", "/v1/context/{session}", func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := s.e.Graph().Context(r.Context(), r.PathValue("session"))
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"ids": nonNil(ids)})
+	})
+	s.route("GET", "/v1/resolve/{prefix}", func(w http.ResponseWriter, r *http.Request) error {
+		id, err := s.e.Resolve(r.PathValue("prefix"))
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"id": id})
+	})
+	s.route("POST", "/v1/entries", s.insert)
+	s.route("GET", "/v1/entries/{id}", s.show)
+	s.route("POST", "/v1/recall", func(w http.ResponseWriter, r *http.Request) error {
+		var req recallRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		if err := s.e.Recall(r.Context(), req.Session, req.IDs); err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"recalled": len(req.IDs)})
+	})
+	s.route("POST", "/v1/check", s.check)
+	s.route("POST", "/v1/approvals", func(w http.ResponseWriter, r *http.Request) error {
+		var req approveRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		n, err := s.e.Gate().Approve(r.Context(), req.Envelope)
+		if err != nil {
+			return err
+		}
+		return reply(w, n)
+	})
+	s.route("GET", "/v1/decisions", func(w http.ResponseWriter, r *http.Request) error {
+		limit, err := intParam(r, "limit")
+		if err != nil {
+			return err
+		}
+		ds, err := s.e.Gate().Decisions(r.Context(), limit)
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"decisions": nonNil(ds)})
+	})
+	s.route("GET", "/v1/decisions/{id}", func(w http.ResponseWriter, r *http.Request) error {
+		d, err := s.e.Gate().Decision(r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return reply(w, d)
+	})
+	s.route("GET", "/v1/trace/{id}", s.trace)
+	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
+		// Verifying a large store takes longer than a write timeout.
+		http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		rep, err := s.e.Verify(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, rep)
+	})
+	s.route("GET", "/v1/trajectory/{session}", func(w http.ResponseWriter, r *http.Request) error {
+		st, err := s.e.Gate().TrajectoryLog(r.Context(), r.PathValue("session"))
+		if err != nil {
+			return err
+		}
+		return reply(w, trajectoryResponse{State: *st, Calls: nonNil(st.Calls), Alerts: nonNil(st.Alerts)})
+	})
+	s.route("GET", "/v1/log/head", func(w http.ResponseWriter, r *http.Request) error {
+		size, root, err := s.e.Graph().LogHead()
+		if err != nil {
+			return err
+		}
+		return reply(w, headResponse{Size: size, Root: root})
+	})
+	s.route("POST", "/v1/log/checkpoints", func(w http.ResponseWriter, r *http.Request) error {
+		var req checkpointRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		if err := s.e.Graph().AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
+			return err
+		}
+		return reply(w, req.Checkpoint)
+	})
+	s.route("GET", "/v1/log/prove/{id}", func(w http.ResponseWriter, r *http.Request) error {
+		size, err := intParam(r, "checkpoint")
+		if err != nil {
+			return err
+		}
+		p, err := ProveLocal(s.e, r.PathValue("id"), uint64(size))
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
+	s.route("GET", "/v1/log/consistency", func(w http.ResponseWriter, r *http.Request) error {
+		o, err := intParam(r, "old")
+		if err != nil {
+			return err
+		}
+		n, err := intParam(r, "new")
+		if err != nil {
+			return err
+		}
+		p, err := s.e.Graph().Consistency(uint64(o), uint64(n))
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
+}
+
+// ProveLocal proves an entry (by ID or prefix) or else a decision.
+func ProveLocal(e *pedigree.Engine, idOrPrefix string, size uint64) (*lineage.InclusionProof, error) {
+	id, err := e.Resolve(idOrPrefix)
+	if err != nil {
+		d, derr := e.Gate().Decision(idOrPrefix)
+		if derr != nil {
+			return nil, err
+		}
+		id = d.ID
+	}
+	return e.Graph().Prove(id, size)
+}
+
+func intParam(r *http.Request, name string) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest{fmt.Errorf("%s=%q is not a whole number", name, v)}
+	}
+	return n, nil
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
+
+func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
+	reg := s.e.Registry()
+	out := registryResponse{Frozen: reg.Frozen(), Tau: reg.Tau(), Principals: []principalResponse{}}
+	for _, p := range reg.List() {
+		pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
+		if err != nil {
+			return err
+		}
+		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+	}
+	return reply(w, out)
+}
+
+func (s *Server) insert(w http.ResponseWriter, r *http.Request) error {
+	var req insertRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	start := time.Now()
+	n, err := s.e.Insert(r.Context(), req.Envelope, req.Content)
+	if err != nil {
+		return err
+	}
+	s.metrics.record.Observe(time.Since(start).Seconds())
+	s.metrics.entries.Inc()
+	edges, err := s.e.Graph().Parents(n.ID)
+	if err != nil {
+		return err
+	}
+	return reply(w, nodeResponse{Node: n, Parents: nonNil(edges)})
+}
+
+func (s *Server) show(w http.ResponseWriter, r *http.Request) error {
+	v, err := ShowLocal(s.e, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return reply(w, v)
+}
+
+// ShowLocal gathers what `lineage show` prints.
+func ShowLocal(e *pedigree.Engine, prefix string) (*EntryView, error) {
+	id, err := e.Resolve(prefix)
+	if err != nil {
+		return nil, err
+	}
+	n, err := e.Graph().Node(id)
+	if err != nil {
+		return nil, err
+	}
+	edges, err := e.Graph().Parents(id)
+	if err != nil {
+		return nil, err
+	}
+	env, content, err := e.Graph().Envelope(id)
+	if err != nil {
+		return nil, err
+	}
+	v := &EntryView{Node: n, Parents: nonNil(edges), Envelope: env, Content: content}
+	if err := e.Graph().VerifyEntrySignature(env); err != nil {
+		v.SignatureError = err.Error()
+	}
+	return v, nil
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
+	var req checkRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	start := time.Now()
+	d, err := s.e.Gate().Check(r.Context(), gate.Request{Call: req.Call, ArgSources: req.ArgSources})
+	if err != nil {
+		return err
+	}
+	s.metrics.check.Observe(time.Since(start).Seconds())
+	s.metrics.decisions.WithLabelValues(d.Decision).Inc()
+	return reply(w, d)
+}
+
+func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {
+	depth, err := intParam(r, "max_depth")
+	if err != nil {
+		return err
+	}
+	nodes, err := intParam(r, "max_nodes")
+	if err != nil {
+		return err
+	}
+	tr, err := s.e.Trace(r.Context(), r.PathValue("id"), lineage.TraceOptions{MaxDepth: depth, MaxNodes: nodes})
+	if err != nil {
+		return err
+	}
+	return reply(w, traceResponse{Root: tr.Root, Nodes: nonNil(tr.Nodes), Edges: nonNil(tr.Edges), Untrusted: nonNil(tr.Untrusted), Truncated: tr.Truncated})
+}

@@ -1,0 +1,148 @@
+// Package server is pedigree's sidecar: HTTP/JSON on a unix socket (and
+// optionally loopback TCP) in front of one engine, which holds the data
+// directory's lock. Clients sign entries, calls and approvals with their own
+// keys; the server verifies them against the frozen registry and never holds
+// a principal's private key. There is no endpoint that changes the registry.
+//
+// Client speaks the same API and returns the engine's own types and
+// sentinel errors, so the CLI behaves the same through either.
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// Limits on requests.
+const (
+	// MaxRequestBytes bounds a request body: an envelope plus its content,
+	// base64-encoded, with room to spare.
+	MaxRequestBytes = lineage.MaxEnvelopeBytes + lineage.MaxContentBytes*4/3 + 64<<10
+)
+
+// Request and response bodies.
+type (
+	insertRequest struct {
+		Envelope json.RawMessage `json:"envelope"`
+		Content  []byte          `json:"content,omitempty"` // base64 in JSON
+	}
+	recallRequest struct {
+		Session string   `json:"session"`
+		IDs     []string `json:"ids"`
+	}
+	checkRequest struct {
+		Call       json.RawMessage     `json:"call"`
+		ArgSources map[string][]string `json:"arg_sources,omitempty"`
+	}
+	approveRequest struct {
+		Envelope json.RawMessage `json:"envelope"`
+	}
+	checkpointRequest struct {
+		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+	}
+	registryResponse struct {
+		Frozen     bool                `json:"frozen"`
+		Tau        float64             `json:"tau"`
+		Principals []principalResponse `json:"principals"`
+	}
+	principalResponse struct {
+		ID        string        `json:"id"`
+		Tier      registry.Tier `json:"tier"`
+		PublicKey string        `json:"public_key"`
+	}
+	nodeResponse struct {
+		Node    *lineage.Node  `json:"node"`
+		Parents []lineage.Edge `json:"parents"`
+	}
+	// EntryView is an entry as `lineage show` needs it.
+	EntryView struct {
+		Node           *lineage.Node  `json:"node"`
+		Parents        []lineage.Edge `json:"parents"`
+		Envelope       []byte         `json:"envelope"`
+		Content        []byte         `json:"content,omitempty"`
+		SignatureError string         `json:"signature_error,omitempty"`
+	}
+	traceResponse struct {
+		Root      *lineage.Node    `json:"root"`
+		Nodes     []*lineage.Node  `json:"nodes"`
+		Edges     []lineage.Edge   `json:"edges"`
+		Untrusted []lineage.Source `json:"untrusted"`
+		Truncated bool             `json:"truncated"`
+	}
+	trajectoryResponse struct {
+		State  trajectory.State   `json:"state"`
+		Calls  []trajectory.Call  `json:"calls"`
+		Alerts []trajectory.Alert `json:"alerts"`
+	}
+	headResponse struct {
+		Size uint64 `json:"size"`
+		Root string `json:"root"`
+	}
+	errorResponse struct {
+		Error string `json:"error"`
+		Kind  string `json:"kind"`
+	}
+)
+
+// errorKinds maps the engine's sentinel errors to a kind and a status, both
+// ways: the server names the kind, the client wraps the same sentinel.
+var errorKinds = []struct {
+	kind   string
+	err    error
+	status int
+}{
+	{"frozen", registry.ErrFrozen, http.StatusConflict},
+	{"not_frozen", registry.ErrNotFrozen, http.StatusConflict},
+	{"unknown_principal", registry.ErrUnknownPrincipal, http.StatusForbidden},
+	{"bad_signature", registry.ErrBadSignature, http.StatusForbidden},
+	{"bad_key", registry.ErrBadKey, http.StatusBadRequest},
+	{"bad_id", registry.ErrBadID, http.StatusBadRequest},
+	{"bad_tier", registry.ErrBadTier, http.StatusBadRequest},
+	{"unknown_parent", lineage.ErrUnknownParent, http.StatusUnprocessableEntity},
+	{"unknown_entry", lineage.ErrUnknownEntry, http.StatusNotFound},
+	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
+	{"not_logged", lineage.ErrNotLogged, http.StatusNotFound},
+	{"no_checkpoint", lineage.ErrNoCheckpoint, http.StatusNotFound},
+	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
+	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
+	{"approval", gate.ErrApproval, http.StatusBadRequest},
+	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},
+}
+
+func classify(err error) (string, int) {
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			return k.kind, k.status
+		}
+	}
+	return "internal", http.StatusInternalServerError
+}
+
+// RemoteError is an error the server returned. It unwraps to the engine's
+// sentinel error of its kind, so errors.Is works across the socket.
+type RemoteError struct {
+	Status int
+	Kind   string
+	Msg    string
+}
+
+func (e *RemoteError) Error() string { return e.Msg }
+
+func (e *RemoteError) Unwrap() error {
+	for _, k := range errorKinds {
+		if k.kind == e.Kind {
+			return k.err
+		}
+	}
+	return nil
+}
+
+func (e *RemoteError) String() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Kind, e.Msg) }
