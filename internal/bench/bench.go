@@ -53,6 +53,7 @@ type Result struct {
 	TraceP99     float64 `json:"trace_p99_us"`
 	TraceNodes   float64 `json:"trace_nodes_p50"`
 	PeakRSS      int64   `json:"peak_rss_bytes"`
+	PeakAnon     int64   `json:"peak_anon_bytes"`
 	StoreBytes   int64   `json:"store_bytes"`
 	Denied       int     `json:"denied"`
 	Seconds      float64 `json:"seconds"`
@@ -70,6 +71,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Progress = func(string, int, int) {}
 	}
 	start := time.Now()
+	stopSampling := sampleAnon()
 	parent := o.Dir
 	if parent == "" {
 		parent = os.TempDir()
@@ -233,6 +235,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.StoreBytes = dirSize(dir)
 	res.PeakRSS = peakRSS()
+	res.PeakAnon = stopSampling()
 	res.Seconds = time.Since(start).Seconds()
 	if o.Keep {
 		res.Dir = dir
@@ -263,14 +266,46 @@ func dirSize(dir string) int64 {
 }
 
 // peakRSS reads the process's high-water resident set (VmHWM) from /proc;
-// 0 where there is no /proc.
-func peakRSS() int64 {
+// 0 where there is no /proc. It counts the pages of Badger's memory-mapped
+// tables that were read, which the kernel can reclaim; PeakAnon does not.
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+// sampleAnon samples the process's anonymous resident memory (RssAnon:
+// heap, stacks, Badger's buffers) every 50 ms until the returned function
+// is called, which returns the highest sample.
+func sampleAnon() func() int64 {
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := procStatus("RssAnon:"); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
+}
+
+func procStatus(field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			f := strings.Fields(rest)
 			if len(f) == 2 && f[1] == "kB" {
 				kb, _ := strconv.ParseInt(f[0], 10, 64)

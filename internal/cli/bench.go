@@ -14,7 +14,7 @@ import (
 
 func newBenchCommand(a *app) *cobra.Command {
 	var o bench.Options
-	var cpuprofile string
+	var cpuprofile, memprofile string
 	cmd := &cobra.Command{
 		Use:   "bench [--entries N] [--checks M] [--writers W]",
 		Short: "Measure record, check, decide and trace on a synthetic workload",
@@ -56,13 +56,23 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 			if err != nil {
 				return err
 			}
+			if memprofile != "" {
+				f, err := os.Create(memprofile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+					return err
+				}
+			}
 			return a.print(r, func(w io.Writer) {
 				fmt.Fprintf(w, "entries %d, writers %d, checks %d, %.1fs\n", r.Entries, r.Writers, r.Checks, r.Seconds)
 				fmt.Fprintf(w, "record  %.0f/s   p50 %.0f µs  p99 %.0f µs\n", r.RecordPerSec, r.RecordP50, r.RecordP99)
 				fmt.Fprintf(w, "check   p50 %.0f µs  p99 %.0f µs   (%d denied)\n", r.CheckP50, r.CheckP99, r.Denied)
 				fmt.Fprintf(w, "decide  p50 %.0f µs  p99 %.0f µs\n", r.DecideP50, r.DecideP99)
 				fmt.Fprintf(w, "trace   p50 %.0f µs  p99 %.0f µs  (%.0f entries p50)\n", r.TraceP50, r.TraceP99, r.TraceNodes)
-				fmt.Fprintf(w, "peak RSS %.1f MB, store %.1f MB\n", float64(r.PeakRSS)/1e6, float64(r.StoreBytes)/1e6)
+				fmt.Fprintf(w, "peak RSS %.1f MB (anonymous %.1f MB), store %.1f MB\n", float64(r.PeakRSS)/1e6, float64(r.PeakAnon)/1e6, float64(r.StoreBytes)/1e6)
 			})
 		},
 	}
@@ -74,5 +84,6 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 	f.BoolVar(&o.Keep, "keep", false, "keep the store afterwards")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
+	f.StringVar(&memprofile, "memprofile", "", "write a heap profile here at the end (go tool pprof)")
 	return cmd
 }
