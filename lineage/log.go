@@ -347,11 +347,7 @@ func (g *Graph) Prove(id string, size uint64) (*InclusionProof, error) {
 		if err != nil {
 			return err
 		}
-		hashes, err := getNodes(t, nodes.IDs)
-		if err != nil {
-			return err
-		}
-		if hashes, err = nodes.Rehash(hashes, hasher.HashChildren); err != nil {
+		if p.Hashes, err = proofHashes(t, nodes); err != nil {
 			return err
 		}
 		leaf, err := t.Get(nodeKey(compact.NewNodeID(0, p.Index)))
@@ -359,9 +355,6 @@ func (g *Graph) Prove(id string, size uint64) (*InclusionProof, error) {
 			return err
 		}
 		p.LeafHash = hex.EncodeToString(leaf)
-		for _, h := range hashes {
-			p.Hashes = append(p.Hashes, hex.EncodeToString(h))
-		}
 		return nil
 	})
 	if err != nil {
@@ -415,17 +408,8 @@ func (g *Graph) Consistency(oldSize, newSize uint64) (*ConsistencyProof, error) 
 		if err != nil {
 			return err
 		}
-		hashes, err := getNodes(t, nodes.IDs)
-		if err != nil {
-			return err
-		}
-		if hashes, err = nodes.Rehash(hashes, hasher.HashChildren); err != nil {
-			return err
-		}
-		for _, h := range hashes {
-			p.Hashes = append(p.Hashes, hex.EncodeToString(h))
-		}
-		return nil
+		p.Hashes, err = proofHashes(t, nodes)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -436,6 +420,23 @@ func (g *Graph) Consistency(oldSize, newSize uint64) (*ConsistencyProof, error) 
 // Verify checks the proof against the two checkpoints' roots.
 func (p *ConsistencyProof) Verify() error {
 	return proof.VerifyConsistency(hasher, p.Old.Size, p.New.Size, unhex(p.Hashes), unhexOne(p.Old.Root), unhexOne(p.New.Root))
+}
+
+// proofHashes reads the stored nodes a proof names and folds the ephemeral
+// one, as hex.
+func proofHashes(t *store.Txn, nodes proof.Nodes) ([]string, error) {
+	hashes, err := getNodes(t, nodes.IDs)
+	if err != nil {
+		return nil, err
+	}
+	if hashes, err = nodes.Rehash(hashes, hasher.HashChildren); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(hashes))
+	for i, h := range hashes {
+		out[i] = hex.EncodeToString(h)
+	}
+	return out, nil
 }
 
 func unhex(hs []string) [][]byte {

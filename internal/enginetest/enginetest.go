@@ -88,19 +88,7 @@ func New(t testing.TB, ps []P, opts ...pedigree.Option) *World {
 		t.Fatal(err)
 	}
 	w.E = e
-	for _, p := range ps {
-		s, _, err := registry.GenerateSigner(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Keys[p.ID] = s
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Freeze(ctx, op); err != nil {
-		t.Fatal(err)
-	}
+	w.bootstrap(ps)
 	t.Cleanup(func() {
 		if !w.SkipVerify {
 			r, err := e.Verify(context.Background())
@@ -113,6 +101,25 @@ func New(t testing.TB, ps []P, opts ...pedigree.Option) *World {
 		e.Close()
 	})
 	return w
+}
+
+// bootstrap registers ps with new keys and freezes the registry.
+func (w *World) bootstrap(ps []P) {
+	w.T.Helper()
+	ctx := context.Background()
+	for _, p := range ps {
+		s, _, err := registry.GenerateSigner(nil)
+		if err != nil {
+			w.T.Fatal(err)
+		}
+		w.Keys[p.ID] = s
+		if err := w.E.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public()}); err != nil {
+			w.T.Fatal(err)
+		}
+	}
+	if err := w.E.Freeze(ctx, w.Operator); err != nil {
+		w.T.Fatal(err)
+	}
 }
 
 // Record records content as principal in session with explicit parents
@@ -174,19 +181,7 @@ func NewOnDisk(t testing.TB, ps []P, opts ...pedigree.Option) *World {
 	if w.Operator, err = registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile)); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range ps {
-		s, _, err := registry.GenerateSigner(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Keys[p.ID] = s
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Freeze(ctx, w.Operator); err != nil {
-		t.Fatal(err)
-	}
+	w.bootstrap(ps)
 	t.Cleanup(func() {
 		if w.E != nil {
 			w.E.Close()
