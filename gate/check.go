@@ -266,20 +266,30 @@ func (c *Catalog) internal(rcpt string) bool {
 	return false
 }
 
-// EvalOnly builds the input for a call statement once and then evaluates
-// the policy on it: the bare OPA evaluation that benchmarks compare a whole
-// decision against. It reports an error only when the input cannot be built.
-func (g *Gate) EvalOnly(ctx context.Context, st *lineage.Statement, argSources map[string][]string) error {
+// PreparedInput is a policy input built once, to measure the bare policy
+// evaluation against whole decisions.
+type PreparedInput struct {
+	g   *Gate
+	in  ast.Value
+	now time.Time
+}
+
+// Input builds the policy input for a call statement, storing nothing.
+func (g *Gate) Input(ctx context.Context, st *lineage.Statement, argSources map[string][]string) (*PreparedInput, error) {
 	call, err := g.graph.Preview(st)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := g.clock()
-	d := newDecision(st, call.ID, now, g.version)
-	in, _, err := g.input(ctx, st, call, argSources, now, d)
+	in, _, err := g.input(ctx, st, call, argSources, now, newDecision(st, call.ID, now, g.version))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = g.eval(ctx, in, now)
+	return &PreparedInput{g: g, in: in, now: now}, nil
+}
+
+// Eval evaluates the policy on the prepared input.
+func (p *PreparedInput) Eval(ctx context.Context) error {
+	_, err := p.g.eval(ctx, p.in, p.now)
 	return err
 }

@@ -77,92 +77,87 @@ func (g *graphWorld) call(r *rand.Rand, k int, i int) pedigree.Call {
 	return pedigree.Call{Principal: "agent:bench", Session: "bench", Tool: sensitiveTool, Args: []byte(`{"n":` + strconv.Itoa(i) + `}`), Justification: just}
 }
 
-func BenchmarkRecord(b *testing.B) {
+// BenchmarkEngine builds a store of each size once and measures on it:
+// record (sign, verify, label, durable commit), the whole check, the
+// decision alone and the bare OPA evaluation of the same policy and input
+// with 1, 10 and 100 justification entries, and a trace bounded at 1,000
+// entries. go test ./internal/bench -bench Engine [-pedigree.large]
+func BenchmarkEngine(b *testing.B) {
 	for _, n := range sizes() {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			g := build(b, n)
-			r := rand.New(rand.NewPCG(3, 4))
-			key := g.w.Keys["agent:bench"]
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				parents := []lineage.Parent{{ID: g.ids[r.IntN(len(g.ids))], Weight: 1}, {ID: g.ids[r.IntN(len(g.ids))], Weight: 0.3}}
-				if parents[0].ID == parents[1].ID {
-					parents = parents[:1]
-				}
-				if _, err := g.w.E.Record(context.Background(), key, pedigree.Entry{Principal: "agent:bench", Content: []byte("b" + strconv.Itoa(i)), Parents: parents}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-func BenchmarkCheck(b *testing.B) {
-	for _, n := range sizes() {
-		g := build(b, n)
-		for _, k := range []int{1, 10, 100} {
-			b.Run(fmt.Sprintf("entries=%d/just=%d/check", n, k), func(b *testing.B) {
-				r := rand.New(rand.NewPCG(5, 6))
+			ctx := context.Background()
+			b.Run("record", func(b *testing.B) {
+				r := rand.New(rand.NewPCG(3, 4))
 				key := g.w.Keys["agent:bench"]
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
-					if _, err := g.w.E.Check(context.Background(), key, g.call(r, k, i)); err != nil {
+					parents := []lineage.Parent{{ID: g.ids[r.IntN(len(g.ids))], Weight: 1}, {ID: g.ids[r.IntN(len(g.ids))], Weight: 0.3}}
+					if parents[0].ID == parents[1].ID {
+						parents = parents[:1]
+					}
+					if _, err := g.w.E.Record(ctx, key, pedigree.Entry{Principal: "agent:bench", Content: []byte("b" + strconv.Itoa(i)), Parents: parents}); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
-			b.Run(fmt.Sprintf("entries=%d/just=%d/decide", n, k), func(b *testing.B) {
-				r := rand.New(rand.NewPCG(5, 6))
-				ctx := context.Background()
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					b.StopTimer()
-					st, srcs, err := g.w.E.CallStatement(ctx, g.call(r, k, i))
+			for _, k := range []int{1, 10, 100} {
+				b.Run(fmt.Sprintf("just=%d/check", k), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(5, 6))
+					key := g.w.Keys["agent:bench"]
+					b.ReportAllocs()
+					for i := 0; b.Loop(); i++ {
+						if _, err := g.w.E.Check(ctx, key, g.call(r, k, i)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run(fmt.Sprintf("just=%d/decide", k), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(5, 6))
+					b.ReportAllocs()
+					for i := 0; b.Loop(); i++ {
+						b.StopTimer()
+						st, srcs, err := g.w.E.CallStatement(ctx, g.call(r, k, i))
+						if err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+						if _, err := g.w.E.Gate().Decide(ctx, st, srcs); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+				b.Run(fmt.Sprintf("just=%d/eval", k), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(5, 6))
+					st, srcs, err := g.w.E.CallStatement(ctx, g.call(r, k, 0))
 					if err != nil {
 						b.Fatal(err)
 					}
-					b.StartTimer()
-					if _, err := g.w.E.Gate().Decide(ctx, st, srcs); err != nil {
+					in, err := g.w.E.Gate().Input(ctx, st, srcs)
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-			})
-			b.Run(fmt.Sprintf("entries=%d/just=%d/eval", n, k), func(b *testing.B) {
-				// The bare OPA evaluation of the same policy and input.
-				r := rand.New(rand.NewPCG(5, 6))
-				ctx := context.Background()
-				st, srcs, err := g.w.E.CallStatement(ctx, g.call(r, k, 0))
-				if err != nil {
-					b.Fatal(err)
-				}
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := in.Eval(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+			b.Run("trace", func(b *testing.B) {
+				r := rand.New(rand.NewPCG(7, 8))
+				nodes := 0
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := g.w.E.Gate().EvalOnly(ctx, st, srcs); err != nil {
+					tr, err := g.w.E.Graph().Trace(ctx, g.ids[r.IntN(len(g.ids))], lineage.TraceOptions{MaxNodes: 1000})
+					if err != nil {
 						b.Fatal(err)
 					}
+					nodes += len(tr.Nodes)
 				}
+				b.ReportMetric(float64(nodes)/float64(b.N), "nodes/op")
 			})
-		}
-	}
-}
-
-func BenchmarkTrace(b *testing.B) {
-	for _, n := range sizes() {
-		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
-			g := build(b, n)
-			r := rand.New(rand.NewPCG(7, 8))
-			ctx := context.Background()
-			nodes := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				tr, err := g.w.E.Graph().Trace(ctx, g.ids[r.IntN(len(g.ids))], lineage.TraceOptions{MaxNodes: 1000})
-				if err != nil {
-					b.Fatal(err)
-				}
-				nodes += len(tr.Nodes)
-			}
-			b.ReportMetric(float64(nodes)/float64(b.N), "nodes/op")
 		})
 	}
 }
