@@ -537,3 +537,51 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("text demo (no colour off a terminal):\n%s", text.out)
 	}
 }
+
+// TestServeVerb runs `pedigree serve` itself, uses it from other verbs, and
+// stops it as a signal would.
+func TestServeVerb(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	if r := c.run("serve", "--addr", "0.0.0.0:7070"); r.code != ExitUsage || !strings.Contains(r.err, "loopback") {
+		t.Fatalf("non-loopback addr: exit %d %s", r.code, r.err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errw bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+		done <- a.run(ctx, []string{"--dir", c.dir, "serve"})
+	}()
+	sock := filepath.Join(c.dir, server.SocketFile)
+	for i := 0; ; i++ {
+		if _, err := server.Dial(c.dir, nil); err == nil {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("the server did not come up: %s", errw.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id := c.rec("user:alice", "--session", "s", "--content", "through the server")
+	if r := c.must("-o", "json", "lineage", "show", id); r.json(t)["signature_valid"] != true {
+		t.Fatalf("show through the server: %s", r.out)
+	}
+	if r := c.run("registry", "add", "user:eve", "--tier", "user", "--new-key", c.key("eve")); r.code != ExitError || !strings.Contains(r.err, "server is running") {
+		t.Fatalf("registry add while served: exit %d %s", r.code, r.err)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, errw.String())
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Fatal("the socket was left behind")
+	}
+	if !strings.Contains(errw.String(), `"msg":"draining"`) || !strings.Contains(errw.String(), `"path":"/v1/entries"`) {
+		t.Fatalf("structured logs missing:\n%s", errw.String())
+	}
+	// The store was closed cleanly: it opens and verifies.
+	if r := c.must("-o", "json", "verify"); r.json(t)["ok"] != true {
+		t.Fatalf("verify after serve: %s", r.out)
+	}
+}
