@@ -176,15 +176,16 @@ func open(dir string, o Options) (*DB, error) {
 		WithIndexCacheSize(8 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
-		WithBaseTableSize(1 << 20).
+		WithBaseTableSize(2 << 20).
 		// No compression: decompressed blocks were another 32 MiB of heap,
 		// and values here are small signed JSON that compresses little.
 		WithCompression(options.None).
 		WithSyncWrites(!o.NoSync).
 		WithLogger(nil)
-	// Tables of 1 MiB at every level: with the default multiplier the deep
+	// Tables of 2 MiB at every level: with the default multiplier the deep
 	// levels' tables, and the buffers compaction builds them in, grow to
-	// tens of MiB each (192 MiB of heap at 200k entries).
+	// tens of MiB each (192 MiB of heap at 200k entries). 1 MiB tables
+	// used no less memory and synced twice as many files.
 	opts.TableSizeMultiplier = 1
 	if o.InMemory {
 		opts = opts.WithDir("").WithValueDir("").WithInMemory(true)
