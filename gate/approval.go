@@ -116,15 +116,25 @@ func (g *Gate) record(idOrPrefix string) (*record, error) {
 	if len(idOrPrefix) < lineage.MinPrefix {
 		return nil, fmt.Errorf("%w: %q is too short an ID", ErrUnknownDecision, idOrPrefix)
 	}
-	var found [][]byte
+	var found []string
+	var body, input []byte
 	err := g.db.View(func(t *store.Txn) error {
-		return t.Iterate([]byte(pDecision+idOrPrefix), true, func(_, v []byte) error {
-			found = append(found, v)
+		err := t.Iterate([]byte(pDecision+idOrPrefix), true, func(k, v []byte) error {
+			found = append(found, string(k[len(pDecision):]))
+			body = bytes.Clone(v)
 			if len(found) > 1 {
 				return store.ErrStop
 			}
 			return nil
 		})
+		if err != nil || len(found) != 1 {
+			return err
+		}
+		input, err = t.Get([]byte(pInput + found[0]))
+		if errors.Is(err, store.ErrNotFound) {
+			input, err = nil, nil
+		}
+		return err
 	})
 	switch {
 	case err != nil:
@@ -134,11 +144,12 @@ func (g *Gate) record(idOrPrefix string) (*record, error) {
 	case len(found) > 1:
 		return nil, fmt.Errorf("%w: %s is an ambiguous prefix", ErrUnknownDecision, idOrPrefix)
 	}
-	var r record
-	if err := json.Unmarshal(found[0], &r); err != nil {
+	r := &record{Input: input}
+	if err := json.Unmarshal(body, &r.Decision); err != nil {
 		return nil, fmt.Errorf("decision %s: %w", idOrPrefix, err)
 	}
-	return &r, nil
+	r.ID = found[0]
+	return r, nil
 }
 
 // Decisions lists logged decisions in order, newest last; limit 0 lists all,
@@ -314,24 +325,25 @@ func (g *Gate) VerifyDecision(t *store.Txn, id string) error {
 	if err != nil {
 		return err
 	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != id {
+		return errors.New("the decision record was rewritten: it does not hash to its ID")
+	}
+	var d Decision
+	if err := json.Unmarshal(b, &d); err != nil {
 		return fmt.Errorf("the decision record does not decode: %v", err)
 	}
-	if r.Input != nil {
-		s := sha256.Sum256(r.Input)
-		if hex.EncodeToString(s[:]) != r.InputDigest {
+	in, err := t.Get([]byte(pInput + id))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if d.InputDigest != "" {
+			return errors.New("the decision's logged input was deleted")
+		}
+	case err != nil:
+		return err
+	default:
+		if s := sha256.Sum256(in); hex.EncodeToString(s[:]) != d.InputDigest {
 			return errors.New("the decision's logged input was rewritten")
 		}
-	}
-	d := r.Decision
-	d.ID = ""
-	body, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
-	if s := sha256.Sum256(body); hex.EncodeToString(s[:]) != id {
-		return errors.New("the decision record was rewritten: it does not hash to its ID")
 	}
 	return nil
 }

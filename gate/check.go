@@ -55,12 +55,13 @@ type Decision struct {
 // saw, so it can be evaluated again.
 type record struct {
 	Decision
-	Input json.RawMessage `json:"input,omitempty"`
+	Input json.RawMessage
 }
 
 // Gate key layout.
 const (
-	pDecision    = "g/"  // g/<decision id> -> record
+	pDecision    = "g/"  // g/<decision id> -> the decision's JSON without its ID: the bytes its ID hashes
+	pInput       = "gi/" // gi/<decision id> -> the policy input it was made on
 	pDecisionSeq = "gq/" // gq/<seq> -> decision id
 	pApproval    = "a/"  // a/<session>\x00<action>\x00<approval id> -> expiry
 	pUsed        = "au/" // au/<approval id> -> decision id that used it
@@ -209,10 +210,6 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 	}
 	sum := sha256.Sum256(body)
 	d.ID = hex.EncodeToString(sum[:])
-	rec, err := json.Marshal(record{Decision: *d, Input: inBytes})
-	if err != nil {
-		return err
-	}
 	return g.graph.Commit(ctx, func(t *store.Txn) error {
 		if call != nil {
 			if err := call.Write(t); err != nil {
@@ -234,8 +231,13 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 		if err != nil {
 			return err
 		}
-		if err := t.Set([]byte(pDecision+d.ID), rec); err != nil {
+		if err := t.Set([]byte(pDecision+d.ID), body); err != nil {
 			return err
+		}
+		if inBytes != nil {
+			if err := t.Set([]byte(pInput+d.ID), inBytes); err != nil {
+				return err
+			}
 		}
 		if err := g.graph.AppendLog(t, lineage.LeafDecision, d.ID); err != nil {
 			return err
@@ -248,7 +250,7 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 			return err
 		}
 		return nil
-	}, len(rec)+1024)
+	}, len(body)+len(inBytes)+1024)
 }
 
 // internal reports whether a recipient is in one of the operator's domains.

@@ -196,3 +196,10 @@ func TestLogCatchesForgedCheckpoint(t *testing.T) {
 	})
 	anyProblem(t, r, "bad signature")
 }
+
+func TestLogCatchesRewrittenDecisionInput(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, _, decisions []string) error {
+		return tx.Set([]byte("gi/"+decisions[0]), []byte(`{"justification":[]}`))
+	})
+	anyProblem(t, r, "input was rewritten")
+}

@@ -33,10 +33,13 @@ type graphWorld struct {
 
 var principals = []enginetest.P{{ID: "agent:bench", Tier: registry.Internal}, {ID: "user:bench", Tier: registry.User}, {ID: "tool:bench", Tier: registry.External}}
 
-func build(b *testing.B, n int) *graphWorld {
+var benchCatalog = &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Role: "send"}}}
+
+func build(b *testing.B, n int) *graphWorld { return buildT(b, n) }
+
+func buildT(b testing.TB, n int) *graphWorld {
 	b.Helper()
-	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Role: "send"}}}
-	w := enginetest.NewOnDisk(b, principals, pedigree.WithCatalog(cat), pedigree.WithoutDurabilityUnsafe())
+	w := enginetest.NewOnDisk(b, principals, pedigree.WithCatalog(benchCatalog), pedigree.WithoutDurabilityUnsafe())
 	g := &graphWorld{w: w, ids: make([]string, 0, n)}
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
@@ -62,10 +65,14 @@ func build(b *testing.B, n int) *graphWorld {
 		}
 		g.ids = append(g.ids, w.Record(who, "", "entry "+strconv.Itoa(i), parents).ID)
 	}
-	// Measure with durable writes, as in normal use.
-	if err := w.Reopen(); err != nil {
+	// Measure with durable writes, as in normal use: reopen without the
+	// no-fsync option the store was built with.
+	w.E.Close()
+	e, err := pedigree.Open(context.Background(), w.Dir, pedigree.WithCatalog(benchCatalog))
+	if err != nil {
 		b.Fatal(err)
 	}
+	w.E = e
 	return g
 }
 
