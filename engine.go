@@ -114,7 +114,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if fileExists(filepath.Join(dir, OperatorKeyFile)) {
 		return nil, fmt.Errorf("%s: %w", dir, store.ErrExists)
 	}
-	db, err := store.Create(dir, store.Options{NoSync: c.noSync, Logger: c.log})
+	db, err := store.Create(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, opts ...Option) (*Engine, error) {
 	opts = append(opts, InMemory())
 	c := newConfig(opts)
-	db, err := store.Create("", store.Options{InMemory: true, Logger: c.log})
+	db, err := store.Create("", store.Options{InMemory: true})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 // was changed behind the engine's back since freeze (*registry.TamperError).
 func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
 	c := newConfig(opts)
-	db, err := store.Open(dir, store.Options{NoSync: c.noSync, Logger: c.log})
+	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ type Entry struct {
 // its store; a client of the sidecar server reads the server.
 type Reader interface {
 	Context(ctx context.Context, session string) ([]string, error)
-	Resolve(prefix string) (string, error)
+	Resolve(ctx context.Context, prefix string) (string, error)
 }
 
 type engineReader struct{ e *Engine }
@@ -336,7 +336,9 @@ type engineReader struct{ e *Engine }
 func (r engineReader) Context(ctx context.Context, session string) ([]string, error) {
 	return r.e.graph.Context(ctx, session)
 }
-func (r engineReader) Resolve(prefix string) (string, error) { return r.e.graph.Resolve(prefix) }
+func (r engineReader) Resolve(_ context.Context, prefix string) (string, error) {
+	return r.e.graph.Resolve(prefix)
+}
 
 // Statement builds the statement for an entry, filling in the default
 // parents from the session's context.
@@ -485,7 +487,7 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 			}
 			continue
 		}
-		id, err := r.Resolve(j)
+		id, err := r.Resolve(ctx, j)
 		if err != nil && !errors.Is(err, lineage.ErrUnknownEntry) {
 			return nil, nil, err
 		}
@@ -505,7 +507,7 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 	srcs := map[string][]string{}
 	for name, ids := range c.ArgSources {
 		for _, p := range ids {
-			id, err := r.Resolve(p)
+			id, err := r.Resolve(ctx, p)
 			if err != nil {
 				return nil, nil, fmt.Errorf("argument %s: %w", name, err)
 			}

@@ -228,12 +228,14 @@ func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string
 	}
 	// Reverse edges the statement does not sign for.
 	prefix := key(pReverse, id, "")
-	_ = t.Iterate(prefix, false, func(k, _ []byte) error {
+	if err := t.Iterate(prefix, false, func(k, _ []byte) error {
 		if _, ok := signedParents[string(k[len(prefix):])]; !ok {
 			bad(id, "reverse edge to %s is not in the signed statement", k[len(prefix):])
 		}
 		return nil
-	})
+	}); err != nil {
+		bad(id, "its reverse edges could not be read: %v", err)
+	}
 	if n.Effective != want.Effective || n.Reach != want.Reach ||
 		n.EffectiveVia != want.EffectiveVia || n.ReachVia != want.ReachVia ||
 		n.EffectiveRoot != want.EffectiveRoot || n.ReachRoot != want.ReachRoot {

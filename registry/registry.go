@@ -95,7 +95,6 @@ type Registry struct {
 	principals map[string]Principal
 	verifiers  map[string]*Verifier
 	frozen     bool
-	frozenAt   time.Time
 }
 
 // ValidateTau checks a strong-edge threshold.
@@ -232,7 +231,6 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 		return &TamperError{Differences: diffs}
 	}
 	r.frozen = true
-	r.frozenAt, _ = time.Parse(time.RFC3339Nano, m.Time)
 	return nil
 }
 
@@ -347,7 +345,6 @@ func (r *Registry) Freeze(operator *Signer, now time.Time) error {
 		return err
 	}
 	r.frozen = true
-	r.frozenAt = now
 	return nil
 }
 

@@ -20,7 +20,7 @@ import (
 // results and errors, so output and exit codes do not depend on which.
 type backend interface {
 	Registry(ctx context.Context) (frozen bool, tau float64, ps []registry.Principal, err error)
-	Resolve(prefix string) (string, error)
+	Resolve(ctx context.Context, prefix string) (string, error)
 	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error)
 	Recall(ctx context.Context, session string, ids []string) error
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
@@ -43,7 +43,7 @@ var errServed = errors.New("a pedigree server is running on this data directory"
 // store. Options that configure an engine (another policy or catalog) cannot
 // reach a running server: they are refused rather than silently ignored.
 func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (backend, error) {
-	c, err := server.Dial(a.dir, a.clock)
+	c, err := server.Dial(ctx, a.dir, a.clock)
 	if err == nil {
 		if len(opts) > 0 {
 			c.Close()
@@ -60,8 +60,8 @@ func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (backend, er
 
 // refuseIfServed stops the verbs a server does not serve (init, registry
 // changes): they need the store itself.
-func (a *app) refuseIfServed(verb string) error {
-	c, err := server.Dial(a.dir, a.clock)
+func (a *app) refuseIfServed(ctx context.Context, verb string) error {
+	c, err := server.Dial(ctx, a.dir, a.clock)
 	if err != nil {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (l local) Registry(context.Context) (bool, float64, []registry.Principal, e
 	r := l.e.Registry()
 	return r.Frozen(), r.Tau(), r.List(), nil
 }
-func (l local) Resolve(prefix string) (string, error) { return l.e.Resolve(prefix) }
+func (l local) Resolve(_ context.Context, prefix string) (string, error) { return l.e.Resolve(prefix) }
 func (l local) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error) {
 	n, err := l.e.Record(ctx, s, en)
 	if err != nil {

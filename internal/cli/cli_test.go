@@ -555,7 +555,7 @@ func TestServeVerb(t *testing.T) {
 	}()
 	sock := filepath.Join(c.dir, server.SocketFile)
 	for i := 0; ; i++ {
-		if _, err := server.Dial(c.dir, nil); err == nil {
+		if _, err := server.Dial(context.Background(), c.dir, nil); err == nil {
 			break
 		}
 		if i > 200 {

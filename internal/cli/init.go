@@ -21,7 +21,7 @@ of weight >= tau carries taint. It is stored with the registry and frozen with i
 init refuses a directory that already holds a store.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.refuseIfServed("initialise it again"); err != nil {
+			if err := a.refuseIfServed(cmd.Context(), "initialise it again"); err != nil {
 				return err
 			}
 			e, err := pedigree.Init(cmd.Context(), a.dir, tau, pedigree.WithClock(a.clock))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -64,7 +65,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			}
 			var ps []lineage.Parent
 			if len(parents) > 0 {
-				if ps, err = parseParents(e, parents); err != nil {
+				if ps, err = parseParents(cmd.Context(), e, parents); err != nil {
 					return err
 				}
 			}
@@ -87,7 +88,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 	return cmd
 }
 
-func parseParents(e backend, specs []string) ([]lineage.Parent, error) {
+func parseParents(ctx context.Context, e backend, specs []string) ([]lineage.Parent, error) {
 	out := make([]lineage.Parent, 0, len(specs))
 	for _, spec := range specs {
 		idPart, wPart, hasW := strings.Cut(spec, "=")
@@ -99,7 +100,7 @@ func parseParents(e backend, specs []string) ([]lineage.Parent, error) {
 			}
 			w = v
 		}
-		id, err := e.Resolve(idPart)
+		id, err := e.Resolve(ctx, idPart)
 		if err != nil {
 			return nil, fmt.Errorf("--parent %s: %w", spec, err)
 		}
@@ -160,7 +161,7 @@ through memory. The recall is also appended to the session's trajectory.`,
 			defer e.Close()
 			ids := make([]string, 0, len(args))
 			for _, p := range args {
-				id, err := e.Resolve(p)
+				id, err := e.Resolve(cmd.Context(), p)
 				if err != nil {
 					return err
 				}

@@ -52,7 +52,7 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 			if err := registry.ValidateID(id); err != nil {
 				return err
 			}
-			if err := a.refuseIfServed("add a principal"); err != nil {
+			if err := a.refuseIfServed(cmd.Context(), "add a principal"); err != nil {
 				return err
 			}
 			e, err := a.open(cmd.Context())
@@ -115,7 +115,7 @@ engine's back refuses to open. Entries can be recorded only after freeze.`,
 			if opKey == "" {
 				opKey = filepath.Join(a.dir, pedigree.OperatorKeyFile)
 			}
-			if err := a.refuseIfServed("freeze the registry"); err != nil {
+			if err := a.refuseIfServed(cmd.Context(), "freeze the registry"); err != nil {
 				return err
 			}
 			e, err := a.open(cmd.Context())

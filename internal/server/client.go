@@ -34,7 +34,7 @@ type Client struct {
 
 // Dial finds the server of a data directory (through serve.json) and checks
 // that it answers. ErrNoServer when none does.
-func Dial(dir string, clock func() time.Time) (*Client, error) {
+func Dial(ctx context.Context, dir string, clock func() time.Time) (*Client, error) {
 	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
 	if err != nil {
 		return nil, ErrNoServer
@@ -43,11 +43,11 @@ func Dial(dir string, clock func() time.Time) (*Client, error) {
 	if err := json.Unmarshal(b, &in); err != nil || in.Socket == "" {
 		return nil, ErrNoServer
 	}
-	return DialSocket(in.Socket, clock)
+	return DialSocket(ctx, in.Socket, clock)
 }
 
 // DialSocket connects to a server's unix socket.
-func DialSocket(socket string, clock func() time.Time) (*Client, error) {
+func DialSocket(ctx context.Context, socket string, clock func() time.Time) (*Client, error) {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -59,7 +59,7 @@ func DialSocket(socket string, clock func() time.Time) (*Client, error) {
 		MaxIdleConnsPerHost: 64,
 	}
 	c := &Client{hc: &http.Client{Transport: tr}, clock: clock}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.do(ctx, "GET", "/healthz", nil, nil); err != nil {
 		return nil, ErrNoServer
@@ -118,9 +118,9 @@ func (c *Client) Context(ctx context.Context, session string) ([]string, error) 
 	return out.IDs, err
 }
 
-func (c *Client) Resolve(prefix string) (string, error) {
+func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 	var out struct{ ID string }
-	err := c.do(context.Background(), "GET", "/v1/resolve/"+url.PathEscape(prefix), nil, &out)
+	err := c.do(ctx, "GET", "/v1/resolve/"+url.PathEscape(prefix), nil, &out)
 	return out.ID, err
 }
 

@@ -126,7 +126,7 @@ func TestLoad(t *testing.T) {
 
 	clients := make([]*server.Client, loadClients)
 	for i := range clients {
-		c, err := server.Dial(w.Dir, nil)
+		c, err := server.Dial(context.Background(), w.Dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

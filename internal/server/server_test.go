@@ -153,7 +153,7 @@ func TestRunOnSocket(t *testing.T) {
 		t.Fatalf("tcp healthz: %v", err)
 	}
 	resp.Body.Close()
-	c, err := server.Dial(w.Dir, nil)
+	c, err := server.Dial(context.Background(), w.Dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestRunOnSocket(t *testing.T) {
 			t.Errorf("%s left behind", f)
 		}
 	}
-	if _, err := server.Dial(w.Dir, nil); err == nil {
+	if _, err := server.Dial(context.Background(), w.Dir, nil); err == nil {
 		t.Fatal("a client still reached the server after shutdown")
 	}
 	if err := w.Reopen(); err != nil {

@@ -11,7 +11,6 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -144,5 +143,3 @@ func (e *RemoteError) Unwrap() error {
 	}
 	return nil
 }
-
-func (e *RemoteError) String() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Kind, e.Msg) }

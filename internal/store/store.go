@@ -6,7 +6,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +64,6 @@ type Options struct {
 	// NoSync turns off fsync on commit. Only for throwaway stores; the engine
 	// acknowledges a write as durable only when it is synced.
 	NoSync bool
-	Logger *slog.Logger
 	// MinFree is the free space (bytes) below which writes are refused;
 	// 0 means DefaultMinFree, a negative value turns the check off.
 	MinFree int64
