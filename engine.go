@@ -239,9 +239,6 @@ func (e *Engine) Graph() *lineage.Graph { return e.graph }
 // Gate is the gate.
 func (e *Engine) Gate() *gate.Gate { return e.gate }
 
-// StoreBytes is the size of the store on disk.
-func (e *Engine) StoreBytes() int64 { return e.db.Size() }
-
 // AddPrincipal registers a principal; ErrFrozen after freeze.
 func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	if err := ctx.Err(); err != nil {

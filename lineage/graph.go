@@ -229,15 +229,6 @@ func (p *Pending) Write(t *store.Txn) error {
 	return nil
 }
 
-// Stored is the node as stored: the existing one when Write found the entry
-// already there.
-func (p *Pending) Stored() *Node {
-	if p.existing != nil {
-		return p.existing
-	}
-	return p.Node
-}
-
 // propagate folds one parent into a child's labels: max-of-strong-edges for
 // the effective tier, max over every edge for the reach tier. A tie keeps
 // the earlier witness, so labels do not depend on anything but the parents.

@@ -238,12 +238,6 @@ func (d *DB) NextSeq() (uint64, error) {
 	return n + 1, err
 }
 
-// Size is the bytes the store occupies on disk (LSM tree and value log).
-func (d *DB) Size() int64 {
-	lsm, vlog := d.db.Size()
-	return lsm + vlog
-}
-
 // View runs fn in a read-only transaction.
 func (d *DB) View(fn func(*Txn) error) error {
 	return d.db.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
