@@ -77,22 +77,28 @@ var errApprovalRace = errors.New("approval used concurrently")
 // the reasons; an error is returned only when the call cannot be read or
 // the decision cannot be stored, and the caller must treat that as a deny.
 func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
-	st, _, callID, err := lineage.Open(req.Call)
-	if err != nil {
-		return nil, err
-	}
-	if st.Kind != lineage.KindCall {
-		return nil, fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, st.Kind)
-	}
 	now := g.clock()
-	d := newDecision(st, callID, now, g.version)
+	// Prepare decodes and verifies the envelope; only when it refuses the
+	// call is the envelope decoded apart, to log the deny.
 	pending, err := g.graph.Prepare(ctx, req.Call, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return g.deny(ctx, d, nil, "the call entry was refused: "+err.Error())
+		st, _, callID, oerr := lineage.Open(req.Call)
+		if oerr != nil {
+			return nil, oerr
+		}
+		if st.Kind != lineage.KindCall {
+			return nil, notACall(st.Kind)
+		}
+		return g.deny(ctx, newDecision(st, callID, now, g.version), nil, "the call entry was refused: "+err.Error())
 	}
+	st := pending.Statement
+	if st.Kind != lineage.KindCall {
+		return nil, notACall(st.Kind)
+	}
+	d := newDecision(st, pending.Node.ID, now, g.version)
 	for attempt := 0; ; attempt++ {
 		in, tcall, err := g.decide(ctx, st, pending.Node, req.ArgSources, now, d)
 		if err != nil {
@@ -107,6 +113,10 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 		}
 		return d, nil
 	}
+}
+
+func notACall(k lineage.Kind) error {
+	return fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, k)
 }
 
 // Decide is the decision alone: the lineage look-ups, the input and the
