@@ -100,8 +100,10 @@ blocked if count(deny_reasons) + count(ask_reasons) > 0
 
 untrusted_outcome := "ask" if input.tool.ask_on_untrusted else := "deny"
 
+# Only a tool the catalog says is not sensitive skips the checks: a missing
+# field is not "false".
 verdict := {"decision": "allow", "reasons": [sprintf("tool %s is not sensitive", [input.action.tool])]} if {
-	not input.tool.sensitive
+	input.tool.sensitive == false
 } else := {
 	"decision": "allow",
 	"reasons": array.concat(

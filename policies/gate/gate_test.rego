@@ -107,3 +107,9 @@ test_alerts_are_warnings_not_denials if {
 	d.decision == "allow"
 	d.warnings == ["trajectory: recall before send"]
 }
+
+test_missing_sensitive_field_is_sensitive if {
+	tool := object.remove(base.tool, ["sensitive"])
+	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [entry("a", "external", "external")]})
+	d.decision == "deny"
+}
