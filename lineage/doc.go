@@ -15,8 +15,9 @@
 // keeps the parent that set it and the untrusted root at the end of that
 // chain, so the gate can show a path on every check by following the chain
 // (Witnesses) instead of walking the ancestry; Trace walks the ancestry,
-// bounded, over the reverse-edge keys in one read transaction, to list every
-// untrusted root.
+// bounded, in one read transaction, to list every untrusted root. A node row
+// carries its signed parents, so each step of a walk is one read (most often
+// a cache hit) and an insert writes no edge keys.
 //
 // Writes are group-committed: entries (and the gate's decisions) waiting at
 // the same moment are written in one transaction and one fsync, and each

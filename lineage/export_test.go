@@ -28,3 +28,16 @@ func RewriteEffective(row []byte, tier registry.Tier) ([]byte, error) {
 	n.Effective = tier
 	return encodeNode(n), nil
 }
+
+// RewriteParentWeights returns a node row whose parents all carry weight w:
+// a row that disagrees with its signed statement.
+func RewriteParentWeights(row []byte, w float64) ([]byte, error) {
+	n, err := decodeNode(row)
+	if err != nil {
+		return nil, err
+	}
+	for i := range n.Parents {
+		n.Parents[i].Weight = w
+	}
+	return encodeNode(n), nil
+}

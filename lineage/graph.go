@@ -159,7 +159,7 @@ func (g *Graph) checkSignature(st *Statement, payload, env []byte) (registry.Pri
 func (g *Graph) label(t *store.Txn, st *Statement, id string, tier registry.Tier) (*Node, error) {
 	n := &Node{
 		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
-		Tier: tier, Effective: tier, Reach: tier, NParents: len(st.Parents),
+		Tier: tier, Effective: tier, Reach: tier, NParents: len(st.Parents), Parents: st.Parents,
 	}
 	if !tier.Trusted() {
 		n.EffectiveRoot, n.ReachRoot = id, id
@@ -194,15 +194,6 @@ func (p *Pending) Write(t *store.Txn) error {
 		return err
 	}
 	p.Node.Seq = seq
-	for _, par := range p.Statement.Parents {
-		w := encodeWeight(par.Weight)
-		if err := t.Set(key(pForward, par.ID, id), w); err != nil {
-			return err
-		}
-		if err := t.Set(key(pReverse, id, par.ID), w); err != nil {
-			return err
-		}
-	}
 	if err := t.Set(key(pEnvelope, id), p.env); err != nil {
 		return err
 	}
@@ -369,7 +360,7 @@ func (g *Graph) Envelope(id string) (env, content []byte, err error) {
 	return env, content, err
 }
 
-// Parents returns the parent edges of id, read from the reverse-edge keys.
+// Parents returns the parent edges of id, in the signed statement's order.
 func (g *Graph) Parents(id string) ([]Edge, error) {
 	var out []Edge
 	err := g.db.View(func(t *store.Txn) error {
@@ -380,18 +371,18 @@ func (g *Graph) Parents(id string) ([]Edge, error) {
 	return out, err
 }
 
+// parents reads the edges from the child's node row: one read (usually a
+// cache hit) where iterating edge keys opened an iterator over every level.
 func (g *Graph) parents(t *store.Txn, id string) ([]Edge, error) {
-	var out []Edge
-	prefix := key(pReverse, id, "")
-	err := t.Iterate(prefix, true, func(k, v []byte) error {
-		w, ok := decodeWeight(v)
-		if !ok {
-			return fmt.Errorf("edge %q: bad weight", k)
-		}
-		out = append(out, Edge{Child: id, Parent: string(k[len(prefix):]), Weight: w, Strong: g.Strong(w)})
-		return nil
-	})
-	return out, err
+	n, err := g.node(t, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Edge, len(n.Parents))
+	for i, p := range n.Parents {
+		out[i] = Edge{Child: id, Parent: p.ID, Weight: p.Weight, Strong: g.Strong(p.Weight)}
+	}
+	return out, nil
 }
 
 // Resolve turns an ID or a unique prefix of at least MinPrefix hex

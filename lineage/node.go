@@ -31,6 +31,10 @@ type Node struct {
 	ReachVia      string `json:"reach_via,omitempty"`
 	ReachRoot     string `json:"reach_root,omitempty"`
 	NParents      int    `json:"parents"`
+	// Parents are the signed parents with their weights, in the
+	// statement's order: walks read them from here, one row per step,
+	// instead of iterating edge keys.
+	Parents []Parent `json:"-"`
 }
 
 // Edge is a derivation edge as read back from the graph.
@@ -47,8 +51,6 @@ const (
 	pEnvelope = "e/" // e/<id> -> DSSE envelope
 	pNode     = "n/" // n/<id> -> Node (JSON)
 	pContent  = "c/" // c/<id> -> content
-	pForward  = "f/" // f/<parent>/<child> -> weight
-	pReverse  = "r/" // r/<child>/<parent> -> weight
 	pSeq      = "q/" // q/<seq, 8 bytes big-endian> -> id
 	pSession  = "s/" // s/<session>\x00<seq> -> id: the session's context in order
 	pMember   = "m/" // m/<session>\x00<id> -> empty: context membership
@@ -93,24 +95,13 @@ func memberKey(session, id string) []byte {
 	return append(b, id...)
 }
 
-func encodeWeight(w float64) []byte {
-	return binary.BigEndian.AppendUint64(nil, math.Float64bits(w))
-}
-
-func decodeWeight(b []byte) (float64, bool) {
-	if len(b) != 8 {
-		return 0, false
-	}
-	return math.Float64frombits(binary.BigEndian.Uint64(b)), true
-}
-
 // nodeFormat is the version byte of the binary node encoding. Nodes are
 // read on every check and every step of a walk, so they are encoded by hand:
-// JSON decoding was most of a check's time.
-const nodeFormat = 1
+// JSON decoding was most of a check's time. Format 2 added the parents.
+const nodeFormat = 2
 
 func encodeNode(n *Node) []byte {
-	b := make([]byte, 0, 160+len(n.Principal)+len(n.Session)+len(n.Tool)+len(n.Time))
+	b := make([]byte, 0, 160+41*len(n.Parents)+len(n.Principal)+len(n.Session)+len(n.Tool)+len(n.Time))
 	b = append(b, nodeFormat)
 	b = appendID(b, n.ID)
 	b = binary.AppendUvarint(b, n.Seq)
@@ -122,7 +113,12 @@ func encodeNode(n *Node) []byte {
 	for _, id := range []string{n.EffectiveVia, n.EffectiveRoot, n.ReachVia, n.ReachRoot} {
 		b = appendID(b, id)
 	}
-	return binary.AppendUvarint(b, uint64(n.NParents))
+	b = binary.AppendUvarint(b, uint64(len(n.Parents)))
+	for _, p := range n.Parents {
+		b = appendID(b, p.ID)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(p.Weight))
+	}
+	return b
 }
 
 // appendID writes an optional ID: a 0 byte for none, else 1 and 32 raw bytes.
@@ -181,6 +177,13 @@ func (r *nodeReader) bytes(n uint64) []byte {
 	return out
 }
 
+func (r *nodeReader) uint64() uint64 {
+	if b := r.bytes(8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
+}
+
 func (r *nodeReader) string() string { return string(r.bytes(r.uvarint())) }
 
 func (r *nodeReader) id() string {
@@ -204,7 +207,24 @@ func decodeNode(b []byte) (*Node, error) {
 	n := &Node{ID: r.id(), Seq: r.uvarint(), Principal: r.string(), Kind: Kind(r.string()), Session: r.string(), Tool: r.string(), Time: r.string()}
 	n.Tier, n.Effective, n.Reach = registry.Tier(r.byte()), registry.Tier(r.byte()), registry.Tier(r.byte())
 	n.EffectiveVia, n.EffectiveRoot, n.ReachVia, n.ReachRoot = r.id(), r.id(), r.id(), r.id()
-	n.NParents = int(r.uvarint())
+	count := r.uvarint()
+	// Each parent takes at least 9 bytes: refuse a count the row cannot
+	// hold before allocating for it.
+	if r.err == nil && count > uint64(len(r.b))/9 {
+		r.err = errBadNode
+	}
+	if r.err == nil && count > 0 {
+		n.Parents = make([]Parent, count)
+		for i := range n.Parents {
+			n.Parents[i].ID = r.id()
+			w := math.Float64frombits(r.uint64())
+			if math.IsNaN(w) || w < 0 || w > 1 {
+				r.err = errBadNode
+			}
+			n.Parents[i].Weight = w
+		}
+	}
+	n.NParents = int(count)
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errBadNode
 	}

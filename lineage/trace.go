@@ -37,7 +37,7 @@ type Trace struct {
 	Truncated bool     `json:"truncated"`
 }
 
-// Trace walks the ancestry of id over the reverse-edge keys, inside one read
+// Trace walks the ancestry of id over the parents in its node rows, inside one read
 // transaction, breadth first so that each untrusted root is reported with a
 // shortest path. Strong edges are walked first: a root reachable through
 // strong edges only is reported with such a path. The walk stops at

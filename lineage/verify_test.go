@@ -86,12 +86,20 @@ func TestVerifyCatchesFlippedPayloadByte(t *testing.T) {
 	}
 }
 
-func TestVerifyCatchesDeletedEdgeKey(t *testing.T) {
+func TestVerifyCatchesRewrittenNodeParents(t *testing.T) {
 	r, ids := tamperedIDs(t, func(tx *store.Txn, ids map[string]string) error {
-		return tx.Delete([]byte("r/" + ids["mem"] + "/" + ids["email"]))
+		k := []byte("n/" + ids["mem"])
+		b, err := tx.Get(k)
+		if err != nil {
+			return err
+		}
+		row, err := lineage.RewriteParentWeights(b, 0.01)
+		if err != nil {
+			return err
+		}
+		return tx.Set(k, row)
 	})
-	wantProblem(t, r, ids["mem"], "edge key r/ missing")
-	wantProblem(t, r, ids["mem"], "has no reverse edge")
+	wantProblem(t, r, ids["mem"], "node row lists other parents or weights than the signed statement")
 }
 
 func TestVerifyCatchesRewrittenEffectiveTier(t *testing.T) {

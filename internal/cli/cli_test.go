@@ -279,7 +279,7 @@ func storeSnapshot(t *testing.T, dir string) string {
 	defer db.Close()
 	var b strings.Builder
 	err = db.View(func(tx *store.Txn) error {
-		for _, p := range []string{"reg/", "e/", "n/", "f/", "r/", "q/", "s/", "m/", "g", "a", "t", "c/", "l/"} {
+		for _, p := range []string{"reg/", "e/", "n/", "q/", "s/", "m/", "g", "a", "t", "c/", "l/"} {
 			if err := tx.Iterate([]byte(p), true, func(k, v []byte) error {
 				if string(k) != "meta/seq" {
 					b.WriteString(string(k) + "=" + string(v) + "\n")
