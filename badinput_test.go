@@ -107,6 +107,14 @@ func TestLibraryBadInput(t *testing.T) {
 			_, err := e.Insert(ctx, sign("agent:planner", "tool:gmail_read", entry("agent:planner")), nil)
 			return err
 		}, registry.ErrBadSignature},
+		{"record with another principal's key", func() error {
+			_, err := e.Record(ctx, w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
+			return err
+		}, registry.ErrBadSignature},
+		{"record as an unknown principal", func() error {
+			_, err := e.Record(ctx, w.Keys["user:alice"], pedigree.Entry{Principal: "user:nobody", Content: []byte("x"), Parents: []lineage.Parent{}})
+			return err
+		}, registry.ErrUnknownPrincipal},
 		{"unknown parent", func() error {
 			_, err := e.Insert(ctx, sign("user:alice", "user:alice", entry("user:alice", lineage.Parent{ID: strings.Repeat("cd", 32), Weight: 1})), nil)
 			return err

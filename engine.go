@@ -390,7 +390,7 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 	if err != nil {
 		return nil, err
 	}
-	env, _, err := lineage.Sign(signer, st)
+	signed, err := lineage.SignStatement(signer, st)
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +401,7 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 			content = []byte{}
 		}
 	}
-	return e.Insert(ctx, env, content)
+	return e.graph.InsertSigned(ctx, signed, content)
 }
 
 // Insert stores an entry signed elsewhere (the server path: clients sign,
@@ -526,11 +526,11 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 	if err != nil {
 		return nil, err
 	}
-	env, _, err := lineage.Sign(signer, st)
+	signed, err := lineage.SignStatement(signer, st)
 	if err != nil {
 		return nil, err
 	}
-	return e.gate.Check(ctx, gate.Request{Call: env, ArgSources: srcs})
+	return e.gate.Check(ctx, gate.Request{Signed: signed, ArgSources: srcs})
 }
 
 // DefaultApprovalTTL is how long an approval stays usable.

@@ -23,6 +23,10 @@ import (
 // came from.
 type Request struct {
 	Call []byte
+	// Signed, when set instead of Call, is a call entry this process has
+	// just signed with an in-process key: the graph checks the key against
+	// the registry instead of verifying the envelope again.
+	Signed *lineage.Signed
 	// ArgSources maps an argument name to the full IDs of the entries its
 	// value came from. An argument not named here is taken to come from the
 	// whole justification.
@@ -80,14 +84,26 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 	now := g.clock()
 	// Prepare decodes and verifies the envelope; only when it refuses the
 	// call is the envelope decoded apart, to log the deny.
-	pending, err := g.graph.Prepare(ctx, req.Call, nil)
+	var pending *lineage.Pending
+	var err error
+	if req.Signed != nil {
+		pending, err = g.graph.PrepareSigned(ctx, req.Signed, nil)
+	} else {
+		pending, err = g.graph.Prepare(ctx, req.Call, nil)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		st, _, callID, oerr := lineage.Open(req.Call)
-		if oerr != nil {
-			return nil, oerr
+		var st *lineage.Statement
+		var callID string
+		if req.Signed != nil {
+			st, callID = req.Signed.Statement(), req.Signed.ID()
+		} else {
+			var oerr error
+			if st, _, callID, oerr = lineage.Open(req.Call); oerr != nil {
+				return nil, oerr
+			}
 		}
 		if st.Kind != lineage.KindCall {
 			return nil, notACall(st.Kind)

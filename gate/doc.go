@@ -3,7 +3,9 @@
 //
 // A check verifies the signed call entry (its parents are the call's
 // justification), builds the policy input from lineage (each justification
-// entry with its tiers and the untrusted roots it descends from; where each
+// entry with its tiers and the untrusted roots it descends from (each root's
+// ID, principal, tier, whether it is reached by strong edges, and how many
+// hops away it is; the path itself is in the decision); where each
 // argument came from; the tool's catalog entry; the session's trajectory
 // features and alerts; approvals that match), and evaluates a Rego policy
 // compiled once. The call entry, the decision, the trajectory step and the

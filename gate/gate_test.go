@@ -175,6 +175,19 @@ func TestFailClosed(t *testing.T) {
 			t.Fatalf("got %+v, %v", d, err)
 		}
 	})
+	t.Run("call signed in process with another principal's key", func(t *testing.T) {
+		w := world(t)
+		d, err := w.E.Check(ctx, w.Keys["user:mallory"], pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money", Justification: []string{}})
+		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature: the signing key is not the one registered for agent:planner") {
+			t.Fatalf("got %+v, %v", d, err)
+		}
+		if _, err := w.E.Graph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
+			t.Fatalf("the refused call was stored: %v", err)
+		}
+		if logged, err := w.E.Gate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
+			t.Fatalf("fail-closed decision not logged: %v", err)
+		}
+	})
 	t.Run("strict builtin errors", func(t *testing.T) {
 		w := world(t, policy(t, "failopen"))
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"lots"}`), Justification: []string{}})

@@ -144,14 +144,12 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {
+	// The path to each root is the decision's explanation, not policy
+	// input: it would be most of the input's size and of its logging.
 	untrusted := make([]*ast.Term, 0, len(srcs))
 	for _, s := range srcs {
-		path := make([]*ast.Term, len(s.Path))
-		for i, p := range s.Path {
-			path[i] = str(p)
-		}
 		untrusted = append(untrusted, obj("id", str(s.ID), "principal", str(s.Principal), "tier", str(s.Tier.String()),
-			"path", ast.ArrayTerm(path...), "strong", ast.BooleanTerm(s.Strong)))
+			"hops", ast.IntNumberTerm(len(s.Path)-1), "strong", ast.BooleanTerm(s.Strong)))
 	}
 	return obj("id", str(n.ID), "principal", str(n.Principal), "kind", str(string(n.Kind)), "tier", str(n.Tier.String()),
 		"effective_tier", str(n.Effective.String()), "reach_tier", str(n.Reach.String()), "untrusted", ast.ArrayTerm(untrusted...))

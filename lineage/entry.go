@@ -1,6 +1,8 @@
 package lineage
 
 import (
+	"slices"
+	"crypto/ed25519"
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
@@ -268,18 +270,62 @@ func IDOf(payload []byte) string {
 // Sign encodes s canonically, signs it as a DSSE envelope and returns the
 // envelope and the entry's ID.
 func Sign(signer *registry.Signer, s *Statement) (env []byte, id string, err error) {
-	if err := s.Validate(); err != nil {
+	signed, err := SignStatement(signer, s)
+	if err != nil {
 		return nil, "", err
+	}
+	return signed.env, signed.id, nil
+}
+
+// Signed is an envelope this process has just signed with an in-process
+// key, kept with the statement it was made from. The graph stores it
+// without decoding the envelope again or re-verifying a signature it has
+// just made (see Graph.PrepareSigned). Its fields cannot be changed after
+// signing.
+type Signed struct {
+	st      *Statement
+	payload []byte
+	env     []byte
+	id      string
+	key     ed25519.PublicKey
+}
+
+// SignStatement validates s, signs it with signer and keeps a private copy
+// of the statement, so that changing s afterwards cannot change what is
+// stored.
+func SignStatement(signer *registry.Signer, s *Statement) (*Signed, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
 	payload, err := s.Encode()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	env, err = signer.SignEnvelope(PayloadType, payload)
+	env, err := signer.SignEnvelope(PayloadType, payload)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return env, IDOf(payload), nil
+	st := *s
+	st.Parents = slices.Clone(s.Parents)
+	st.Args = slices.Clone(s.Args)
+	if s.Approval != nil {
+		g := *s.Approval
+		st.Approval = &g
+	}
+	return &Signed{st: &st, payload: payload, env: env, id: IDOf(payload), key: signer.Public()}, nil
+}
+
+// Envelope is the signed DSSE envelope's JSON.
+func (s *Signed) Envelope() []byte { return s.env }
+
+// ID is the entry's ID.
+func (s *Signed) ID() string { return s.id }
+
+// Statement returns a copy of the signed statement.
+func (s *Signed) Statement() *Statement {
+	c := *s.st
+	c.Parents = slices.Clone(s.st.Parents)
+	return &c
 }
 
 // envelope is the DSSE envelope as stored; decoding it strictly keeps

@@ -3,6 +3,7 @@ package lineage_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +115,39 @@ func TestSignatureBinding(t *testing.T) {
 		}
 		if _, err := w.E.Insert(ctx, env, nil); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("got %v, want ErrBadSignature", err)
+		}
+	})
+	t.Run("another principal's key, signed in process", func(t *testing.T) {
+		signed, err := lineage.SignStatement(w.Keys["user:mallory"], st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.E.Graph().InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
+			t.Fatalf("got %v, want ErrBadSignature", err)
+		}
+		if _, err := w.E.Graph().Node(signed.ID()); !errors.Is(err, lineage.ErrUnknownEntry) {
+			t.Fatalf("refused entry was stored: %v", err)
+		}
+	})
+	t.Run("statement changed after signing in process", func(t *testing.T) {
+		s2 := *st
+		s2.Parents = slices.Clone(st.Parents)
+		signed, err := lineage.SignStatement(w.Keys["user:alice"], &s2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The caller rewrites its statement: what is stored is still what
+		// was signed, and verifies.
+		s2.Principal, s2.Parents[0].Weight, s2.ContentDigest = "user:mallory", 0.01, ""
+		n, err := w.E.Graph().InsertSigned(ctx, signed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.ID != signed.ID() || n.Principal != "user:alice" || n.Parents[0].Weight != st.Parents[0].Weight {
+			t.Fatalf("stored node %+v differs from what was signed", n)
+		}
+		if r, err := w.E.Verify(ctx); err != nil || !r.OK() {
+			t.Fatalf("verify after a signed insert: %v %+v", err, r)
 		}
 	})
 	t.Run("unknown principal", func(t *testing.T) {

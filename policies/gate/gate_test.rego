@@ -7,7 +7,7 @@ import data.pedigree.gate
 entry(id, eff, reach) := {
 	"id": id, "principal": "p:x", "kind": "memory", "tier": "internal",
 	"effective_tier": eff, "reach_tier": reach,
-	"untrusted": [{"id": "root", "principal": "tool:mail", "tier": "external", "path": [id, "root"], "strong": true}],
+	"untrusted": [{"id": "root", "principal": "tool:mail", "tier": "external", "hops": 1, "strong": true}],
 }
 
 base := {
