@@ -217,11 +217,8 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 	}
 	var inBytes []byte
 	if in != nil {
-		j, err := ast.JSON(in)
-		if err != nil {
-			return err
-		}
-		if inBytes, err = json.Marshal(j); err != nil {
+		var err error
+		if inBytes, err = appendJSON(make([]byte, 0, 4096), in); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,72 @@
+package gate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// reference is how the logged input used to be written.
+func reference(v ast.Value) ([]byte, error) {
+	j, err := ast.JSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(j)
+}
+
+func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
+	for _, src := range []string{
+		`{"b": [1, 2.5, -0.0, 1e400, 123456789012345678901234567890], "a": {"z": null, "y": true, "x": false}}`,
+		`{"s": "<tag> & \"quote\" \\ \n\r\t\b\f \u0001 \u001f \u2028 \u2029 é 😀 \u007f"}`,
+		`{"": [], "k": {}, "nested": [[[{"a": "b"}]]]}`,
+	} {
+		v := ast.MustParseTerm(src).Value
+		want, err := reference(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendJSON(nil, v)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("%s:\n got %s, %v\nwant %s", src, got, err, want)
+		}
+	}
+	// Invalid UTF-8 in a string, which JSON text cannot carry in.
+	v := ast.NewObject([2]*ast.Term{ast.StringTerm("k"), ast.StringTerm("a\xffb\xc3")})
+	want, _ := reference(v)
+	if got, err := appendJSON(nil, v); err != nil || string(got) != string(want) {
+		t.Fatalf("invalid UTF-8: got %s, want %s", got, want)
+	}
+	// What JSON cannot hold is an error, not a guess.
+	for _, bad := range []string{`{1: "a"}`, `{"a": x}`, `{"a": {1, 2}}`} {
+		if _, err := appendJSON(nil, ast.MustParseTerm(bad).Value); err == nil {
+			t.Fatalf("%s: no error", bad)
+		}
+	}
+}
+
+// FuzzInputJSON holds appendJSON byte-equal to json.Marshal(ast.JSON(v)) on
+// any JSON document, so decision input digests do not depend on the encoder.
+func FuzzInputJSON(f *testing.F) {
+	f.Add([]byte(`{"a": [1, "x<y", {"b": null}], "c": 1.5e3}`))
+	f.Add([]byte(`"\u2028\ud800"`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var x any
+		if err := json.Unmarshal(doc, &x); err != nil {
+			return
+		}
+		v, err := ast.InterfaceToValue(x)
+		if err != nil {
+			return
+		}
+		want, err := reference(v)
+		if err != nil {
+			return
+		}
+		got, err := appendJSON(nil, v)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("got %s, %v; want %s", got, err, want)
+		}
+	})
+}
