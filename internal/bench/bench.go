@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -115,7 +116,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// Record: entry i is signed by the tool when i%10 == 0, by the user when
 	// i%3 == 0, else by the agent, with 0 to 3 parents drawn uniformly from
 	// the entries already stored.
-	ids := make([]string, 0, o.Entries)
+	// IDs are kept as raw bytes: the harness's own bookkeeping is in the
+	// measured RSS, and hex strings would be 80 MB of it at 1M entries.
+	ids := make([][32]byte, 0, o.Entries)
 	var mu sync.Mutex
 	var next atomic.Int64
 	lat := make([][]time.Duration, o.Writers)
@@ -147,7 +150,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 						j := r.IntN(n)
 						if !seen[j] {
 							seen[j] = true
-							parents = append(parents, lineage.Parent{ID: ids[j], Weight: 1})
+							parents = append(parents, lineage.Parent{ID: hex.EncodeToString(ids[j][:]), Weight: 1})
 						}
 					}
 				}
@@ -162,8 +165,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 					return
 				}
 				lat[w] = append(lat[w], time.Since(t0))
+				var raw [32]byte
+				if _, err := hex.Decode(raw[:], []byte(node.ID)); err != nil {
+					errs <- fmt.Errorf("entry ID %q: %w", node.ID, err)
+					return
+				}
 				mu.Lock()
-				ids = append(ids, node.ID)
+				ids = append(ids, raw)
 				done := len(ids)
 				mu.Unlock()
 				if done%1000 == 0 {
@@ -193,7 +201,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for i := range o.Checks {
 		just := make([]string, 5)
 		for j := range just {
-			just[j] = ids[r.IntN(len(ids))]
+			just[j] = hex.EncodeToString(ids[r.IntN(len(ids))][:])
 		}
 		call := pedigree.Call{Principal: "agent:bench", Session: "bench-" + strconv.Itoa(i%16), Tool: sensitiveTool,
 			Args: []byte(`{"to":"x@example.org","n":` + strconv.Itoa(i) + `}`), Justification: just}
