@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,10 +57,13 @@ type Result struct {
 	TraceNodes   float64 `json:"trace_nodes_p50"`
 	PeakRSS      int64   `json:"peak_rss_bytes"`
 	PeakAnon     int64   `json:"peak_anon_bytes"`
-	StoreBytes   int64   `json:"store_bytes"`
-	Denied       int     `json:"denied"`
-	Seconds      float64 `json:"seconds"`
-	Dir          string  `json:"dir,omitempty"`
+	// MemoryLimit is the Go runtime's soft memory limit during the run
+	// (0: none).
+	MemoryLimit int64   `json:"memory_limit_bytes"`
+	StoreBytes  int64   `json:"store_bytes"`
+	Denied      int     `json:"denied"`
+	Seconds     float64 `json:"seconds"`
+	Dir         string  `json:"dir,omitempty"`
 }
 
 const sensitiveTool = "bench_send"
@@ -244,6 +249,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.StoreBytes = dirSize(dir)
 	res.PeakRSS = peakRSS()
 	res.PeakAnon = stopSampling()
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		res.MemoryLimit = l
+	}
 	res.Seconds = time.Since(start).Seconds()
 	if o.Keep {
 		res.Dir = dir

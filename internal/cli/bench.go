@@ -15,6 +15,7 @@ import (
 func newBenchCommand(a *app) *cobra.Command {
 	var o bench.Options
 	var cpuprofile, memprofile string
+	var mem memoryLimit
 	cmd := &cobra.Command{
 		Use:   "bench [--entries N] [--checks M] [--writers W]",
 		Short: "Measure record, check, decide and trace on a synthetic workload",
@@ -32,6 +33,9 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Entries <= 0 || o.Writers <= 0 || o.Checks < 0 {
 				return usagef("--entries and --writers must be positive, --checks not negative")
+			}
+			if err := mem.apply(cmd); err != nil {
+				return err
 			}
 			if f, ok := a.errw.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				o.Progress = func(phase string, done, total int) {
@@ -72,7 +76,11 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 				fmt.Fprintf(w, "check   p50 %.0f µs  p99 %.0f µs   (%d denied)\n", r.CheckP50, r.CheckP99, r.Denied)
 				fmt.Fprintf(w, "decide  p50 %.0f µs  p99 %.0f µs\n", r.DecideP50, r.DecideP99)
 				fmt.Fprintf(w, "trace   p50 %.0f µs  p99 %.0f µs  (%.0f entries p50)\n", r.TraceP50, r.TraceP99, r.TraceNodes)
-				fmt.Fprintf(w, "peak RSS %.1f MB (anonymous %.1f MB), store %.1f MB\n", float64(r.PeakRSS)/1e6, float64(r.PeakAnon)/1e6, float64(r.StoreBytes)/1e6)
+				fmt.Fprintf(w, "peak RSS %.1f MB (anonymous %.1f MB), store %.1f MB", float64(r.PeakRSS)/1e6, float64(r.PeakAnon)/1e6, float64(r.StoreBytes)/1e6)
+				if r.MemoryLimit > 0 {
+					fmt.Fprintf(w, ", Go memory limit %d MiB", r.MemoryLimit>>20)
+				}
+				fmt.Fprintln(w)
 			})
 		},
 	}
@@ -85,5 +93,6 @@ is a bounded lineage trace of a random entry. Peak RSS and store size are measur
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	f.StringVar(&memprofile, "memprofile", "", "write a heap profile here at the end (go tool pprof)")
+	mem.add(cmd)
 	return cmd
 }

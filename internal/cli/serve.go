@@ -15,6 +15,7 @@ import (
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
 	var g gateOptions
+	var mem memoryLimit
 	cmd := &cobra.Command{
 		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
@@ -38,6 +39,9 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 				if err := server.CheckLoopback(addr); err != nil {
 					return usagef("%v", err)
 				}
+			}
+			if err := mem.apply(cmd); err != nil {
+				return err
 			}
 			log := slog.New(slog.NewJSONHandler(a.errw, nil))
 			e, err := a.open(cmd.Context(), append(g.options(), pedigree.WithLogger(log))...)
@@ -66,5 +70,6 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
 	g.add(cmd)
+	mem.add(cmd)
 	return cmd
 }
