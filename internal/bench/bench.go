@@ -55,6 +55,9 @@ type Result struct {
 	TraceP50     float64 `json:"trace_p50_us"`
 	TraceP99     float64 `json:"trace_p99_us"`
 	TraceNodes   float64 `json:"trace_nodes_p50"`
+	// Trace1000P50 is the p50 of a whole trace of an entry with 1,023
+	// ancestors (a tree of summaries of summaries, see SummaryTree).
+	Trace1000P50 float64 `json:"trace_1000_p50_us"`
 	PeakRSS      int64   `json:"peak_rss_bytes"`
 	PeakAnon     int64   `json:"peak_anon_bytes"`
 	// MemoryLimit is the Go runtime's soft memory limit during the run
@@ -246,6 +249,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		slices.Sort(traceNodes)
 		res.TraceNodes = float64(traceNodes[len(traceNodes)/2])
 	}
+	top, err := SummaryTree(ctx, e, keys["agent:bench"], "agent:bench")
+	if err != nil {
+		return nil, err
+	}
+	var tree []time.Duration
+	for range 50 {
+		t0 := time.Now()
+		tr, err := e.Graph().Trace(ctx, top, lineage.TraceOptions{})
+		if err != nil {
+			return nil, err
+		}
+		tree = append(tree, time.Since(t0))
+		if len(tr.Nodes) != SummaryTreeSize || tr.Truncated {
+			return nil, fmt.Errorf("summary tree trace: %d entries (truncated %v), want %d", len(tr.Nodes), tr.Truncated, SummaryTreeSize)
+		}
+	}
+	res.Trace1000P50 = pct(tree, 50)
 	res.StoreBytes = dirSize(dir)
 	res.PeakRSS = peakRSS()
 	res.PeakAnon = stopSampling()
@@ -257,6 +277,38 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Dir = dir
 	}
 	return res, nil
+}
+
+// SummaryTreeSize is the number of entries SummaryTree records.
+const SummaryTreeSize = 1023
+
+// SummaryTree records a binary tree of summaries by principal: 512 entries
+// without parents, then each level summarising pairs of the level below,
+// up to one entry whose ancestry is the whole tree (1,023 entries, depth
+// 9). It returns that entry's ID: the trace target for "an ancestry of
+// 1,000 entries".
+func SummaryTree(ctx context.Context, e *pedigree.Engine, key *registry.Signer, principal string) (string, error) {
+	level := make([]string, 512)
+	for i := range level {
+		n, err := e.Record(ctx, key, pedigree.Entry{Principal: principal, Kind: lineage.KindMemory, Content: []byte("leaf " + strconv.Itoa(i)), Parents: []lineage.Parent{}})
+		if err != nil {
+			return "", err
+		}
+		level[i] = n.ID
+	}
+	for len(level) > 1 {
+		next := make([]string, len(level)/2)
+		for i := range next {
+			n, err := e.Record(ctx, key, pedigree.Entry{Principal: principal, Kind: lineage.KindSummary, Content: []byte("summary " + strconv.Itoa(i)),
+				Parents: []lineage.Parent{{ID: level[2*i], Weight: 1}, {ID: level[2*i+1], Weight: 1}}})
+			if err != nil {
+				return "", err
+			}
+			next[i] = n.ID
+		}
+		level = next
+	}
+	return level[0], nil
 }
 
 // pct is the p-th percentile in microseconds.

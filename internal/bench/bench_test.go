@@ -152,6 +152,22 @@ func BenchmarkEngine(b *testing.B) {
 					}
 				})
 			}
+			b.Run("trace/ancestry=1023", func(b *testing.B) {
+				top, err := SummaryTree(ctx, g.w.E, g.w.Keys["agent:bench"], "agent:bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					tr, err := g.w.E.Graph().Trace(ctx, top, lineage.TraceOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(tr.Nodes) != SummaryTreeSize || tr.Truncated {
+						b.Fatalf("trace of %d entries (truncated %v), want %d", len(tr.Nodes), tr.Truncated, SummaryTreeSize)
+					}
+				}
+			})
 			b.Run("trace", func(b *testing.B) {
 				r := rand.New(rand.NewPCG(7, 8))
 				nodes := 0
@@ -176,7 +192,7 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Entries != 300 || r.RecordPerSec <= 0 || r.RecordP50 <= 0 || r.CheckP50 <= 0 || r.DecideP50 <= 0 || r.TraceP50 <= 0 || r.PeakRSS <= 0 || r.StoreBytes <= 0 {
+	if r.Entries != 300 || r.RecordPerSec <= 0 || r.RecordP50 <= 0 || r.CheckP50 <= 0 || r.DecideP50 <= 0 || r.TraceP50 <= 0 || r.PeakRSS <= 0 || r.StoreBytes <= 0 || r.Trace1000P50 <= 0 {
 		t.Fatalf("unmeasured figures: %+v", r)
 	}
 	// Tool entries are a tenth of the graph and most entries descend from
