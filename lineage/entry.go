@@ -1,9 +1,8 @@
 package lineage
 
 import (
-	"slices"
-	"crypto/ed25519"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
