@@ -305,14 +305,18 @@ func SignStatement(signer *registry.Signer, s *Statement) (*Signed, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := *s
-	st.Parents = slices.Clone(s.Parents)
-	st.Args = slices.Clone(s.Args)
+	return &Signed{st: cloneStatement(s), payload: payload, env: env, id: IDOf(payload), key: signer.Public()}, nil
+}
+
+func cloneStatement(s *Statement) *Statement {
+	c := *s
+	c.Parents = slices.Clone(s.Parents)
+	c.Args = slices.Clone(s.Args)
 	if s.Approval != nil {
 		g := *s.Approval
-		st.Approval = &g
+		c.Approval = &g
 	}
-	return &Signed{st: &st, payload: payload, env: env, id: IDOf(payload), key: signer.Public()}, nil
+	return &c
 }
 
 // Envelope is the signed DSSE envelope's JSON.
@@ -322,11 +326,7 @@ func (s *Signed) Envelope() []byte { return s.env }
 func (s *Signed) ID() string { return s.id }
 
 // Statement returns a copy of the signed statement.
-func (s *Signed) Statement() *Statement {
-	c := *s.st
-	c.Parents = slices.Clone(s.st.Parents)
-	return &c
-}
+func (s *Signed) Statement() *Statement { return cloneStatement(s.st) }
 
 // envelope is the DSSE envelope as stored; decoding it strictly keeps
 // smuggled fields out of the store.
