@@ -131,6 +131,14 @@ func TestLibraryBadInput(t *testing.T) {
 			return err
 		}, lineage.ErrMalformed},
 		{"gate check of a non-call", func() error { _, err := e.Gate().Check(ctx, gate.Request{Call: good}); return err }, lineage.ErrMalformed},
+		{"insert of a Signed not made by SignStatement", func() error {
+			_, err := e.Graph().InsertSigned(ctx, &lineage.Signed{}, nil)
+			return err
+		}, lineage.ErrMalformed},
+		{"gate check of a Signed not made by SignStatement", func() error {
+			_, err := e.Gate().Check(ctx, gate.Request{Signed: &lineage.Signed{}})
+			return err
+		}, lineage.ErrMalformed},
 		{"gate check of garbage", func() error { _, err := e.Gate().Check(ctx, gate.Request{Call: []byte("x")}); return err }, lineage.ErrMalformed},
 		{"gate approve of a non-approval", func() error { _, err := e.Gate().Approve(ctx, good); return err }, gate.ErrApproval},
 		{"approval by an agent", func() error {

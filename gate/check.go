@@ -98,7 +98,9 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 		var st *lineage.Statement
 		var callID string
 		if req.Signed != nil {
-			st, callID = req.Signed.Statement(), req.Signed.ID()
+			if st, callID = req.Signed.Statement(), req.Signed.ID(); st == nil {
+				return nil, err
+			}
 		} else {
 			var oerr error
 			if st, _, callID, oerr = lineage.Open(req.Call); oerr != nil {

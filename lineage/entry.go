@@ -325,8 +325,14 @@ func (s *Signed) Envelope() []byte { return s.env }
 // ID is the entry's ID.
 func (s *Signed) ID() string { return s.id }
 
-// Statement returns a copy of the signed statement.
-func (s *Signed) Statement() *Statement { return cloneStatement(s.st) }
+// Statement returns a copy of the signed statement (nil for a Signed that
+// SignStatement did not make).
+func (s *Signed) Statement() *Statement {
+	if s == nil || s.st == nil {
+		return nil
+	}
+	return cloneStatement(s.st)
+}
 
 // envelope is the DSSE envelope as stored; decoding it strictly keeps
 // smuggled fields out of the store.

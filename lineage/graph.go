@@ -99,6 +99,9 @@ func (g *Graph) PrepareSigned(ctx context.Context, s *Signed, content []byte) (*
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s == nil || s.st == nil {
+		return nil, fmt.Errorf("%w: not an entry made by SignStatement", ErrMalformed)
+	}
 	if len(s.env) > MaxEnvelopeBytes {
 		return nil, fmt.Errorf("%w: envelope larger than %d bytes", ErrMalformed, MaxEnvelopeBytes)
 	}
