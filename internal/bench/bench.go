@@ -98,18 +98,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer e.Close()
-	principals := []struct {
-		id   string
-		tier registry.Tier
-	}{{"agent:bench", registry.Internal}, {"user:bench", registry.User}, {"tool:bench", registry.External}}
 	keys := map[string]*registry.Signer{}
-	for _, p := range principals {
+	for _, p := range Principals() {
 		s, _, err := registry.GenerateSigner(nil)
 		if err != nil {
 			return nil, err
 		}
-		keys[p.id] = s
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public()}); err != nil {
+		keys[p.ID] = s
+		p.PublicKey = s.Public()
+		if err := e.AddPrincipal(ctx, p); err != nil {
 			return nil, err
 		}
 	}
@@ -141,13 +138,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				if i >= o.Entries || ctx.Err() != nil {
 					return
 				}
-				who := "agent:bench"
-				switch {
-				case i%10 == 0:
-					who = "tool:bench"
-				case i%3 == 0:
-					who = "user:bench"
-				}
+				who := SignerOf(i)
 				mu.Lock()
 				n := len(ids)
 				var parents []lineage.Parent
@@ -277,6 +268,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Dir = dir
 	}
 	return res, nil
+}
+
+// Principals are the workload's principals, without keys: an agent
+// (internal), a user and a tool (external).
+func Principals() []registry.Principal {
+	return []registry.Principal{{ID: "agent:bench", Tier: registry.Internal}, {ID: "user:bench", Tier: registry.User}, {ID: "tool:bench", Tier: registry.External}}
+}
+
+// SignerOf is the principal that signs the workload's entry i: the tool
+// when i%10 == 0, else the user when i%3 == 0, else the agent.
+func SignerOf(i int) string {
+	switch {
+	case i%10 == 0:
+		return "tool:bench"
+	case i%3 == 0:
+		return "user:bench"
+	}
+	return "agent:bench"
 }
 
 // SummaryTreeSize is the number of entries SummaryTree records.

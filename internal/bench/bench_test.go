@@ -12,7 +12,6 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/lineage"
-	"github.com/pedigree-ai/pedigree/registry"
 )
 
 var large = flag.Bool("pedigree.large", false, "also benchmark stores of 100k and 1M entries (slow to build)")
@@ -31,7 +30,6 @@ type graphWorld struct {
 	ids []string
 }
 
-var principals = []enginetest.P{{ID: "agent:bench", Tier: registry.Internal}, {ID: "user:bench", Tier: registry.User}, {ID: "tool:bench", Tier: registry.External}}
 
 var benchCatalog = &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Role: "send"}}}
 
@@ -39,17 +37,11 @@ func build(b *testing.B, n int) *graphWorld { return buildT(b, n) }
 
 func buildT(b testing.TB, n int) *graphWorld {
 	b.Helper()
-	w := enginetest.NewOnDisk(b, principals, pedigree.WithCatalog(benchCatalog), pedigree.WithoutDurabilityUnsafe())
+	w := enginetest.NewOnDisk(b, enginetest.Cast(Principals()), pedigree.WithCatalog(benchCatalog), pedigree.WithoutDurabilityUnsafe())
 	g := &graphWorld{w: w, ids: make([]string, 0, n)}
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
-		who := "agent:bench"
-		switch {
-		case i%10 == 0:
-			who = "tool:bench"
-		case i%3 == 0:
-			who = "user:bench"
-		}
+		who := SignerOf(i)
 		parents := []lineage.Parent{}
 		for range r.IntN(4) {
 			if len(g.ids) > 0 {

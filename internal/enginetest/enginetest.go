@@ -63,6 +63,15 @@ type P struct {
 	Tier registry.Tier
 }
 
+// Cast turns principals (their keys are ignored) into a cast.
+func Cast(ps []registry.Principal) []P {
+	out := make([]P, len(ps))
+	for i, p := range ps {
+		out[i] = P{ID: p.ID, Tier: p.Tier}
+	}
+	return out
+}
+
 // Default is the cast most tests need.
 var Default = []P{
 	{"user:alice", registry.User},

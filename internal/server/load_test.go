@@ -15,10 +15,10 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/bench"
 	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/server"
 	"github.com/pedigree-ai/pedigree/lineage"
-	"github.com/pedigree-ai/pedigree/registry"
 )
 
 const (
@@ -32,7 +32,7 @@ const (
 // latencies logged (go test -tags load -v).
 func TestLoad(t *testing.T) {
 	cat := &gate.Catalog{Tools: map[string]gate.Tool{"send": {Sensitive: true, Role: "send"}}}
-	ps := []enginetest.P{{ID: "agent:bench", Tier: registry.Internal}, {ID: "user:bench", Tier: registry.User}, {ID: "tool:bench", Tier: registry.External}}
+	ps := enginetest.Cast(bench.Principals())
 	// Build fast (no fsync) with 8 writers; serve durably.
 	w := enginetest.NewOnDisk(t, ps, pedigree.WithCatalog(cat), pedigree.WithoutDurabilityUnsafe())
 	ids := make([]string, loadEntries)
@@ -47,13 +47,7 @@ func TestLoad(t *testing.T) {
 				if i >= loadEntries {
 					return
 				}
-				who := "agent:bench"
-				switch {
-				case i%10 == 0:
-					who = "tool:bench"
-				case i%3 == 0:
-					who = "user:bench"
-				}
+				who := bench.SignerOf(i)
 				parents := []lineage.Parent{}
 				if i >= 1000 {
 					// Parents from entries already built (well below i).
