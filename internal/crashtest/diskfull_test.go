@@ -24,14 +24,7 @@ import (
 // every acknowledged entry must be there and verify must be clean. It needs
 // root (mount); CI runs as root.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v %s", err, out)
-	}
-	defer exec.Command("umount", "-l", mnt).Run()
+	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
 	ctx := context.Background()
 	e, err := pedigree.Init(ctx, dir, 0.5)
@@ -102,9 +95,9 @@ func freeBytes(t *testing.T, path string) int64 {
 	return int64(st.Bavail) * int64(st.Bsize)
 }
 
-// TestReadOnlyFilesystem: a data directory on a filesystem remounted
-// read-only is one clear sentence at open.
-func TestReadOnlyFilesystem(t *testing.T) {
+// mountTmpfs mounts a 160 MiB tmpfs for the test, or skips it without root.
+func mountTmpfs(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
 	}
@@ -112,7 +105,14 @@ func TestReadOnlyFilesystem(t *testing.T) {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("mount: %v %s", err, out)
 	}
-	defer exec.Command("umount", "-l", mnt).Run()
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	return mnt
+}
+
+// TestReadOnlyFilesystem: a data directory on a filesystem remounted
+// read-only is one clear sentence at open.
+func TestReadOnlyFilesystem(t *testing.T) {
+	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
 	e, err := pedigree.Init(context.Background(), dir, 0.5)
 	if err != nil {
