@@ -142,16 +142,12 @@ func notACall(k lineage.Kind) error {
 // (no signature, no decision log, no approval used). For benchmarks and dry
 // runs; Check is what guards a tool.
 func (g *Gate) Decide(ctx context.Context, st *lineage.Statement, argSources map[string][]string) (*Decision, error) {
-	payload, err := st.Encode()
-	if err != nil {
-		return nil, err
-	}
-	now := g.clock()
-	d := newDecision(st, lineage.IDOf(payload), now, g.version)
 	call, err := g.graph.Preview(st)
 	if err != nil {
 		return nil, err
 	}
+	now := g.clock()
+	d := newDecision(st, call.ID, now, g.version)
 	if _, _, err := g.decide(ctx, st, call, argSources, now, d); err != nil {
 		d.Decision, d.Reasons, d.Approval = Deny, []string{"fail closed: " + err.Error()}, ""
 	}
