@@ -73,15 +73,11 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 				}
 				srcs[name] = append(srcs[name], splitList(ids)...)
 			}
-			e, err := a.backend(cmd.Context(), g.options()...)
+			e, s, err := a.backendAs(cmd.Context(), as, key, g.options()...)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			s, err := signer(cmd.Context(), e, as, key)
-			if err != nil {
-				return err
-			}
 			c := pedigree.Call{Principal: as, Session: session, Tool: tool, ArgSources: srcs}
 			if args != "" {
 				c.Args = []byte(args)
@@ -178,15 +174,11 @@ Only a user-tier principal can approve.`,
 			if ttl <= 0 {
 				return usagef("--ttl must be positive")
 			}
-			e, err := a.backend(cmd.Context())
+			e, s, err := a.backendAs(cmd.Context(), as, key)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			s, err := signer(cmd.Context(), e, as, key)
-			if err != nil {
-				return err
-			}
 			n, err := e.Approve(cmd.Context(), s, as, args[0], ttl)
 			if err != nil {
 				return err

@@ -54,15 +54,11 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			if k == lineage.KindCall || k == lineage.KindApproval {
 				return fmt.Errorf("%w: calls are recorded by 'gate check' and approvals by 'gate approve'", lineage.ErrMalformed)
 			}
-			e, err := a.backend(cmd.Context())
+			e, s, err := a.backendAs(cmd.Context(), as, key)
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			s, err := signer(cmd.Context(), e, as, key)
-			if err != nil {
-				return err
-			}
 			var ps []lineage.Parent
 			if len(parents) > 0 {
 				if ps, err = parseParents(cmd.Context(), e, parents); err != nil {

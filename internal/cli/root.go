@@ -163,6 +163,21 @@ func (a *app) print(v any, text func(w io.Writer)) error {
 
 // signer loads --key and checks it is the key registered for --as, so that
 // a wrong key is one clear sentence rather than a bad-signature refusal.
+// backendAs opens the backend and loads the key that signs as principal
+// as (see signer); the backend is closed again if the key is refused.
+func (a *app) backendAs(ctx context.Context, as, keyFile string, opts ...pedigree.Option) (backend, *registry.Signer, error) {
+	e, err := a.backend(ctx, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := signer(ctx, e, as, keyFile)
+	if err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	return e, s, nil
+}
+
 func signer(ctx context.Context, b backend, as, keyFile string) (*registry.Signer, error) {
 	if as == "" || keyFile == "" {
 		return nil, usagef("--as PRINCIPAL and --key FILE are required")
