@@ -2,11 +2,9 @@ package gate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -195,30 +193,78 @@ func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, 
 	if len(rs) > 1 {
 		return nil, errors.New("the policy yields more than one decision")
 	}
-	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	out, err := parseVerdict(rs[0].Expressions[0].Value)
 	if err != nil {
-		return nil, fmt.Errorf("policy decision: %w", err)
-	}
-	var shape map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &shape); err != nil {
-		return nil, errors.New("the policy's decision is not an object")
-	}
-	for k := range shape {
-		if !slices.Contains([]string{"decision", "reasons", "warnings", "approval"}, k) {
-			return nil, fmt.Errorf("the policy's decision has an unknown field %q", k)
-		}
-	}
-	var out verdict
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("the policy's decision is malformed: %v", err)
+		return nil, err
 	}
 	switch out.Decision {
 	case Allow, Deny, Ask:
 	default:
 		return nil, fmt.Errorf("the policy's decision is %q, not allow, deny or ask", out.Decision)
 	}
-	if shape["reasons"] == nil || out.Reasons == nil {
+	if out.Reasons == nil {
 		return nil, errors.New("the policy's decision has no reasons array")
 	}
-	return &out, nil
+	return out, nil
+}
+
+// parseVerdict reads the decision object as OPA returns it (maps, slices,
+// strings), without a round trip through JSON on every check. Any other
+// field, or a field of another type, is an error.
+func parseVerdict(v any) (*verdict, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("the policy's decision is not an object")
+	}
+	out := &verdict{}
+	for k, val := range m {
+		var err error
+		switch k {
+		case "decision":
+			out.Decision, err = verdictString(k, val)
+		case "approval":
+			out.Approval, err = verdictString(k, val)
+		case "reasons":
+			out.Reasons, err = verdictStrings(k, val)
+		case "warnings":
+			out.Warnings, err = verdictStrings(k, val)
+		default:
+			return nil, fmt.Errorf("the policy's decision has an unknown field %q", k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the policy's decision is malformed: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func verdictString(field string, v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%s is a %T, not a string", field, v)
+	}
+	return s, nil
+}
+
+// verdictStrings reads an array of strings; null is nil, as in JSON.
+func verdictStrings(field string, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is a %T, not an array", field, v)
+	}
+	out := make([]string, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d] is a %T, not a string", field, i, e)
+		}
+		out[i] = s
+	}
+	return out, nil
 }
