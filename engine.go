@@ -372,18 +372,6 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 
 func isAgent(principal string) bool { return strings.HasPrefix(principal, "agent:") }
 
-func isFullID(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // Record signs an entry with signer and stores it.
 func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) (*lineage.Node, error) {
 	st, err := e.Statement(ctx, en)
@@ -475,7 +463,7 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 	parents := make([]lineage.Parent, 0, len(just))
 	seen := map[string]bool{}
 	for _, j := range just {
-		if isFullID(j) {
+		if lineage.IsID(j) {
 			// A full ID needs no look-up: the gate checks that every
 			// parent exists, and denies the call when one does not.
 			if !seen[j] {

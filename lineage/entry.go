@@ -88,7 +88,6 @@ var (
 )
 
 var (
-	hexID      = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	sessionPat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$`)
 	toolPat    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 )
@@ -169,7 +168,7 @@ func (s *Statement) Validate() error {
 	if len(s.Session) > MaxSessionLen || (s.Session != "" && !sessionPat.MatchString(s.Session)) {
 		return bad("session %q: up to %d of [A-Za-z0-9._:@/+-], starting with a letter or digit", s.Session, MaxSessionLen)
 	}
-	if len(s.ContentDigest) != 71 || s.ContentDigest[:7] != "sha256:" || !hexID.MatchString(s.ContentDigest[7:]) {
+	if len(s.ContentDigest) != 71 || s.ContentDigest[:7] != "sha256:" || !IsID(s.ContentDigest[7:]) {
 		return bad("content digest %q: want sha256:<64 hex>", s.ContentDigest)
 	}
 	if len(s.Parents) > MaxParents {
@@ -177,7 +176,7 @@ func (s *Statement) Validate() error {
 	}
 	seen := make(map[string]struct{}, len(s.Parents))
 	for _, p := range s.Parents {
-		if !hexID.MatchString(p.ID) {
+		if !IsID(p.ID) {
 			return bad("parent ID %q: want 64 lowercase hex", p.ID)
 		}
 		if math.IsNaN(p.Weight) || p.Weight < 0 || p.Weight > 1 {
@@ -206,7 +205,7 @@ func (s *Statement) Validate() error {
 		return bad("an approval entry, and only one, carries an approval grant")
 	}
 	if g := s.Approval; g != nil {
-		if !hexID.MatchString(g.Decision) || !hexID.MatchString(g.Action) {
+		if !IsID(g.Decision) || !IsID(g.Action) {
 			return bad("approval must name a decision ID and an action digest")
 		}
 		if _, err := time.Parse(time.RFC3339Nano, g.Expires); err != nil {

@@ -467,6 +467,10 @@ func (g *Graph) Resolve(prefix string) (string, error) {
 	return found[0], nil
 }
 
+// IsID reports whether s is a full entry ID: 64 lowercase hex characters
+// (also the form of the other sha256 digests entries carry).
+func IsID(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
 func isLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
