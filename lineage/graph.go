@@ -426,11 +426,16 @@ func (g *Graph) parents(t *store.Txn, id string) ([]Edge, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.Edges(n), nil
+}
+
+// Edges are n's parent edges, in the signed statement's order.
+func (g *Graph) Edges(n *Node) []Edge {
 	out := make([]Edge, len(n.Parents))
 	for i, p := range n.Parents {
-		out[i] = Edge{Child: id, Parent: p.ID, Weight: p.Weight, Strong: g.Strong(p.Weight)}
+		out[i] = Edge{Child: n.ID, Parent: p.ID, Weight: p.Weight, Strong: g.Strong(p.Weight)}
 	}
-	return out, nil
+	return out
 }
 
 // Resolve turns an ID or a unique prefix of at least MinPrefix hex

@@ -82,8 +82,7 @@ func (l local) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry
 	if err != nil {
 		return nil, nil, err
 	}
-	edges, err := l.e.Graph().Parents(n.ID)
-	return n, edges, err
+	return n, l.e.Graph().Edges(n), nil
 }
 func (l local) Recall(ctx context.Context, session string, ids []string) error {
 	return l.e.Recall(ctx, session, ids)

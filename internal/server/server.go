@@ -349,11 +349,7 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.record.Observe(time.Since(start).Seconds())
 	s.metrics.entries.Inc()
-	edges, err := s.e.Graph().Parents(n.ID)
-	if err != nil {
-		return err
-	}
-	return reply(w, nodeResponse{Node: n, Parents: nonNil(edges)})
+	return reply(w, nodeResponse{Node: n, Parents: s.e.Graph().Edges(n)})
 }
 
 func (s *Server) show(w http.ResponseWriter, r *http.Request) error {
