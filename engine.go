@@ -586,3 +586,10 @@ func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 	}
 	return cp, e.graph.AddCheckpoint(ctx, cp)
 }
+
+// ByContent returns the memory entries whose signed content digest is
+// digest ("sha256:<hex>"): how a memory server's answer is matched back to
+// the entries that wrote it.
+func (e *Engine) ByContent(ctx context.Context, digest string) ([]string, error) {
+	return e.graph.ByContent(ctx, digest)
+}

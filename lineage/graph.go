@@ -259,6 +259,9 @@ func (p *Pending) Write(t *store.Txn) error {
 	if _, err := appendLeaf(t, LeafEntry, id); err != nil {
 		return err
 	}
+	if err := indexContent(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
 	// the context) and approvals are for the gate, so neither joins it.

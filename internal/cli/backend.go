@@ -23,6 +23,7 @@ type backend interface {
 	Resolve(ctx context.Context, prefix string) (string, error)
 	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error)
 	Recall(ctx context.Context, session string, ids []string) error
+	ByContent(ctx context.Context, digest string) ([]string, error)
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	Decisions(ctx context.Context, limit int) ([]gate.Decision, error)
@@ -86,6 +87,9 @@ func (l local) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry
 }
 func (l local) Recall(ctx context.Context, session string, ids []string) error {
 	return l.e.Recall(ctx, session, ids)
+}
+func (l local) ByContent(ctx context.Context, digest string) ([]string, error) {
+	return l.e.ByContent(ctx, digest)
 }
 func (l local) Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error) {
 	return l.e.Check(ctx, s, c)
