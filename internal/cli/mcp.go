@@ -337,7 +337,7 @@ Example (Claude Code):
 			if listen != "" {
 				return a.serveMCPHTTP(ctx, g, listen, log)
 			}
-			err = g.Run(ctx, &mcp.StdioTransport{})
+			err = g.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(a.in), Writer: nopWriteCloser{a.out}})
 			if ctx.Err() != nil || errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -504,3 +504,7 @@ Example:
 	cmd.Flags().StringVar(&key, "key", "", "its private key file (default: the gateway's key for it)")
 	return cmd
 }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

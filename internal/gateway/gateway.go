@@ -92,6 +92,7 @@ type upstream struct {
 	signer *registry.Signer
 	client *mcp.ClientSession
 	tools  []*mcp.Tool
+	cmd    *exec.Cmd
 }
 
 // New starts every upstream, reads its tools and builds the server. Close
@@ -149,6 +150,11 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 // Connect starts an upstream's command and reads its tools: what `mcp add`
 // does once, and the gateway at start.
 func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSession, []*mcp.Tool, error) {
+	cs, tools, _, err := connect(ctx, cfg, stderr)
+	return cs, tools, err
+}
+
+func connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	if stderr == nil {
@@ -158,26 +164,26 @@ func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSe
 	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
+		return nil, nil, nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
 	}
 	var tools []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			cs.Close()
-			return nil, nil, fmt.Errorf("upstream %s: tools/list: %w", cfg.Name, err)
+			return nil, nil, nil, fmt.Errorf("upstream %s: tools/list: %w", cfg.Name, err)
 		}
 		tools = append(tools, t)
 	}
-	return cs, tools, nil
+	return cs, tools, cmd, nil
 }
 
 func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer) (*upstream, error) {
-	cs, tools, err := Connect(ctx, cfg, g.o.Stderr)
+	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr)
 	if err != nil {
 		return nil, err
 	}
 	g.o.Log.Info("upstream connected", "upstream", cfg.Name, "tools", len(tools))
-	return &upstream{cfg: cfg, signer: s, client: cs, tools: tools}, nil
+	return &upstream{cfg: cfg, signer: s, client: cs, tools: tools, cmd: cmd}, nil
 }
 
 // tool is one tool the gateway offers.

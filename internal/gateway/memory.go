@@ -66,8 +66,14 @@ func (gr memGraph) items() []string {
 // relation a line, as memory.jsonl and memory.json hold it; or one JSON
 // object with entities and relations) and returns its memory items.
 func ParseMemoryFile(b []byte) ([]string, error) {
-	var whole memGraph
-	if err := json.Unmarshal(b, &whole); err == nil {
+	var probe struct {
+		Entities, Relations json.RawMessage
+	}
+	if json.Unmarshal(b, &probe) == nil && (probe.Entities != nil || probe.Relations != nil) {
+		var whole memGraph
+		if err := json.Unmarshal(b, &whole); err != nil {
+			return nil, err
+		}
 		return whole.items(), nil
 	}
 	var gr memGraph
