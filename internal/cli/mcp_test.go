@@ -152,9 +152,21 @@ func TestMCPGateway(t *testing.T) {
 	if !res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "pedigree denied") {
 		t.Fatalf("poisoned write through the second gateway: %+v", res)
 	}
+	// Memory written through one gateway is found by the other (the
+	// content index through the server's route).
+	res = g1.call(t, "create_entities", map[string]any{"entities": []any{map[string]any{"name": "ops", "entityType": "note", "observations": []string{"clean note"}}}})
+	if res.IsError {
+		t.Fatalf("create_entities: %+v", res.Content[0])
+	}
 	res = g1.call(t, "write_file", map[string]any{"path": filepath.Join(work, "out", "ok.txt"), "content": "hi"})
 	if res.IsError {
 		t.Fatalf("clean write through the first gateway: %+v", res.Content[0])
+	}
+	res = g2.call(t, "open_nodes", map[string]any{"names": []string{"ops"}})
+	outID := res.Meta["io.pedigree/decision"].(map[string]any)["output_id"].(string)
+	show := c.must("-o", "json", "lineage", "show", outID).json(t)
+	if ps := show["parents"].([]any); len(ps) != 3 {
+		t.Fatalf("the read's output has %d parents, want the call and two memory entries: %v", len(ps), show)
 	}
 	log := c.must("-o", "json", "gate", "log", "--limit", "10").out
 	if !strings.Contains(log, "fs.write_file") {
