@@ -66,7 +66,7 @@ func runForger() {
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }
 
-func nodeModules(t *testing.T) string {
+func nodeModules(t testing.TB) string {
 	t.Helper()
 	nm, err := filepath.Abs(filepath.Join("..", "..", "testdata", "mcp", "node_modules", "@modelcontextprotocol"))
 	if err != nil {
@@ -107,6 +107,13 @@ type world struct {
 // memory server (tool:mem, internal) on a work directory with a poisoned file.
 func newWorld(t *testing.T, catalog string, extra ...Upstream) *world {
 	t.Helper()
+	return buildWorld(t, catalog, registry.External, false, extra...)
+}
+
+// buildWorld is newWorld with the filesystem server's tier, and the engine
+// on disk (durable writes, as in use) or in memory.
+func buildWorld(t testing.TB, catalog string, fsTier registry.Tier, onDisk bool, extra ...Upstream) *world {
+	t.Helper()
 	nm := nodeModules(t)
 	cat, err := gate.ParseCatalog([]byte(catalog))
 	if err != nil {
@@ -114,10 +121,15 @@ func newWorld(t *testing.T, catalog string, extra ...Upstream) *world {
 	}
 	ps := []enginetest.P{
 		{ID: AgentPrincipal, Tier: registry.Internal}, {ID: UnverifiedPrincipal, Tier: registry.Unverified},
-		{ID: "tool:fs", Tier: registry.External}, {ID: "tool:mem", Tier: registry.Internal},
+		{ID: "tool:fs", Tier: fsTier}, {ID: "tool:mem", Tier: registry.Internal},
 		{ID: "tool:forger", Tier: registry.Internal}, {ID: "user:alice", Tier: registry.User},
 	}
-	w := &world{World: enginetest.New(t, ps, pedigree.WithCatalog(cat)), work: t.TempDir()}
+	w := &world{work: t.TempDir()}
+	if onDisk {
+		w.World = enginetest.NewOnDisk(t, ps, pedigree.WithCatalog(cat))
+	} else {
+		w.World = enginetest.New(t, ps, pedigree.WithCatalog(cat))
+	}
 	w.memory = filepath.Join(w.work, "memory.jsonl")
 	if err := os.MkdirAll(filepath.Join(w.work, "out"), 0o755); err != nil {
 		t.Fatal(err)
@@ -134,7 +146,7 @@ func newWorld(t *testing.T, catalog string, extra ...Upstream) *world {
 	return w
 }
 
-func (w *world) start(t *testing.T, mode Mode) {
+func (w *world) start(t testing.TB, mode Mode) {
 	t.Helper()
 	if w.g != nil {
 		w.g.Close()
@@ -156,14 +168,14 @@ func (w *world) start(t *testing.T, mode Mode) {
 
 // client is one MCP session through the gateway.
 type client struct {
-	t     *testing.T
+	t     testing.TB
 	cs    *mcp.ClientSession
 	asked atomic.Int32
 }
 
 // connect opens an MCP session at protocol; elicit is "" (no elicitation
 // capability), "accept" or "decline".
-func (w *world) connect(t *testing.T, protocol, elicit string) *client {
+func (w *world) connect(t testing.TB, protocol, elicit string) *client {
 	t.Helper()
 	c := &client{t: t}
 	var opts mcp.ClientOptions
