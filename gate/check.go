@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/open-policy-agent/opa/v1/ast"
-	"strings"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/store"
@@ -272,21 +271,6 @@ func (g *Gate) store(ctx context.Context, d *Decision, in ast.Value, tcall *traj
 		}
 		return nil
 	}, len(body)+len(inBytes)+1024)
-}
-
-// internal reports whether a recipient is in one of the operator's domains.
-func (c *Catalog) internal(rcpt string) bool {
-	_, domain, ok := strings.Cut(strings.ToLower(rcpt), "@")
-	if !ok {
-		return false
-	}
-	for _, d := range c.InternalDomains {
-		d = strings.ToLower(d)
-		if domain == d || strings.HasSuffix(domain, "."+d) {
-			return true
-		}
-	}
-	return false
 }
 
 // PreparedInput is a policy input built once, to measure the bare policy

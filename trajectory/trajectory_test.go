@@ -2,6 +2,8 @@ package trajectory
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -70,29 +72,70 @@ func TestFeaturesOfEveryPrefix(t *testing.T) {
 }
 
 func TestRules(t *testing.T) {
+	internal := Call{Tool: "email_send", Role: Send, RecipientKnown: true}
+	external := Call{Tool: "email_send", Role: Send, RecipientKnown: true, RecipientExternal: true}
+	unknown := Call{Tool: "email_send", Role: Send}
+	untrusted := Call{Tool: "email_send", Role: Send, RecipientKnown: true, RecipientUntrusted: true}
+	recall, other := Call{Role: Recall}, Call{Role: Other}
+	cases := []struct {
+		name   string
+		before []Call
+		call   Call
+		want   []string
+	}{
+		{"internal send after recall", []Call{recall}, internal, nil},
+		{"external send after recall", []Call{recall}, external, []string{RuleRecallThenExternalSend}},
+		{"external send without recall", nil, external, nil},
+		{"external send, recall only after it", []Call{external, recall}, internal, nil},
+		{"any recall before any send", []Call{external, recall, other}, external, []string{RuleRecallThenExternalSend}},
+		{"burst of recalls, then external send", []Call{recall, recall, recall}, external, []string{RuleRecallThenExternalSend, RuleRecallBurstSend}},
+		{"untrusted recipient without recall", nil, untrusted, []string{RuleUntrustedRecipient}},
+		// The structure-only fallback: recipients unknown.
+		{"unknown recipient after recall", []Call{recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"unknown recipient after a burst", []Call{recall, recall, recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"unknown recipient without recall", []Call{other}, unknown, nil},
+		{"unknown recipient, recall only after a send", []Call{unknown, recall}, other, nil},
+		{"unknown recipient, recall before a later send", []Call{unknown, recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"external implies known", []Call{recall}, Call{Role: Send, RecipientExternal: true}, []string{RuleRecallThenExternalSend}},
+		{"a recall raises nothing", []Call{recall, recall, recall}, recall, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &State{}
+			for _, b := range c.before {
+				s.Observe(b, nil)
+			}
+			n := len(s.Alerts)
+			got := s.Observe(c.call, nil)
+			var rules []string
+			for _, a := range got {
+				rules = append(rules, a.Rule)
+				if a.At != len(c.before) {
+					t.Errorf("alert at %d, want %d", a.At, len(c.before))
+				}
+			}
+			if !slices.Equal(rules, c.want) {
+				t.Fatalf("rules %v, want %v (%+v)", rules, c.want, got)
+			}
+			if len(s.Alerts)-n != len(got) {
+				t.Fatalf("stored %d alerts, raised %d", len(s.Alerts)-n, len(got))
+			}
+			for _, a := range got {
+				if a.Rule == RuleRecallThenSendUnknown && !strings.Contains(a.Message, "recipient was unknown") {
+					t.Fatalf("the fallback must say the recipient was unknown: %q", a.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownSendsCounted(t *testing.T) {
 	s := &State{}
-	s.Observe(Call{Role: Recall}, nil)
-	if a := s.Observe(Call{Tool: "email_send", Role: Send}, nil); len(a) != 0 {
-		t.Fatalf("internal send after recall raised %v", a)
+	for _, c := range []Call{{Role: Send}, {Role: Send, RecipientKnown: true}, {Role: Send, RecipientExternal: true}, {Role: Recall}} {
+		s.Append(c)
 	}
-	a := s.Observe(Call{Tool: "email_send", Role: Send, RecipientExternal: true}, nil)
-	if len(a) != 1 || a[0].Rule != RuleRecallThenExternalSend || a[0].At != 2 {
-		t.Fatalf("external send after recall: %+v", a)
-	}
-	s = &State{}
-	if a := s.Observe(Call{Role: Send, RecipientExternal: true}, nil); len(a) != 0 {
-		t.Fatalf("send without recall raised %v", a)
-	}
-	if a := s.Observe(Call{Role: Send, RecipientUntrusted: true}, nil); len(a) != 1 || a[0].Rule != RuleUntrustedRecipient {
-		t.Fatalf("untrusted recipient: %+v", a)
-	}
-	s = run(Recall, Recall, Recall)
-	a = s.Observe(Call{Role: Send, RecipientExternal: true}, nil)
-	if len(a) != 2 || a[1].Rule != RuleRecallBurstSend {
-		t.Fatalf("burst: %+v", a)
-	}
-	if len(s.Alerts) != 2 {
-		t.Fatalf("stored alerts %d", len(s.Alerts))
+	if s.UnknownSends != 1 || s.ExternalSends != 1 {
+		t.Fatalf("unknown %d external %d, want 1 and 1", s.UnknownSends, s.ExternalSends)
 	}
 }
 
