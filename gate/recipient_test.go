@@ -3,7 +3,9 @@ package gate
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pedigree-ai/pedigree/trajectory"
@@ -146,5 +148,59 @@ tools:
 	}
 	if c := cat.TrajectoryCall("memory_recall", map[string]any{"to": "x@y.z"}); c.Role != trajectory.Recall || c.RecipientKnown || c.RecipientExternal || c.RecipientUnknown() {
 		t.Fatalf("a recall has no recipient: %+v", c)
+	}
+}
+
+// TestGeneratedSessionsRecipients runs every send of the generated sessions
+// (all the recipient shapes of `trajectory generate`) through the catalog
+// they ship with, against what the generator put in them.
+func TestGeneratedSessionsRecipients(t *testing.T) {
+	cat, err := LoadCatalog(filepath.Join("..", "testdata", "trajectory", "tools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const internal, external, unknown = "internal", "external", "unknown"
+	got := map[string]int{}
+	for _, s := range trajectory.Generate(trajectory.GenerateOptions{Sessions: 1000, Seed: 5}) {
+		kind := s.ID[strings.LastIndex(s.ID, s.Label)+len(s.Label)+1:]
+		nth := 0
+		for i, c := range s.Calls {
+			if c.Tool != "email_send" {
+				continue
+			}
+			nth++
+			tc := cat.TrajectoryCall(c.Tool, c.Args)
+			class := internal
+			if tc.RecipientExternal {
+				class = external
+			} else if tc.RecipientUnknown() {
+				class = unknown
+			}
+			got[class]++
+			to, hasTo := c.Args["to"]
+			str, isString := to.(string)
+			// What the generator sent to: the attacker, or a customer, is
+			// external; colleagues are internal; names without addresses
+			// count as external, no arguments as unknown.
+			want := internal
+			switch {
+			case !hasTo:
+				want = unknown
+			case isString && !strings.Contains(str, "@"):
+				want = external
+			case s.Label == "attack", kind == "grounded-external", kind == "send-recall-send" && nth == 2:
+				want = external
+			case kind == "no-recall":
+				continue // a colleague or a customer, at random
+			}
+			if class != want {
+				t.Errorf("%s call %d (%s) to %v: %s, want %s", s.ID, i, kind, to, class, want)
+			}
+		}
+	}
+	for _, class := range []string{internal, external, unknown} {
+		if got[class] == 0 {
+			t.Errorf("no %s send in the generated sessions (%v)", class, got)
+		}
 	}
 }

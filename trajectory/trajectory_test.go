@@ -1,6 +1,7 @@
 package trajectory
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -154,6 +155,9 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// mapper stands in for the catalog (gate.Catalog.TrajectoryCall, which
+// this package cannot import) on generated sessions: a send is known when
+// it has arguments, and external unless every recipient is a colleague.
 func mapper(tool string, args map[string]any) Call {
 	roles := map[string]Role{"memory_recall": Recall, "memory_list": List, "memory_save": Save, "email_draft": Draft, "email_send": Send, "web_search": RAG}
 	r, ok := roles[tool]
@@ -161,10 +165,67 @@ func mapper(tool string, args map[string]any) Call {
 		r = Other
 	}
 	c := Call{Tool: tool, Role: r}
-	if to, ok := args["to"].(string); ok {
-		c.RecipientExternal = len(to) < 12 || to[len(to)-12:] != "@example.com"
+	if to, ok := args["to"]; ok && r == Send {
+		c.RecipientKnown = true
+		rest := fmt.Sprint(to)
+		for _, a := range colleagues {
+			rest = strings.ReplaceAll(rest, a, "")
+		}
+		c.RecipientExternal = strings.Contains(rest, "@") || !strings.Contains(fmt.Sprint(to), "@")
 	}
 	return c
+}
+
+// shapeOf names the shape a generated send logged its recipients in.
+func shapeOf(args map[string]any) string {
+	switch to := args["to"].(type) {
+	case nil:
+		return "missing"
+	case []any:
+		return "list"
+	case string:
+		switch {
+		case !strings.Contains(to, "@"):
+			return "names"
+		case strings.Contains(to, "<"):
+			return "named"
+		case strings.Contains(to, ";"):
+			return "semicolon"
+		case strings.Contains(to, ","):
+			return "comma"
+		}
+		return "address"
+	}
+	return "other"
+}
+
+func TestGenerateShapes(t *testing.T) {
+	seen := map[string]map[string]int{"attack": {}, "benign": {}}
+	mixed := 0
+	for _, s := range Generate(GenerateOptions{Sessions: 1000, Seed: 3}) {
+		for _, c := range s.Calls {
+			if c.Tool != "email_send" {
+				continue
+			}
+			seen[s.Label][shapeOf(c.Args)]++
+			if list, ok := c.Args["to"].([]any); ok && len(list) > 1 && slices.Contains(colleagues, list[1].(string)) && !slices.Contains(colleagues, list[0].(string)) {
+				mixed++
+			}
+		}
+	}
+	for label, counts := range seen {
+		for _, shape := range shapes {
+			if counts[shape] == 0 {
+				t.Errorf("%s sessions have no %s send (%v)", label, shape, counts)
+			}
+		}
+		if counts["other"] != 0 {
+			t.Errorf("%s: %d sends of no known shape", label, counts["other"])
+		}
+	}
+	if mixed == 0 {
+		t.Error("no list mixes internal and external recipients")
+	}
 }
 
 func TestModelLearnsAndRoundTrips(t *testing.T) {
