@@ -77,7 +77,7 @@ func TestTrajectoryRecipientsInTheGate(t *testing.T) {
 				if (c.rule == "") != (len(d.Warnings) == 0) || !strings.Contains(got, c.warnings) {
 					t.Fatalf("module %v: warnings %q, want one saying %q", withModule, got, c.warnings)
 				}
-				st, err := w.E.Gate().TrajectoryLog(ctx, "s1")
+				st, err := w.E.Trajectory(ctx, "s1")
 				if err != nil {
 					t.Fatal(err)
 				}
