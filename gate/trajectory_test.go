@@ -89,7 +89,7 @@ func TestTrajectoryRecipientsInTheGate(t *testing.T) {
 					t.Fatalf("stored alerts %v, want %s", rules, c.rule)
 				}
 				if withModule && want == gate.Ask {
-					if !strings.Contains(strings.Join(d.Reasons, "\n"), "the trajectory module asks") {
+					if !strings.Contains(strings.Join(d.Reasons, "\n"), "policies/trajectory asks before an external send after recalls") {
 						t.Fatalf("reasons %v", d.Reasons)
 					}
 				}

@@ -27,5 +27,5 @@ trajectory_ask_rules := {"recall-then-external-send", "recall-burst-send"}
 ask contains msg if {
 	some a in input.trajectory.alerts
 	a.rule in trajectory_ask_rules
-	msg := sprintf("trajectory: %s (the trajectory module asks before an external send after recalls)", [a.message])
+	msg := sprintf("policies/trajectory asks before an external send after recalls: %s", [a.message])
 }

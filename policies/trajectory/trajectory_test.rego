@@ -33,7 +33,7 @@ with_alerts(alerts) := object.union(base, {"trajectory": {"features": {}, "alert
 test_external_send_after_recalls_asks if {
 	d := gate.decision with input as with_alerts(external_after_recalls)
 	d.decision == "ask"
-	d.reasons == ["trajectory: message of recall-then-external-send (the trajectory module asks before an external send after recalls)"]
+	d.reasons == ["policies/trajectory asks before an external send after recalls: message of recall-then-external-send"]
 	d.warnings == ["trajectory: message of recall-then-external-send"]
 }
 
