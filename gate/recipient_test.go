@@ -204,3 +204,37 @@ func TestGeneratedSessionsRecipients(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRecipients: a recipient argument is untrusted input. Whatever it is,
+// parsing does not panic, every address has a domain, and adding an
+// outsider to it makes the send external: no string can swallow the
+// recipient after it.
+func FuzzRecipients(f *testing.F) {
+	for _, s := range []string{"bob@example.com", "Bob <bob@example.com>", `"Doe, J" <j@x.org>; k@y.org`, `["a@x.org"]`, "Bob", "", `"unclosed`, "<a@example.com", `"\`, "a@example.com (comment"} {
+		f.Add(s)
+	}
+	cat := &Catalog{InternalDomains: []string{"example.com", "*.example.com"}, Tools: map[string]Tool{
+		"send": {Role: trajectory.Send, RecipientArg: "to"},
+	}}
+	f.Fuzz(func(t *testing.T, s string) {
+		r := parseRecipients(s)
+		for _, a := range r.addresses {
+			if !strings.Contains(a, "@") {
+				t.Fatalf("address %q has no domain", a)
+			}
+		}
+		if c := cat.TrajectoryCall("send", map[string]any{"to": s}); len(r.unparsed) > 0 && !c.RecipientExternal {
+			t.Fatalf("%q: unparsed %q, yet not external", s, r.unparsed)
+		}
+		for _, sep := range []string{", ", ";"} {
+			c := cat.TrajectoryCall("send", map[string]any{"to": s + sep + "drop@exfil.site"})
+			if !c.RecipientExternal || !c.RecipientKnown {
+				t.Fatalf("%q then an outsider: known %v external %v", s, c.RecipientKnown, c.RecipientExternal)
+			}
+			list := cat.TrajectoryCall("send", map[string]any{"to": []any{s, "drop@exfil.site"}})
+			if !list.RecipientExternal {
+				t.Fatalf("[%q, outsider]: not external", s)
+			}
+		}
+	})
+}
