@@ -20,7 +20,9 @@ func newTrajectoryCommand(a *app) *cobra.Command {
 		Long: `The trajectory detector reads the structure of a session's tool calls (their
 roles from the tool catalog: recall, list, save, draft, send, rag, other), never
 their content, and raises soft alerts: evidence for the gate and for people. The
-default policy never denies on an alert alone.`,
+default policy never denies or asks on an alert alone; the optional module
+policies/trajectory (--policies policies/trajectory on gate check, serve or
+replay) asks a human before an external send after recalls.`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(newTrajectoryShow(a), newTrajectoryTrain(a), newTrajectoryEval(a), newTrajectoryGenerate(a))
