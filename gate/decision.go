@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -142,19 +141,4 @@ func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (stri
 		return Deny, []string{"fail closed: " + err.Error()}, nil
 	}
 	return v.Decision, v.Reasons, nil
-}
-
-// internal reports whether a recipient is in one of the operator's domains.
-func (c *Catalog) internal(rcpt string) bool {
-	_, domain, ok := strings.Cut(strings.ToLower(rcpt), "@")
-	if !ok {
-		return false
-	}
-	for _, d := range c.InternalDomains {
-		d = strings.ToLower(d)
-		if domain == d || strings.HasSuffix(domain, "."+d) {
-			return true
-		}
-	}
-	return false
 }
