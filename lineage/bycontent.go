@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 // The content index finds the memory entries that hold a given content: a
@@ -32,7 +32,7 @@ func byContentKey(digest, id string) []byte {
 
 // indexContent adds a memory entry to the content index, inside the
 // transaction that stores it.
-func indexContent(t *store.Txn, st *Statement, id string) error {
+func indexContent(t kv.Txn, st *Statement, id string) error {
 	if st.Kind != KindMemory {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (g *Graph) ByContent(ctx context.Context, digest string) ([]string, error) 
 	}
 	var ids []string
 	prefix := append([]byte(pByContent+digest), 0)
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		return t.Iterate(prefix, false, func(k, _ []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -57,7 +57,7 @@ func (g *Graph) ByContent(ctx context.Context, digest string) ([]string, error) 
 			}
 			id := string(k[len(prefix):])
 			env, err := t.Get(key(pEnvelope, id))
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, kv.ErrNotFound) {
 				return nil
 			}
 			if err != nil {
@@ -72,4 +72,31 @@ func (g *Graph) ByContent(ctx context.Context, digest string) ([]string, error) 
 		})
 	})
 	return ids, err
+}
+
+// verifyContentIndex re-derives the content index from the verified
+// entries' statements: every memory entry has its row, and every row names
+// a memory entry of that digest.
+func verifyContentIndex(ctx context.Context, t kv.Txn, stmts map[string]*Statement, bad func(id, f string, a ...any)) error {
+	for id, st := range stmts {
+		if st.Kind != KindMemory {
+			continue
+		}
+		if ok, err := t.Has(byContentKey(st.ContentDigest, id)); err != nil {
+			return err
+		} else if !ok {
+			bad(id, "memory entry missing from the content index")
+		}
+	}
+	return t.Iterate([]byte(pByContent), false, func(k, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rest := string(k[len(pByContent):])
+		digest, id, ok := strings.Cut(rest, "\x00")
+		if st := stmts[id]; !ok || st == nil || st.Kind != KindMemory || st.ContentDigest != digest {
+			bad(id, "content index row that no memory entry accounts for")
+		}
+		return nil
+	})
 }

@@ -109,8 +109,11 @@ Example:
 				return err
 			}
 			defer e.Close()
-			reg := e.Registry()
-			if reg.Frozen() {
+			reg, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if reg.Frozen {
 				return fmt.Errorf("%w: MCP servers are added before 'registry freeze'", registry.ErrFrozen)
 			}
 			cfg, err := gateway.LoadConfig(a.dir)
@@ -301,11 +304,11 @@ Example (Claude Code):
 				return err
 			}
 			defer done()
-			frozen, _, _, err := b.Registry(ctx)
+			reg, err := b.Registry(ctx)
 			if err != nil {
 				return err
 			}
-			if !frozen {
+			if !reg.Frozen {
 				return registry.ErrNotFrozen
 			}
 			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: a.errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
@@ -356,14 +359,14 @@ Example (Claude Code):
 
 // gatewaySigner loads the key the gateway keeps for principal and checks it
 // is the registered one.
-func (a *app) gatewaySigner(ctx context.Context, b backend, principal string) (*registry.Signer, error) {
+func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal string) (*registry.Signer, error) {
 	return signer(ctx, b, principal, gateway.KeyPath(a.dir, principal))
 }
 
 // gatewayBackend goes through a running server when there is one;
 // otherwise it opens the store and serves it on the directory's socket, as
 // 'pedigree serve' does, so that other verbs and gateways find it.
-func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOptions) (backend, func(), error) {
+func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOptions) (pedigree.Backend, func(), error) {
 	for attempt := 0; ; attempt++ {
 		if c, err := server.Dial(ctx, a.dir, a.clock); err == nil {
 			if len(g.options()) > 0 {
@@ -395,7 +398,7 @@ func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOption
 			log.Warn("the data directory could not be served to other processes", "error", err)
 			served <- err
 		}
-		return local{e}, func() {
+		return e, func() {
 			cancel()
 			<-served
 			e.Close()
@@ -489,7 +492,7 @@ Example:
 			defer b.Close()
 			n := 0
 			for _, it := range items {
-				if _, _, err := b.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: lineage.KindMemory, Content: []byte(it),
+				if _, err := b.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: lineage.KindMemory, Content: []byte(it),
 					StoreContent: true, Parents: []lineage.Parent{}}); err != nil {
 					return fmt.Errorf("after %d of %d items: %w", n, len(items), err)
 				}

@@ -81,7 +81,7 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 	if err != nil {
 		return err
 	}
-	_, _, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
+	_, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
 		Session: s.id, Content: content, Parents: []lineage.Parent{}, StoreContent: true})
 	if err == nil {
 		s.started = true
@@ -121,7 +121,7 @@ func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte,
 	if len(body) > MaxResultBytes {
 		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
 	}
-	n, _, err := g.o.Backend.Record(ctx, t.up.signer, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
+	n, err := g.o.Backend.Record(ctx, t.up.signer, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
 		Session: s.id, Content: body, Parents: parents})
 	outputID := ""
 	switch {

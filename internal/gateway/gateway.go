@@ -25,7 +25,7 @@ import (
 // Backend is what the gateway needs of a data directory: the engine itself,
 // or a running server's client.
 type Backend interface {
-	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error)
+	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error)
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	ByContent(ctx context.Context, digest string) ([]string, error)

@@ -83,17 +83,6 @@ func nodeModules(t testing.TB) string {
 	return nm
 }
 
-// engine is the engine as a gateway backend.
-type engine struct{ *pedigree.Engine }
-
-func (e engine) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error) {
-	n, err := e.Engine.Record(ctx, s, en)
-	if err != nil {
-		return nil, nil, err
-	}
-	return n, e.Graph().Edges(n), nil
-}
-
 type world struct {
 	*enginetest.World
 	work   string
@@ -154,7 +143,7 @@ func (w *world) start(t testing.TB, mode Mode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	g, err := New(ctx, w.ups, Options{
-		Backend: engine{w.E}, Agent: w.Keys[AgentPrincipal], Unverified: w.Keys[UnverifiedPrincipal],
+		Backend: w.E, Agent: w.Keys[AgentPrincipal], Unverified: w.Keys[UnverifiedPrincipal],
 		Tools:    map[string]*registry.Signer{"tool:fs": w.Keys["tool:fs"], "tool:mem": w.Keys["tool:mem"], "tool:forger": w.Keys["tool:forger"]},
 		Approver: w.Keys["user:alice"], ApproverID: "user:alice", Mode: mode,
 		ApproveHint: "pedigree gate approve DECISION_ID --as user:alice --key FILE",
@@ -290,7 +279,7 @@ func TestPoisonedReadThenWriteDenied(t *testing.T) {
 			t.Errorf("the refusal does not say %q: %s", want, text(res))
 		}
 	}
-	got, err := w.E.Gate().Decision(d.DecisionID)
+	got, err := w.E.Decision(context.Background(), d.DecisionID)
 	if err != nil || got.Tool != "fs.write_file" || got.Decision != gate.Deny {
 		t.Fatalf("decision log: %+v %v", got, err)
 	}
@@ -310,11 +299,11 @@ func TestCleanSessionWrites(t *testing.T) {
 	if d.Decision != gate.Allow || d.OutputID == "" {
 		t.Fatalf("decision meta: %+v", d)
 	}
-	edges, err := w.E.Graph().Parents(d.OutputID)
+	edges, err := w.E.UnsafeGraph().Parents(d.OutputID)
 	if err != nil || len(edges) != 1 || edges[0].Parent != d.CallID || !edges[0].Strong {
 		t.Fatalf("the output's parents: %+v %v", edges, err)
 	}
-	n, err := w.E.Graph().Node(d.OutputID)
+	n, err := w.E.UnsafeGraph().Node(d.OutputID)
 	if err != nil || n.Principal != "tool:fs" || n.Kind != lineage.KindToolOutput {
 		t.Fatalf("output node: %+v %v", n, err)
 	}
@@ -526,11 +515,11 @@ func TestUpstreamKilledMidCall(t *testing.T) {
 	}
 	// Wait until the call is recorded (checked and forwarded), then kill.
 	for {
-		ds, err := w.E.Gate().Decisions(context.Background(), 10)
+		ds, err := w.E.Decisions(context.Background(), pedigree.DecisionQuery{Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ds) > 0 && ds[0].Tool == "fs.read_text_file" {
+		if len(ds) > 0 && ds[len(ds)-1].Tool == "fs.read_text_file" {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -567,7 +556,7 @@ func TestBadInput(t *testing.T) {
 		Env: []string{"PEDIGREE_GATEWAY_TEST_UPSTREAM=forger"}})
 	c := w.connect(t, "2025-11-25", "")
 	count := func() int {
-		n, err := w.E.Graph().Count(1 << 20)
+		n, err := w.E.UnsafeGraph().Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -606,7 +595,7 @@ func TestBadInput(t *testing.T) {
 // A gate that cannot decide denies.
 func TestGateErrorDenies(t *testing.T) {
 	w := newWorld(t, catalogDeny)
-	w.g.o.Backend = failingCheck{engine{w.E}}
+	w.g.o.Backend = failingCheck{w.E}
 	c := w.connect(t, "2025-11-25", "")
 	path := filepath.Join(w.work, "out", "gate-error.txt")
 	res := c.call("write_file", map[string]any{"path": path, "content": "x"})
@@ -615,7 +604,7 @@ func TestGateErrorDenies(t *testing.T) {
 	}
 }
 
-type failingCheck struct{ engine }
+type failingCheck struct{ *pedigree.Engine }
 
 func (failingCheck) Check(context.Context, *registry.Signer, pedigree.Call) (*gate.Decision, error) {
 	return nil, context.DeadlineExceeded

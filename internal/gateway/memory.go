@@ -147,7 +147,7 @@ func (g *Gateway) recordWrites(ctx context.Context, s *session, tool string, can
 		return fmt.Errorf("%d memory items in one call, more than %d", len(items), MaxMemoryItems)
 	}
 	for _, it := range items {
-		if _, _, err := g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindMemory,
+		if _, err := g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindMemory,
 			Session: s.id, Content: []byte(it), StoreContent: true}); err != nil {
 			return err
 		}
@@ -199,7 +199,7 @@ func (g *Gateway) attributeRead(ctx context.Context, res *mcp.CallToolResult) ([
 			return nil, err
 		}
 		if len(ids) == 0 {
-			n, _, err := g.o.Backend.Record(ctx, g.o.Unverified, pedigree.Entry{Principal: UnverifiedPrincipal, Kind: lineage.KindMemory,
+			n, err := g.o.Backend.Record(ctx, g.o.Unverified, pedigree.Entry{Principal: UnverifiedPrincipal, Kind: lineage.KindMemory,
 				Content: []byte(it), StoreContent: true, Parents: []lineage.Parent{}})
 			if err != nil {
 				return nil, err
