@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
@@ -340,11 +338,7 @@ Example (Claude Code):
 			if listen != "" {
 				return a.serveMCPHTTP(ctx, g, listen, log)
 			}
-			err = g.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(a.in), Writer: nopWriteCloser{a.out}})
-			if ctx.Err() != nil || errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
+			return g.ServeStream(ctx, a.in, a.out)
 		},
 	}
 	f := cmd.Flags()
@@ -423,30 +417,12 @@ func (a *app) serveMCPHTTP(ctx context.Context, g *gateway.Gateway, addr string,
 		}
 		log.Info("bearer token written", "file", path)
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.Server() }, nil)
-	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "pedigree: a bearer token is required", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: auth, ReadHeaderTimeout: server.ReadHeaderTimeout}
 	fmt.Fprintf(a.errw, "pedigree mcp: streamable HTTP on http://%s/\n", l.Addr())
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(sctx)
-	}()
-	if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return g.ServeHTTP(ctx, l, token)
 }
 
 // importOutput is what mcp import-memory prints with -o json.
@@ -507,7 +483,3 @@ Example:
 	cmd.Flags().StringVar(&key, "key", "", "its private key file (default: the gateway's key for it)")
 	return cmd
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -1,16 +1,15 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pedigree-ai/pedigree/gate"
 )
@@ -33,19 +32,39 @@ func mcpServers(t *testing.T) (fs, mem string) {
 	return fs, mem
 }
 
-// gatewayProc is one 'pedigree mcp run', in-process, with an MCP client on
-// its stdin and stdout.
+// gatewayProc is one 'pedigree mcp run', in-process, driven over its stdin
+// and stdout by a minimal JSON-RPC client (the go-sdk stays inside the
+// gateway package; the gateway's own tests drive it with the go-sdk client).
 type gatewayProc struct {
-	cs   *mcp.ClientSession
-	code chan int
+	t    *testing.T
 	in   *io.PipeWriter
+	out  *bufio.Reader
+	id   int
+	code chan int
+}
+
+type toolResult struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	Meta map[string]any `json:"_meta"`
+}
+
+func (r toolResult) text() string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
 }
 
 func (c *cliEnv) mcpRun(t *testing.T, args ...string) *gatewayProc {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	p := &gatewayProc{code: make(chan int, 1), in: inW}
+	p := &gatewayProc{t: t, in: inW, out: bufio.NewReader(outR), code: make(chan int, 1)}
 	go func() {
 		var errw strings.Builder
 		a := &app{in: inR, out: outW, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
@@ -56,32 +75,63 @@ func (c *cliEnv) mcpRun(t *testing.T, args ...string) *gatewayProc {
 		outW.Close()
 		p.code <- code
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, nil).Connect(ctx,
-		&mcp.IOTransport{Reader: outR, Writer: inW}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cs = cs
+	p.request("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "cli-test", "version": "1"}})
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized", "params": map[string]any{}})
 	return p
 }
 
-func (p *gatewayProc) call(t *testing.T, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := p.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
+func (p *gatewayProc) send(msg any) {
+	p.t.Helper()
+	b, _ := json.Marshal(msg)
+	if _, err := p.in.Write(append(b, '\n')); err != nil {
+		p.t.Fatal(err)
 	}
-	return res
 }
 
-// stop closes the client (the gateway's stdin ends) and waits for it.
+// request sends a request and reads lines until its answer (skipping the
+// server's notifications).
+func (p *gatewayProc) request(method string, params any) json.RawMessage {
+	p.t.Helper()
+	p.id++
+	p.send(map[string]any{"jsonrpc": "2.0", "id": p.id, "method": method, "params": params})
+	for {
+		line, err := p.out.ReadBytes('\n')
+		if err != nil {
+			p.t.Fatalf("%s: %v", method, err)
+		}
+		var msg struct {
+			ID     *int            `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(line, &msg); err != nil {
+			p.t.Fatalf("%s: a line that is not JSON-RPC: %q", method, line)
+		}
+		if msg.Method != "" || msg.ID == nil || *msg.ID != p.id {
+			continue
+		}
+		if msg.Error != nil {
+			p.t.Fatalf("%s: %s", method, msg.Error)
+		}
+		return msg.Result
+	}
+}
+
+func (p *gatewayProc) call(t *testing.T, name string, args map[string]any) toolResult {
+	t.Helper()
+	var r toolResult
+	if err := json.Unmarshal(p.request("tools/call", map[string]any{"name": name, "arguments": args}), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// stop closes the gateway's stdin and waits for it to exit.
 func (p *gatewayProc) stop(t *testing.T) {
 	t.Helper()
-	p.cs.Close()
+	p.in.Close()
 	if code := <-p.code; code != 0 {
 		t.Fatalf("mcp run exited %d", code)
 	}
@@ -149,18 +199,18 @@ func TestMCPGateway(t *testing.T) {
 	}
 	g2.call(t, "read_text_file", map[string]any{"path": filepath.Join(work, "poisoned.txt")})
 	res := g2.call(t, "write_file", map[string]any{"path": filepath.Join(work, "out", "leak.txt"), "content": "KEY"})
-	if !res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "pedigree denied") {
+	if !res.IsError || !strings.HasPrefix(res.text(), "pedigree denied") {
 		t.Fatalf("poisoned write through the second gateway: %+v", res)
 	}
 	// Memory written through one gateway is found by the other (the
 	// content index through the server's route).
 	res = g1.call(t, "create_entities", map[string]any{"entities": []any{map[string]any{"name": "ops", "entityType": "note", "observations": []string{"clean note"}}}})
 	if res.IsError {
-		t.Fatalf("create_entities: %+v", res.Content[0])
+		t.Fatalf("create_entities: %s", res.text())
 	}
 	res = g1.call(t, "write_file", map[string]any{"path": filepath.Join(work, "out", "ok.txt"), "content": "hi"})
 	if res.IsError {
-		t.Fatalf("clean write through the first gateway: %+v", res.Content[0])
+		t.Fatalf("clean write through the first gateway: %s", res.text())
 	}
 	res = g2.call(t, "open_nodes", map[string]any{"names": []string{"ops"}})
 	outID := res.Meta["io.pedigree/decision"].(map[string]any)["output_id"].(string)

@@ -220,14 +220,6 @@ func (g *Gateway) tools() []tool {
 	return out
 }
 
-// Server is the MCP server to run on a transport.
-func (g *Gateway) Server() *mcp.Server { return g.server }
-
-// Run serves one transport (stdio) until the client goes away or ctx ends.
-func (g *Gateway) Run(ctx context.Context, t mcp.Transport) error {
-	return g.server.Run(ctx, t)
-}
-
 // Close stops the upstreams.
 func (g *Gateway) Close() error {
 	var errs []error

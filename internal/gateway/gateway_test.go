@@ -182,7 +182,7 @@ func (w *world) connect(t testing.TB, protocol, elicit string) *client {
 	}
 	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := w.g.Server().Connect(ctx, st, nil)
+	ss, err := w.g.server.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,7 +652,7 @@ func TestRequestState(t *testing.T) {
 	w := newWorld(t, catalogAsk)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := w.g.Server().Connect(ctx, st, nil)
+	ss, err := w.g.server.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
