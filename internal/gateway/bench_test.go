@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -20,10 +21,11 @@ const catalogBench = `tools:
   fs.write_file: {sensitive: true, irreversible: true}
 `
 
-// sessionCalls is how many calls one MCP session makes before the
-// benchmark opens the next: every result joins the session's context, and
-// a real session is not ten thousand calls long.
-const sessionCalls = 50
+// sessionCalls are how many calls one MCP session makes before the
+// benchmark opens the next. Every result joins the session's context and
+// every call is justified by the whole context, so a call late in a long
+// session costs more (the gate reads and evaluates every entry).
+var sessionCalls = []int{10, 50}
 
 // BenchmarkRoundTrip is one tools/call from the client's side, through the
 // gateway (durable store) and directly to the same reference server, for a
@@ -52,19 +54,21 @@ func BenchmarkRoundTrip(b *testing.B) {
 			defer cs.Close()
 			measure(b, func() *mcp.ClientSession { return cs }, c.tool, c.args)
 		})
-		b.Run(c.name+"/gateway", func(b *testing.B) {
-			var cur *client
-			n := 0
-			measure(b, func() *mcp.ClientSession {
-				if cur == nil || n == sessionCalls {
-					b.StopTimer()
-					cur, n = w.connect(b, "2025-11-25", ""), 0
-					b.StartTimer()
-				}
-				n++
-				return cur.cs
-			}, c.tool, c.args)
-		})
+		for _, per := range sessionCalls {
+			b.Run(fmt.Sprintf("%s/gateway/session=%d", c.name, per), func(b *testing.B) {
+				var cur *client
+				n := 0
+				measure(b, func() *mcp.ClientSession {
+					if cur == nil || n == per {
+						b.StopTimer()
+						cur, n = w.connect(b, "2025-11-25", ""), 0
+						b.StartTimer()
+					}
+					n++
+					return cur.cs
+				}, c.tool, c.args)
+			})
+		}
 	}
 }
 
