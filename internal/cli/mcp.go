@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -294,7 +295,9 @@ Example (Claude Code):
 			if len(cfg.Upstreams) == 0 {
 				return errors.New("no MCP servers are added: run 'pedigree mcp add NAME -- COMMAND' before freeze")
 			}
-			log := slog.New(slog.NewJSONHandler(a.errw, nil))
+			// The log and every upstream's stderr share the one stderr.
+			errw := &syncWriter{w: a.errw}
+			log := slog.New(slog.NewJSONHandler(errw, nil))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			b, done, err := a.gatewayBackend(ctx, log, gateOptions{policies: policies, tools: tools})
@@ -309,7 +312,7 @@ Example (Claude Code):
 			if !reg.Frozen {
 				return registry.ErrNotFrozen
 			}
-			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: a.errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
+			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
 			if o.Agent, err = a.gatewaySigner(ctx, b, gateway.AgentPrincipal); err != nil {
 				return err
 			}
@@ -421,7 +424,7 @@ func (a *app) serveMCPHTTP(ctx context.Context, g *gateway.Gateway, addr string,
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.errw, "pedigree mcp: streamable HTTP on http://%s/\n", l.Addr())
+	log.Info("serving MCP over streamable HTTP", "url", "http://"+l.Addr().String()+"/")
 	return g.ServeHTTP(ctx, l, token)
 }
 
@@ -482,4 +485,16 @@ Example:
 	cmd.Flags().StringVar(&as, "as", "", "the principal the memory is attributed to")
 	cmd.Flags().StringVar(&key, "key", "", "its private key file (default: the gateway's key for it)")
 	return cmd
+}
+
+// syncWriter serialises writes from several goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }

@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -700,4 +704,118 @@ func TestRequestState(t *testing.T) {
 	if retry(args, res.RequestState) == nil || exists(path) {
 		t.Fatal("a request state was used twice")
 	}
+}
+
+// A malformed message gets a JSON-RPC error and records nothing; so does a
+// call with arguments that are not an object.
+func TestMalformedMessage(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	count := func() int {
+		n, err := w.E.UnsafeGraph().Count(1 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { w.g.ServeStream(ctx, inR, outW); outW.Close() }()
+	lines := bufio.NewReader(outR)
+	exchange := func(msg string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(inW, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			line, err := lines.ReadBytes('\n')
+			if err != nil {
+				t.Fatalf("after %s: %v", msg, err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatalf("not JSON: %q", line)
+			}
+			if _, isNote := m["method"]; !isNote {
+				return m
+			}
+		}
+	}
+	for _, bad := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file",`,
+		`not json at all`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"` + strings.Repeat("a", MaxMessageBytes) + `"}}`,
+	} {
+		if m := exchange(bad); m["error"] == nil {
+			t.Fatalf("malformed message %.60s: %v", bad, m)
+		}
+	}
+	init := `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	if m := exchange(init); m["result"] == nil {
+		t.Fatalf("initialize after a malformed line: %v", m)
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}`+"\n")
+	if m := exchange(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write_file","arguments":[1,2]}}`); m["error"] == nil {
+		t.Fatalf("arguments that are not an object: %v", m)
+	}
+	if m := exchange(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`); m["error"] == nil {
+		t.Fatalf("unknown tool: %v", m)
+	}
+	if got := count(); got != before {
+		t.Fatalf("malformed input stored %d entries", got-before)
+	}
+	inW.Close()
+}
+
+// Streamable HTTP takes no request without the bearer token.
+func TestHTTPNeedsToken(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.g.ServeHTTP(ctx, l, "s3cret")
+	url := "http://" + l.Addr().String() + "/"
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	for _, auth := range []string{"", "Bearer wrong"} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("authorization %q: HTTP %d", auth, resp.StatusCode)
+		}
+	}
+	// With the token, the go-sdk client works end to end.
+	hc := &http.Client{Transport: bearer{"s3cret"}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := &client{t: t, cs: cs}
+	w.readPoison(c)
+	if res := c.call("write_file", map[string]any{"path": filepath.Join(w.work, "out", "http.txt"), "content": "x"}); !res.IsError {
+		t.Fatal("a poisoned write over HTTP went through")
+	}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -15,6 +15,8 @@ const (
 	MaxMemoryItems = 1000
 	// MaxResultBytes bounds an upstream result the gateway records.
 	MaxResultBytes = 16 << 20
+	// MaxMessageBytes bounds one JSON-RPC message on stdio.
+	MaxMessageBytes = 4 << 20
 	// MetaDecision is the _meta key of the gateway's decision on a result.
 	// An upstream's own value under this key (or any io.pedigree/ key) is
 	// removed: only the gateway speaks for pedigree.
