@@ -13,10 +13,7 @@ import (
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
-var (
-	strong = enginetest.Strong
-	weak   = enginetest.Weak
-)
+var strong = enginetest.Strong
 
 func TestSummaryChainStaysExternal(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
