@@ -34,7 +34,7 @@ type CallResult struct {
 	Tool     string   `json:"tool"`
 	Expect   string   `json:"expect,omitempty"`
 	Label    string   `json:"label,omitempty"`
-	Got      string   `json:"got"`
+	Got      gate.Outcome `json:"got"`
 	Reasons  []string `json:"reasons"`
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -142,10 +142,10 @@ func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)
 			}
 			if c.Expect != "" {
 				sum.Expected++
-				if c.Expect == c.Got {
+				if gate.Outcome(c.Expect) == c.Got {
 					sum.Agreed++
 				} else {
-					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: c.Got})
+					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: string(c.Got)})
 				}
 			}
 		}
