@@ -29,14 +29,14 @@ type Options struct {
 
 // CallResult is one call's decision.
 type CallResult struct {
-	Scenario string   `json:"scenario"`
-	Call     string   `json:"call"`
-	Tool     string   `json:"tool"`
-	Expect   string   `json:"expect,omitempty"`
-	Label    string   `json:"label,omitempty"`
+	Scenario string       `json:"scenario"`
+	Call     string       `json:"call"`
+	Tool     string       `json:"tool"`
+	Expect   string       `json:"expect,omitempty"`
+	Label    string       `json:"label,omitempty"`
 	Got      gate.Outcome `json:"got"`
-	Reasons  []string `json:"reasons"`
-	Warnings []string `json:"warnings,omitempty"`
+	Reasons  []string     `json:"reasons"`
+	Warnings []string     `json:"warnings,omitempty"`
 }
 
 // Result is one scenario's outcome.
