@@ -113,7 +113,7 @@ func build(t *testing.T) (*enginetest.World, pedigree.Option) {
 }
 
 // everyRow sweeps every row (CI does, once); without it a random sample of
-// 30 rows is edited, to keep `go test ./...` quick.
+// 10 rows is edited, to keep `go test ./...` quick.
 var everyRow = flag.Bool("tampertest.all", false, "edit every row of the store, not a sample")
 
 type row struct{ key, val []byte }
@@ -127,7 +127,12 @@ func rows(t *testing.T, dir string) []row {
 	var out []row
 	err = db.View(func(tx *store.Txn) error {
 		return tx.Iterate(nil, true, func(k, v []byte) error {
-			out = append(out, row{bytes.Clone(k), bytes.Clone(v)})
+			// meta/schema is the store's own: another value is refused at
+			// open (internal/store's tests), and the edits here open the
+			// store through that check.
+			if !bytes.HasPrefix(k, []byte("meta/")) {
+				out = append(out, row{bytes.Clone(k), bytes.Clone(v)})
+			}
 			return nil
 		})
 	})
@@ -176,6 +181,7 @@ func TestEveryRowIsVouchedFor(t *testing.T) {
 	w.E.Close()
 	w.E = nil
 	all := rows(t, w.Dir)
+	t.Logf("%d rows in the store", len(all))
 	if len(all) < 60 {
 		t.Fatalf("only %d rows: the workload did not build a representative store", len(all))
 	}
@@ -186,7 +192,7 @@ func TestEveryRowIsVouchedFor(t *testing.T) {
 	sample := all
 	if !*everyRow {
 		sample = nil
-		for _, i := range r.Perm(len(all))[:30] {
+		for _, i := range r.Perm(len(all))[:10] {
 			sample = append(sample, all[i])
 		}
 	}
