@@ -24,14 +24,21 @@ type memItem struct {
 	deleted  bool // in a write buffer: the key is deleted
 }
 
-func memLess(a, b memItem) bool { return bytes.Compare(a.key, b.key) < 0 }
+// The tree holds pointers: a copy-on-write copies whole nodes, and a node
+// of pointers is an eighth of a node of items (measured: B-tree inserts
+// were a third of an in-memory record's CPU with items).
+func memLess(a, b *memItem) bool { return bytes.Compare(a.key, b.key) < 0 }
 
 // btreeDegree: the google/btree default for in-memory trees.
 const btreeDegree = 32
 
 type memEngine struct {
-	mu   sync.Mutex // guards tree: a Clone writes to the tree it clones
-	tree *btree.BTreeG[memItem]
+	mu   sync.Mutex // guards tree and snap: a Clone writes to the tree it clones
+	tree *btree.BTreeG[*memItem]
+	// snap is a clone of tree taken since the last write, shared by every
+	// transaction until the next one (nil: take a new one). Snapshots are
+	// never written, so readers may share them.
+	snap *btree.BTreeG[*memItem]
 	// wmu makes writers one at a time, so a read-write transaction's
 	// snapshot is still the current tree when it is applied.
 	wmu sync.Mutex
@@ -43,10 +50,13 @@ func newMemEngine() *memEngine {
 
 func (m *memEngine) close() error { return nil }
 
-func (m *memEngine) snapshot() *btree.BTreeG[memItem] {
+func (m *memEngine) snapshot() *btree.BTreeG[*memItem] {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.tree.Clone()
+	if m.snap == nil {
+		m.snap = m.tree.Clone()
+	}
+	return m.snap
 }
 
 func (m *memEngine) view(fn func(engineTxn) error) error {
@@ -60,11 +70,15 @@ func (m *memEngine) update(fn func(engineTxn) error) error {
 	if err := fn(t); err != nil {
 		return err
 	}
+	if t.writes.Len() == 0 {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t.writes.Ascend(func(w memItem) bool {
+	m.snap = nil
+	t.writes.Ascend(func(w *memItem) bool {
 		if w.deleted {
-			m.tree.Delete(memItem{key: w.key})
+			m.tree.Delete(w)
 		} else {
 			m.tree.ReplaceOrInsert(w)
 		}
@@ -76,17 +90,18 @@ func (m *memEngine) update(fn func(engineTxn) error) error {
 var errReadOnly = errors.New("store: write in a read-only transaction")
 
 type memTxn struct {
-	snap   *btree.BTreeG[memItem]
-	writes *btree.BTreeG[memItem] // nil in a read-only transaction
+	snap   *btree.BTreeG[*memItem]
+	writes *btree.BTreeG[*memItem] // nil in a read-only transaction
 }
 
-func (t *memTxn) lookup(key []byte) (memItem, bool) {
+func (t *memTxn) lookup(key []byte) (*memItem, bool) {
+	k := &memItem{key: key}
 	if t.writes != nil {
-		if w, ok := t.writes.Get(memItem{key: key}); ok {
+		if w, ok := t.writes.Get(k); ok {
 			return w, !w.deleted
 		}
 	}
-	return t.snap.Get(memItem{key: key})
+	return t.snap.Get(k)
 }
 
 func (t *memTxn) get(key []byte) ([]byte, error) {
@@ -112,7 +127,7 @@ func (t *memTxn) set(key, val []byte) error {
 	}
 	// A stored value is never nil, so that Iterate's "no values" stays
 	// apart from an empty one.
-	t.writes.ReplaceOrInsert(memItem{key: bytes.Clone(key), val: append([]byte{}, val...)})
+	t.writes.ReplaceOrInsert(&memItem{key: bytes.Clone(key), val: append([]byte{}, val...)})
 	return nil
 }
 
@@ -120,16 +135,17 @@ func (t *memTxn) delete(key []byte) error {
 	if t.writes == nil {
 		return errReadOnly
 	}
-	t.writes.ReplaceOrInsert(memItem{key: bytes.Clone(key), deleted: true})
+	t.writes.ReplaceOrInsert(&memItem{key: bytes.Clone(key), deleted: true})
 	return nil
 }
 
 // iterate walks the snapshot and the write buffer together, in key order;
 // a buffered write replaces the snapshot's row, a buffered delete hides it.
 func (t *memTxn) iterate(prefix []byte, withValues bool, fn func(key, val []byte) error) error {
-	var pending []memItem // the buffer's rows under prefix, in order
+	var pending []*memItem // the buffer's rows under prefix, in order
+	from := &memItem{key: prefix}
 	if t.writes != nil {
-		t.writes.AscendGreaterOrEqual(memItem{key: prefix}, func(w memItem) bool {
+		t.writes.AscendGreaterOrEqual(from, func(w *memItem) bool {
 			if !bytes.HasPrefix(w.key, prefix) {
 				return false
 			}
@@ -138,7 +154,7 @@ func (t *memTxn) iterate(prefix []byte, withValues bool, fn func(key, val []byte
 		})
 	}
 	var err error
-	emit := func(it memItem) bool {
+	emit := func(it *memItem) bool {
 		if it.deleted {
 			return true
 		}
@@ -149,7 +165,7 @@ func (t *memTxn) iterate(prefix []byte, withValues bool, fn func(key, val []byte
 		err = fn(it.key, val)
 		return err == nil
 	}
-	t.snap.AscendGreaterOrEqual(memItem{key: prefix}, func(it memItem) bool {
+	t.snap.AscendGreaterOrEqual(from, func(it *memItem) bool {
 		if !bytes.HasPrefix(it.key, prefix) {
 			return false
 		}
