@@ -16,6 +16,7 @@ require (
 )
 
 require (
+	github.com/google/btree v1.1.3
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 )

@@ -1,7 +1,6 @@
 package policies_test
 
 import (
-	"context"
 	"io/fs"
 	"os"
 	"strings"
@@ -47,7 +46,7 @@ func TestTrajectoryModule(t *testing.T) {
 	if n == 0 || len(modules)-n != 2 {
 		t.Fatalf("%d default modules, %d of the trajectory module: want the policy, the module and its tests", n, len(modules)-n)
 	}
-	ch, err := tester.NewRunner().SetDefaultRegoVersion(ast.RegoV1).RaiseBuiltinErrors(true).Run(context.Background(), modules)
+	ch, err := tester.NewRunner().SetDefaultRegoVersion(ast.RegoV1).RaiseBuiltinErrors(true).SetModules(modules).RunTests(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,7 @@ func text(res *mcp.CallToolResult) string {
 
 // decision is the gateway's _meta on a result.
 type decision struct {
-	Decision   string           `json:"decision"`
+	Decision   gate.Outcome     `json:"decision"`
 	DecisionID string           `json:"decision_id"`
 	CallID     string           `json:"call_id"`
 	OutputID   string           `json:"output_id"`
