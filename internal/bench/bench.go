@@ -92,7 +92,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !o.Keep {
 		defer os.RemoveAll(dir)
 	}
-	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Irreversible: true, ExternalSink: true, Role: "send"}}}
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Irreversible: true, ExternalSink: true, Role: "send"}}}
 	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat))
 	if err != nil {
 		return nil, err
