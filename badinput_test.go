@@ -69,7 +69,7 @@ func TestLibraryBadInput(t *testing.T) {
 		b, _ := json.Marshal(m)
 		return b
 	}
-	callStmt, _, err := e.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Justification: []string{}})
+	callStmt, _, err := e.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -435,7 +435,10 @@ type Call struct {
 	Tool      string
 	Args      []byte // JSON object; nil for none
 	// Justification is what the agent relied on (IDs or prefixes). When
-	// nil, it is the session's whole context.
+	// nil, it is the session's whole context. An explicit empty list (or an
+	// empty ID in it) is refused with lineage.ErrMalformed: it never means
+	// "nothing", which would let a call in a tainted session rest on no
+	// entry at all.
 	Justification []string
 	// ArgSources maps an argument to the entries its value came from.
 	ArgSources map[string][]string
@@ -455,6 +458,9 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 		return nil, nil, err
 	}
 	just := c.Justification
+	if err := checkJustification(just); err != nil {
+		return nil, nil, err
+	}
 	if just == nil {
 		if just, err = r.Context(ctx, c.Session); err != nil {
 			return nil, nil, err
@@ -505,6 +511,19 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 		Time: lineage.FormatTime(now),
 	}
 	return st, srcs, st.Validate()
+}
+
+// checkJustification refuses an explicit justification that names nothing.
+func checkJustification(just []string) error {
+	if just != nil && len(just) == 0 {
+		return fmt.Errorf("%w: the justification is an explicit empty list: name the entries the call relies on, or give none (nil) for the session's whole context", lineage.ErrMalformed)
+	}
+	for _, j := range just {
+		if strings.TrimSpace(j) == "" {
+			return fmt.Errorf("%w: the justification names an empty ID", lineage.ErrMalformed)
+		}
+	}
+	return nil
 }
 
 // Check signs a proposed call with signer and asks the gate. Its call entry

@@ -41,6 +41,9 @@ func obj(kv ...any) *ast.Term {
 // input builds the policy input from lineage. It returns the trajectory call
 // that the decision will append.
 func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, d *Decision) (ast.Value, *trajectory.Call, error) {
+	if err := g.checkEmptyJustification(ctx, st); err != nil {
+		return nil, nil, err
+	}
 	tool, known := g.catalog.Lookup(st.Tool)
 	dec := json.NewDecoder(bytes.NewReader(st.Args))
 	dec.UseNumber()
@@ -141,6 +144,25 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		"approvals", approvals,
 	)
 	return in.Value, &tc, nil
+}
+
+// checkEmptyJustification refuses a call that names no justification in a
+// session whose context is not empty: a call envelope signed elsewhere (the
+// server's clients) cannot say "relies on nothing" to skip the context.
+// Only a call in an empty session has no parents.
+func (g *Gate) checkEmptyJustification(ctx context.Context, st *lineage.Statement) error {
+	if len(st.Parents) > 0 {
+		return nil
+	}
+	ids, err := g.graph.Context(ctx, st.Session)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("%w: the call names no justification, but session %q has %d entries in context: an empty justification is refused",
+			lineage.ErrMalformed, st.Session, len(ids))
+	}
+	return nil
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {

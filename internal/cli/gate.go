@@ -53,7 +53,8 @@ deny (exit 3) or ask, needs a human (exit 4). The call's ID (call_id) is the
 parent that the tool's output names when it is recorded.
 
 --justification lists the entries the agent relied on; without it, the
-justification is the session's whole context. --arg NAME=ID,... says which entries
+justification is the session's whole context. An empty list (--justification ""
+or ",") is a usage error, never "nothing". --arg NAME=ID,... says which entries
 an argument's value came from (repeatable); an argument without it comes from the
 whole justification. Per-argument rules in the tool catalog decide which arguments
 must be trusted.
@@ -83,7 +84,9 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 				c.Args = []byte(args)
 			}
 			if cmd.Flags().Changed("justification") {
-				c.Justification = splitList(strings.Join(just, ","))
+				if c.Justification, err = justificationFlag(just); err != nil {
+					return err
+				}
 			}
 			d, err := e.Check(cmd.Context(), s, c)
 			if err != nil {
@@ -105,6 +108,24 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 	f.StringArrayVar(&argSpecs, "arg", nil, "where an argument came from, NAME=ID,... (repeatable)")
 	g.add(cmd)
 	return cmd
+}
+
+// justificationFlag reads --justification: an empty list, or an empty item,
+// is a usage error (it would otherwise mean "relies on nothing").
+func justificationFlag(vals []string) ([]string, error) {
+	out := []string{}
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				return nil, usagef("--justification %q names an empty ID: list the entries the call relies on, or leave the flag out for the session's whole context", strings.Join(vals, ","))
+			}
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("--justification is empty: list the entries the call relies on, or leave the flag out for the session's whole context")
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
