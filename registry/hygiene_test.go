@@ -81,7 +81,7 @@ func TestOneKeyOnePrincipal(t *testing.T) {
 		if !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), "a key of its own") {
 			t.Errorf("%s: got %v, want a refusal", p.ID, err)
 		}
-		if _, ok := e.Registry().Lookup(p.ID); ok {
+		if _, ok := e.UnsafeRegistry().Lookup(p.ID); ok {
 			t.Errorf("%s was registered", p.ID)
 		}
 	}

@@ -219,8 +219,8 @@ func (c *Client) authorize(req *http.Request) {
 // is ErrNoServer; anything else that is wrong is ErrUntrustedServer.
 func discover(dir string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", ErrNoServer
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return "", ErrNoServer // no directory, or no server: the caller says which
 	}
 	untrusted := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s (it may have been tampered with; remove it if no server runs)",

@@ -122,7 +122,7 @@ func TestServerRefusesForeignRequests(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Errorf("%s, %s: HTTP %d, want %d", over.name, tc.name, resp.StatusCode, tc.status)
 			}
-			if ids, err := w.E.Graph().Context(context.Background(), session); err != nil || len(ids) != 0 {
+			if ids, err := w.E.UnsafeGraph().Context(context.Background(), session); err != nil || len(ids) != 0 {
 				t.Errorf("%s, %s: the refused recall happened: %v %v", over.name, tc.name, ids, err)
 			}
 		}
@@ -137,7 +137,7 @@ func TestServerRefusesForeignRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if ids, _ := w.E.Graph().Context(context.Background(), session); resp.StatusCode != 200 || len(ids) != 1 {
+		if ids, _ := w.E.UnsafeGraph().Context(context.Background(), session); resp.StatusCode != 200 || len(ids) != 1 {
 			t.Errorf("%s: an authorised recall: HTTP %d, context %v", over.name, resp.StatusCode, ids)
 		}
 		// Reads need the token too; /healthz does not.
@@ -246,11 +246,11 @@ func TestServedCallInputChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	prompt, _, err := c.Record(ctx, w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: []byte("pay 123-456")})
+	prompt, err := c.Record(ctx, w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: []byte("pay 123-456")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Record(ctx, w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput, Session: "s1", Content: []byte("pay 999-666")}); err != nil {
+	if _, err := c.Record(ctx, w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput, Session: "s1", Content: []byte("pay 999-666")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, call := range []pedigree.Call{
