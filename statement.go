@@ -19,9 +19,11 @@ type Entry struct {
 	Session   string
 	Content   []byte
 	// Parents, when not nil, are the harness's attribution. When nil, an
-	// agent's entry in a session derives from the session's whole context
-	// with strong edges (the agent read all of it); other principals'
-	// entries have no parents.
+	// entry in a session derives from the session's whole context with
+	// strong edges: an agent read all of it, and a tool's output is made
+	// from what the agent handed it, so neither starts clean in a tainted
+	// session. Only a user principal's entries (what a person typed) and
+	// entries outside any session have no parents by default.
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
@@ -57,7 +59,7 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 		en.Kind = lineage.KindMemory
 	}
 	parents := en.Parents
-	if parents == nil && en.Session != "" && isAgent(en.Principal) {
+	if parents == nil && en.Session != "" && !isUser(en.Principal) {
 		ids, err := r.Context(ctx, en.Session)
 		if err != nil {
 			return nil, err
@@ -77,7 +79,8 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	return st, st.Validate()
 }
 
-func isAgent(principal string) bool { return strings.HasPrefix(principal, "agent:") }
+// isUser: a user principal's entries take no default parents.
+func isUser(principal string) bool { return strings.HasPrefix(principal, "user:") }
 
 // Call is a proposed tool call.
 type Call struct {

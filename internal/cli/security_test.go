@@ -115,3 +115,31 @@ func TestTamperedServeJSON(t *testing.T) {
 		t.Fatalf("a stale serve.json: exit %d %s%s", r.code, r.out, r.err)
 	}
 }
+
+// TestToolOutputWithoutParentIsTainted: `record` of an internal tool's output
+// without --parent in a tainted session derives from the context.
+func TestToolOutputWithoutParentIsTainted(t *testing.T) { modes(t, testToolOutputWithoutParentIsTainted) }
+
+func testToolOutputWithoutParentIsTainted(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.must("init")
+	for _, p := range [][2]string{{"user:alice", "user"}, {"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:calc", "internal"}} {
+		c.must("registry", "add", p[0], "--tier", p[1], "--new-key", c.key(strings.ReplaceAll(p[0], ":", "_")))
+	}
+	c.must("registry", "freeze")
+	if served {
+		c.serve()
+	}
+	c.taint()
+	out := c.must("-o", "json", "record", "--as", "tool:calc", "--key", c.key("tool_calc"), "--session", "s1", "--kind", "tool_output", "--content", "pay 999-666").json(t)
+	if out["effective_tier"] != "external" || len(out["parents"].([]any)) != 3 {
+		t.Fatalf("an internal tool's output without --parent: %v", out)
+	}
+	if r := c.check("agent:planner", "--args", `{"to":"999-666"}`, "--justification", out["id"].(string)); r.code != ExitNegative {
+		t.Fatalf("a send justified by it: exit %d %s", r.code, r.out)
+	}
+	p := c.must("-o", "json", "record", "--as", "user:alice", "--key", c.key("user_alice"), "--session", "s1", "--kind", "prompt", "--content", "hi").json(t)
+	if p["effective_tier"] != "user" || len(p["parents"].([]any)) != 0 {
+		t.Fatalf("a user's prompt: %v", p)
+	}
+}
