@@ -118,7 +118,9 @@ func TestTamperedServeJSON(t *testing.T) {
 
 // TestToolOutputWithoutParentIsTainted: `record` of an internal tool's output
 // without --parent in a tainted session derives from the context.
-func TestToolOutputWithoutParentIsTainted(t *testing.T) { modes(t, testToolOutputWithoutParentIsTainted) }
+func TestToolOutputWithoutParentIsTainted(t *testing.T) {
+	modes(t, testToolOutputWithoutParentIsTainted)
+}
 
 func testToolOutputWithoutParentIsTainted(t *testing.T, served bool) {
 	c := newEnv(t)
