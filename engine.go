@@ -46,7 +46,11 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 		}
 	}
 	if c.policy == nil && c.policyDir != "" {
-		if c.policy, err = gate.PolicyFromDir(c.policyDir); err != nil {
+		load := gate.PolicyFromDir
+		if c.policyReplace {
+			load = gate.ReplacementPolicyFromDir
+		}
+		if c.policy, err = load(c.policyDir); err != nil {
 			return fail(err)
 		}
 	}

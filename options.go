@@ -9,16 +9,19 @@ import (
 )
 
 type config struct {
-	clock      func() time.Time
-	log        *slog.Logger
-	policy     *gate.Policy
-	policyDir  string
-	catalog    *gate.Catalog
-	toolsFile  string
-	model      *trajectory.Model
-	inMemory   bool
-	noSync     bool
-	gateTimout time.Duration
+	clock     func() time.Time
+	log       *slog.Logger
+	policy    *gate.Policy
+	policyDir string
+	// policyReplace: policyDir replaces the default policy instead of
+	// extending it.
+	policyReplace bool
+	catalog       *gate.Catalog
+	toolsFile     string
+	model         *trajectory.Model
+	inMemory      bool
+	noSync        bool
+	gateTimout    time.Duration
 }
 
 // Option configures an Engine.
@@ -31,9 +34,18 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 // WithLogger sets the structured logger.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
-// WithPolicyDir loads an operator's Rego directory (replacing or extending
-// the default policy, see gate.PolicyFromDir).
-func WithPolicyDir(dir string) Option { return func(c *config) { c.policyDir = dir } }
+// WithPolicyDir loads an operator's Rego directory as an extension of the
+// default policy (rules in package pedigree.ext; see gate.PolicyFromDir).
+func WithPolicyDir(dir string) Option {
+	return func(c *config) { c.policyDir, c.policyReplace = dir, false }
+}
+
+// WithReplacementPolicyDir loads an operator's Rego directory as the whole
+// policy, in place of the default (see gate.ReplacementPolicyFromDir): the
+// operator's explicit say-so, never inferred from what the directory holds.
+func WithReplacementPolicyDir(dir string) Option {
+	return func(c *config) { c.policyDir, c.policyReplace = dir, true }
+}
 
 // WithPolicy sets an already loaded policy.
 func WithPolicy(p *gate.Policy) Option { return func(c *config) { c.policy = p } }

@@ -53,6 +53,16 @@ func policy(t *testing.T, name string) pedigree.Option {
 	return pedigree.WithPolicy(p)
 }
 
+// replacement loads testdata/policies/NAME as the whole policy.
+func replacement(t *testing.T, name string) pedigree.Option {
+	t.Helper()
+	p, err := gate.ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pedigree.WithPolicy(p)
+}
+
 // laundered records an email with an instruction and an agent memory that
 // summarises it: the attack pedigree exists for.
 func laundered(w *enginetest.World) (prompt, email, memory *lineage.Node) {
@@ -189,7 +199,7 @@ func TestFailClosed(t *testing.T) {
 		}
 	})
 	t.Run("strict builtin errors", func(t *testing.T) {
-		w := world(t, policy(t, "failopen"))
+		w := world(t, replacement(t, "failopen"))
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"lots"}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "to_number") {
 			t.Fatalf("a builtin error must deny: got %s %v", d.Decision, d.Reasons)
@@ -200,14 +210,14 @@ func TestFailClosed(t *testing.T) {
 		}
 	})
 	t.Run("undefined decision", func(t *testing.T) {
-		w := world(t, policy(t, "undefined"))
+		w := world(t, replacement(t, "undefined"))
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"probe_marker":1}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "undefined") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		w := world(t, policy(t, "slow"), pedigree.WithGateTimeout(20*time.Millisecond))
+		w := world(t, replacement(t, "slow"), pedigree.WithGateTimeout(20*time.Millisecond))
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"spin":100000000}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "timed out") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
@@ -219,7 +229,7 @@ func TestPolicyRefusedAtStart(t *testing.T) {
 	ctx := context.Background()
 	for name, cause := range map[string]string{"badshape": "unknown field \"verdict\"", "broken": "rego_parse_error", "network": "http.send"} {
 		t.Run(name, func(t *testing.T) {
-			p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", name))
+			p, err := gate.ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", name))
 			if err == nil {
 				op, _, _ := registry.GenerateSigner(nil)
 				var e *pedigree.Engine

@@ -23,16 +23,39 @@ func newGateCommand(a *app) *cobra.Command {
 }
 
 // gateOptions are the flags that load another policy or catalog.
-type gateOptions struct{ policies, tools string }
+type gateOptions struct {
+	policies, tools string
+	replace         bool
+}
 
 func (g *gateOptions) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends or replaces the default policy")
+	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends the default policy (rules in package pedigree.ext)")
+	cmd.Flags().BoolVar(&g.replace, "replace-policy", false, "the --policies directory replaces the default policy (it defines package pedigree.gate)")
 	cmd.Flags().StringVar(&g.tools, "tools", "", "tool catalog file (default DIR/tools.yaml)")
+}
+
+// check refuses --replace-policy without a directory to replace it with.
+func (g *gateOptions) check() error {
+	if g.replace && g.policies == "" {
+		return usagef("--replace-policy needs --policies DIR")
+	}
+	return nil
+}
+
+// load reads the --policies directory as the flags say: extension or
+// replacement.
+func (g *gateOptions) load() (*gate.Policy, error) {
+	if g.replace {
+		return gate.ReplacementPolicyFromDir(g.policies)
+	}
+	return gate.PolicyFromDir(g.policies)
 }
 
 func (g *gateOptions) options() []pedigree.Option {
 	var o []pedigree.Option
-	if g.policies != "" {
+	if g.policies != "" && g.replace {
+		o = append(o, pedigree.WithReplacementPolicyDir(g.policies))
+	} else if g.policies != "" {
 		o = append(o, pedigree.WithPolicyDir(g.policies))
 	}
 	if g.tools != "" {
@@ -65,6 +88,9 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" || tool == "" {
 				return usagef("--session and --tool are required")
+			}
+			if err := g.check(); err != nil {
+				return err
 			}
 			srcs := map[string][]string{}
 			for _, spec := range argSpecs {

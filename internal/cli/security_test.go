@@ -145,3 +145,30 @@ func testToolOutputWithoutParentIsTainted(t *testing.T, served bool) {
 		t.Fatalf("a user's prompt: %v", p)
 	}
 }
+
+// TestPoliciesFlagExtendsOnly: --policies with a module in the default
+// policy's package is refused unless --replace-policy says so.
+func TestPoliciesFlagExtendsOnly(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	prompt, _, memory := c.taint()
+	rewrite := filepath.Join("..", "..", "testdata", "policies", "rewrite-root")
+	if r := c.check("agent:planner", "--justification", memory, "--policies", rewrite); r.code != ExitError || !strings.Contains(r.err, "--replace-policy") {
+		t.Fatalf("--policies rewriting the default: exit %d %s%s", r.code, r.out, r.err)
+	}
+	if r := c.check("agent:planner", "--justification", memory, "--replace-policy"); r.code != ExitUsage {
+		t.Fatalf("--replace-policy alone: exit %d %s", r.code, r.err)
+	}
+	// On purpose, a replacement: the failopen policy allows on good input.
+	failopen := filepath.Join("..", "..", "testdata", "policies", "failopen")
+	if r := c.check("agent:planner", "--justification", prompt, "--args", `{"amount":"5"}`, "--policies", failopen); r.code != ExitError {
+		t.Fatalf("a replacement without --replace-policy: exit %d", r.code)
+	}
+	if r := c.check("agent:planner", "--justification", prompt, "--args", `{"amount":"5"}`, "--policies", failopen, "--replace-policy"); r.code != ExitOK {
+		t.Fatalf("--replace-policy: exit %d %s%s", r.code, r.out, r.err)
+	}
+	extend := filepath.Join("..", "..", "testdata", "policies", "extend")
+	if r := c.check("agent:planner", "--justification", prompt, "--args", `{"amount":5000}`, "--policies", extend); r.code != ExitNegative {
+		t.Fatalf("an extension: exit %d %s%s", r.code, r.out, r.err)
+	}
+}

@@ -40,6 +40,9 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 					return usagef("%v", err)
 				}
 			}
+			if err := g.check(); err != nil {
+				return err
+			}
 			if err := mem.apply(cmd); err != nil {
 				return err
 			}
