@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // TestExtensionCannotRewriteTheDefault: an extension may add deny and ask
@@ -58,5 +60,22 @@ func TestRewriteWouldAllow(t *testing.T) {
 		Justification: []string{prompt.ID, memory.ID}, ArgSources: map[string][]string{"subject": {memory.ID}, "recipient": {prompt.ID}, "amount": {prompt.ID}}})
 	if d.Decision != gate.Allow {
 		t.Fatalf("the rewrite did not allow (%s %v): this test no longer shows the attack", d.Decision, d.Reasons)
+	}
+}
+
+// TestFileReadingBuiltinRefused: an extension that reads a file through
+// json.match_schema's $ref stops the engine from starting.
+func TestFileReadingBuiltinRefused(t *testing.T) {
+	p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", "schema-file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.NewInMemory(context.Background(), 0.5, op, pedigree.WithPolicy(p))
+	if e != nil {
+		e.Close()
+	}
+	if !errors.Is(err, gate.ErrPolicy) || !strings.Contains(err.Error(), "undefined function json.match_schema") {
+		t.Fatalf("got %v, want ErrPolicy naming json.match_schema", err)
 	}
 }

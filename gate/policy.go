@@ -172,19 +172,3 @@ func (p *Policy) version(catalog *Catalog) string {
 	h.Write(cat)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
-
-// capabilities are this OPA's builtins less everything that reaches out of
-// the process: a policy cannot call the network or read the environment.
-func capabilities() *ast.Capabilities {
-	c := ast.CapabilitiesForThisVersion()
-	kept := c.Builtins[:0]
-	for _, b := range c.Builtins {
-		if b.Name == "http.send" || strings.HasPrefix(b.Name, "net.") || b.Name == "opa.runtime" {
-			continue
-		}
-		kept = append(kept, b)
-	}
-	c.Builtins = kept
-	c.AllowNet = []string{}
-	return c
-}
