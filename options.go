@@ -21,7 +21,7 @@ type config struct {
 	model         *trajectory.Model
 	inMemory      bool
 	noSync        bool
-	gateTimout    time.Duration
+	gateTimeout   time.Duration
 }
 
 // Option configures an Engine.
@@ -61,7 +61,7 @@ func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = 
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
 // WithGateTimeout bounds one policy evaluation.
-func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimout = d } }
+func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimeout = d } }
 
 // InMemory keeps the store in memory: the same code paths, no directory.
 func InMemory() Option { return func(c *config) { c.inMemory = true } }

@@ -45,7 +45,7 @@ func TestEmptyJustificationRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := w.E.UnsafeGate().Check(ctx, gate.Request{Call: env})
+	d, err := w.E.CheckEnvelope(ctx, env, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

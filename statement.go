@@ -176,16 +176,3 @@ func BuildApproval(d *gate.Decision, approver string, ttl time.Duration, now tim
 		Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(ttl))},
 	}
 }
-
-// checkJustification refuses an explicit justification that names nothing.
-func checkJustification(just []string) error {
-	if just != nil && len(just) == 0 {
-		return fmt.Errorf("%w: the justification is an explicit empty list: name the entries the call relies on, or give none (nil) for the session's whole context", lineage.ErrMalformed)
-	}
-	for _, j := range just {
-		if strings.TrimSpace(j) == "" {
-			return fmt.Errorf("%w: the justification names an empty ID", lineage.ErrMalformed)
-		}
-	}
-	return nil
-}
