@@ -83,7 +83,18 @@ whole justification. Per-argument rules in the tool catalog decide which argumen
 must be trusted.
 
 The gate fails closed: an unknown or unverifiable justification, a policy error,
-an undefined decision or a timeout all deny, with the cause in the reasons.`,
+an undefined decision or a timeout all deny, with the cause in the reasons. A call
+proposed by an unverified or external principal is denied. --args with a key
+twice in one object, or that is not valid UTF-8, is refused (exit 1): the gate
+decides on exactly the arguments the tool gets.
+
+--policies DIR extends the default policy with deny and ask rules in package
+pedigree.ext; a module anywhere else under package pedigree is refused, unless
+--replace-policy says DIR is the whole policy. Policies may call pure builtins
+only (no network, files, environment or randomness).
+
+  pedigree gate check --as agent:assistant --key agent.key --session s1 \
+      --tool send_money --args '{"to":"123-456"}' --justification 3f2a9c1e`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" || tool == "" {

@@ -286,3 +286,54 @@ func TestServedCallInputChecks(t *testing.T) {
 		t.Fatalf("an external proposer: %+v %v", d2, err)
 	}
 }
+
+// TestTokenNewAtEachStart: each serve writes a new token, and removes it at
+// shutdown.
+func TestTokenNewAtEachStart(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	serveOnce := func() string {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan struct{})
+		done := make(chan error, 1)
+		go func() { done <- server.Run(ctx, w.E, server.Options{Ready: func(string, string) { close(ready) }}) }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		tok, err := server.ReadToken(w.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(w.Dir, server.TokenFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the token outlived the server: %v", err)
+		}
+		return tok
+	}
+	if a, b := serveOnce(), serveOnce(); a == b {
+		t.Fatal("two starts wrote the same token")
+	}
+}
+
+// TestDialRefusesAnotherUsersSocket: a socket in the data directory that
+// another user owns is not trusted (needs root to make one).
+func TestDialRefusesAnotherUsersSocket(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a socket to another user")
+	}
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	sock := filepath.Join(w.Dir, "other.sock")
+	fakeServer(t, sock, `{"mac":"00"}`)
+	if err := os.Lchown(sock, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(w.Dir, server.InfoFile), fmt.Appendf(nil, `{"socket":%q,"pid":1}`, sock), 0o600)
+	os.WriteFile(filepath.Join(w.Dir, server.TokenFile), []byte(strings.Repeat("ab", 32)), 0o600)
+	if _, err := server.Dial(context.Background(), w.Dir, nil); !errors.Is(err, server.ErrUntrustedServer) || !strings.Contains(err.Error(), "owned by uid 65534") {
+		t.Fatalf("another user's socket: got %v, want ErrUntrustedServer", err)
+	}
+}
