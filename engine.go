@@ -59,11 +59,12 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 		}
 	}
 	if c.policy == nil && c.policyDir != "" {
-		load := gate.PolicyFromDir
-		if c.policyReplace {
-			load = gate.ReplacementPolicyFromDir
+		if c.policy, err = gate.PolicyFromDir(c.policyDir); err != nil {
+			return fail(err)
 		}
-		if c.policy, err = load(c.policyDir); err != nil {
+	}
+	if c.policy == nil && c.replaceDir != "" {
+		if c.policy, err = gate.ReplacementPolicyFromDir(c.replaceDir); err != nil {
 			return fail(err)
 		}
 	}

@@ -1,6 +1,8 @@
 package pedigree
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,15 +15,14 @@ type config struct {
 	log       *slog.Logger
 	policy    *gate.Policy
 	policyDir string
-	// policyReplace: policyDir replaces the default policy instead of
-	// extending it.
-	policyReplace bool
-	catalog       *gate.Catalog
-	toolsFile     string
-	model         *trajectory.Model
-	inMemory      bool
-	noSync        bool
-	gateTimeout   time.Duration
+	// replaceDir replaces the default policy, where policyDir extends it.
+	replaceDir  string
+	catalog     *gate.Catalog
+	toolsFile   string
+	model       *trajectory.Model
+	noSync      bool
+	gateTimeout time.Duration
+	timeoutSet  bool
 }
 
 // Option configures an Engine.
@@ -37,14 +38,14 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // WithPolicyDir loads an operator's Rego directory as an extension of the
 // default policy (rules in package pedigree.ext; see gate.PolicyFromDir).
 func WithPolicyDir(dir string) Option {
-	return func(c *config) { c.policyDir, c.policyReplace = dir, false }
+	return func(c *config) { c.policyDir = dir }
 }
 
 // WithReplacementPolicyDir loads an operator's Rego directory as the whole
 // policy, in place of the default (see gate.ReplacementPolicyFromDir): the
 // operator's explicit say-so, never inferred from what the directory holds.
 func WithReplacementPolicyDir(dir string) Option {
-	return func(c *config) { c.policyDir, c.policyReplace = dir, true }
+	return func(c *config) { c.replaceDir = dir }
 }
 
 // WithPolicy sets an already loaded policy.
@@ -60,17 +61,20 @@ func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = 
 // WithModel sets a trained trajectory model.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
-// WithGateTimeout bounds one policy evaluation.
-func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimeout = d } }
-
-// InMemory keeps the store in memory: the same code paths, no directory.
-func InMemory() Option { return func(c *config) { c.inMemory = true } }
+// WithGateTimeout bounds one policy evaluation (default
+// gate.DefaultTimeout); it must be positive.
+func WithGateTimeout(d time.Duration) Option {
+	return func(c *config) { c.gateTimeout, c.timeoutSet = d, true }
+}
 
 // WithoutDurabilityUnsafe turns off fsync on commit. For throwaway stores
 // only: a crash can lose writes the engine acknowledged.
 func WithoutDurabilityUnsafe() Option { return func(c *config) { c.noSync = true } }
 
-func newConfig(opts []Option) config {
+// ErrOptions: options that contradict each other or are out of range.
+var ErrOptions = errors.New("invalid engine options")
+
+func newConfig(opts []Option) (config, error) {
 	c := config{clock: time.Now}
 	for _, o := range opts {
 		o(&c)
@@ -78,5 +82,22 @@ func newConfig(opts []Option) config {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	return c
+	return c, c.validate()
+}
+
+// validate refuses contradictions instead of silently ranking them.
+func (c *config) validate() error {
+	switch {
+	case c.clock == nil:
+		return fmt.Errorf("%w: WithClock(nil)", ErrOptions)
+	case c.policy != nil && (c.policyDir != "" || c.replaceDir != ""):
+		return fmt.Errorf("%w: WithPolicy and WithPolicyDir or WithReplacementPolicyDir both give the policy", ErrOptions)
+	case c.policyDir != "" && c.replaceDir != "":
+		return fmt.Errorf("%w: WithPolicyDir extends the default policy and WithReplacementPolicyDir replaces it: give one", ErrOptions)
+	case c.catalog != nil && c.toolsFile != "":
+		return fmt.Errorf("%w: WithCatalog and WithToolsFile both give the tool catalog", ErrOptions)
+	case c.timeoutSet && c.gateTimeout <= 0:
+		return fmt.Errorf("%w: WithGateTimeout(%s): the evaluation timeout must be positive", ErrOptions, c.gateTimeout)
+	}
+	return nil
 }

@@ -15,7 +15,8 @@ import (
 // empty one) is checked like a tool the catalog does not know.
 func TestCatalogEntryWithoutSensitiveIsSensitive(t *testing.T) {
 	for _, tc := range []struct {
-		name, yaml, want string
+		name, yaml string
+		want       gate.Outcome
 	}{
 		{"no sensitive field", "tools:\n  send_money: {irreversible: true, external_sink: true, role: send}\n", gate.Deny},
 		{"empty entry", "tools:\n  send_money: {}\n", gate.Deny},

@@ -177,13 +177,14 @@ func splitList(s string) []string {
 
 // decisionExit turns a decision into the exit code: 0 allow, 3 deny, 4 ask.
 func decisionExit(d *gate.Decision) error {
-	switch d.Decision {
-	case gate.Allow:
+	switch code := d.Decision.ExitCode(); code {
+	case ExitOK:
 		return nil
-	case gate.Ask:
-		return verdictError{ExitAsk, "the call needs a human's approval"}
+	case ExitAsk:
+		return verdictError{code, "the call needs a human's approval"}
+	default:
+		return verdictError{code, "the call is denied"}
 	}
-	return verdictError{ExitNegative, "the call is denied"}
 }
 
 func printDecision(w io.Writer, d *gate.Decision, color bool) {
@@ -207,12 +208,12 @@ func printDecision(w io.Writer, d *gate.Decision, color bool) {
 	}
 }
 
-func paint(color bool, decision string) string {
-	word := strings.ToUpper(decision)
+func paint(color bool, decision gate.Outcome) string {
+	word := strings.ToUpper(string(decision))
 	if !color {
 		return word
 	}
-	code := map[string]string{gate.Allow: "32", gate.Deny: "31", gate.Ask: "33"}[decision]
+	code := map[gate.Outcome]string{gate.Allow: "32", gate.Deny: "31", gate.Ask: "33"}[decision]
 	return "\x1b[1;" + code + "m" + word + "\x1b[0m"
 }
 

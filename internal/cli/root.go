@@ -47,11 +47,15 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = classify(err)
 		var v verdictError
 		if !errors.As(err, &v) {
+			msg := err.Error()
+			if h := hint(err); h != "" {
+				msg += ": " + h
+			}
 			if a.output == "json" {
-				b, _ := json.Marshal(map[string]any{"version": 1, "error": err.Error(), "exit_code": exitCode(err)})
+				b, _ := json.Marshal(map[string]any{"version": 1, "error": msg, "exit_code": exitCode(err)})
 				fmt.Fprintln(a.out, string(b))
 			}
-			fmt.Fprintln(a.errw, "pedigree: "+err.Error())
+			fmt.Fprintln(a.errw, "pedigree: "+msg)
 			if exitCode(err) == ExitUsage {
 				fmt.Fprintln(a.errw, "Run 'pedigree --help' for usage.")
 			}
