@@ -65,9 +65,12 @@ func makeToken(dir string) (string, error) {
 		return "", err
 	}
 	tmp := f.Name()
-	if err := f.Chmod(0o600); err == nil {
+	err = f.Chmod(0o600) // CreateTemp makes 0600 already; say it
+	if err == nil {
 		_, err = f.WriteString(tok)
-		err = errors.Join(err, f.Sync())
+	}
+	if err == nil {
+		err = f.Sync()
 	}
 	if err = errors.Join(err, f.Close()); err == nil {
 		err = os.Rename(tmp, filepath.Join(dir, TokenFile))
@@ -156,7 +159,7 @@ func admit(r *http.Request, token string) error {
 		return errors.New("a request with an Origin header (from a browser) is refused")
 	}
 	if !loopbackHost(r.Host) {
-		return fmt.Errorf("Host %q is not loopback", r.Host)
+		return fmt.Errorf("the Host header %q is not loopback", r.Host)
 	}
 	if r.ContentLength != 0 || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
