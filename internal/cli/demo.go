@@ -54,7 +54,7 @@ a smoke test. Colour on a terminal, plain otherwise, -o json for programs.`,
 				}
 			}
 			if a.output == "json" {
-				if err := a.print(map[string]any{"version": 1, "ok": failed == 0, "dir": dir, "steps": d.steps}, nil); err != nil {
+				if err := a.printJSON(demoOutput{v: v1, OK: failed == 0, Dir: dir, Steps: d.steps}); err != nil {
 					return err
 				}
 			} else {

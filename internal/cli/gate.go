@@ -242,7 +242,7 @@ Only a user-tier principal can approve.`,
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "approval_id": n.ID, "decision_id": args[0], "approver": as, "ttl": ttl.String()}, func(w io.Writer) {
+			return a.print(approveOutput{v: v1, ApprovalID: n.ID, DecisionID: args[0], Approver: as, TTL: ttl.String()}, func(w io.Writer) {
 				fmt.Fprintf(w, "approved once: %s (approval %s, expires in %s)\n", args[0], short(n.ID), ttl)
 			})
 		},
@@ -275,7 +275,7 @@ canonical arguments, justification, decision, reasons and policy version.`,
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "decisions": ds}, func(w io.Writer) {
+			return a.print(decisionsOutput{v: v1, Decisions: ds}, func(w io.Writer) {
 				for _, d := range ds {
 					fmt.Fprintf(w, "%s %s %-5s %-24s %s session %s policy %s\n", d.Time, short(d.ID), d.Decision, d.Tool, d.Principal, d.Session, d.PolicyVersion)
 					for _, r := range d.Reasons {
