@@ -299,6 +299,9 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 	if r.frozen {
 		return ErrFrozen
 	}
+	if err := r.checkKeyUnused(p); err != nil {
+		return err
+	}
 	key := append(slices.Clone(prefixPrincipal), p.ID...)
 	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
 		// The store is the authority: another process may have frozen it.
@@ -314,6 +317,22 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 		return err
 	}
 	return r.put(p)
+}
+
+// checkKeyUnused refuses a key that already speaks for someone: one key for
+// two principals would let a user's key write as an internal agent (or the
+// other way round), and the operator key as a principal's would let whoever
+// holds it write as that principal. The caller holds r.mu.
+func (r *Registry) checkKeyUnused(p Principal) error {
+	if p.PublicKey.Equal(r.operator) {
+		return fmt.Errorf("%w: %s: that public key is the operator key; a principal needs a key of its own", ErrBadKey, p.ID)
+	}
+	for _, q := range r.principals {
+		if q.ID != p.ID && q.PublicKey.Equal(p.PublicKey) {
+			return fmt.Errorf("%w: %s: that public key is already registered for %s; each principal needs a key of its own", ErrBadKey, p.ID, q.ID)
+		}
+	}
+	return nil
 }
 
 // Freeze signs a manifest of every principal and τ with the operator key and

@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	start := time.Now()
 	stopSampling := sampleAnon()
-	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Irreversible: true, ExternalSink: true, Role: "send"}}}
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Irreversible: true, ExternalSink: true, Role: "send"}}}
 	e, op, dir, err := open(ctx, o, cat)
 	if err != nil {
 		return nil, err

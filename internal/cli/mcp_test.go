@@ -174,8 +174,9 @@ func TestMCPGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cat.Tools["fs.read_text_file"].Sensitive || !cat.Tools["fs.write_file"].Sensitive || cat.Tools["mem.open_nodes"].Sensitive ||
-		!cat.Tools["mem.create_entities"].Sensitive || cat.Tools["mem.create_entities"].Irreversible || cat.Tools["mem.open_nodes"].Role != "recall" {
+	sensitive := func(k string) bool { return cat.Tools[k].Sensitive == nil || *cat.Tools[k].Sensitive }
+	if sensitive("fs.read_text_file") || !sensitive("fs.write_file") || sensitive("mem.open_nodes") || cat.Tools["mem.open_nodes"].Sensitive == nil ||
+		!sensitive("mem.create_entities") || cat.Tools["mem.create_entities"].Irreversible || cat.Tools["mem.open_nodes"].Role != "recall" {
 		t.Fatalf("drafted catalog: %+v", cat.Tools)
 	}
 	list := c.must("-o", "json", "mcp", "list").json(t)

@@ -45,9 +45,11 @@ func Draft(upstream string, tools []*mcp.Tool, memory bool) map[string]gate.Tool
 		if a == nil {
 			a = &mcp.ToolAnnotations{}
 		}
-		e := gate.Tool{Role: trajectory.Other}
-		if !a.ReadOnlyHint {
-			e.Sensitive = true
+		// Sensitive is always written out: the operator reviewing the
+		// draft sees the choice made for every tool.
+		sensitive := !a.ReadOnlyHint
+		e := gate.Tool{Role: trajectory.Other, Sensitive: &sensitive}
+		if sensitive {
 			e.Irreversible = a.DestructiveHint == nil || *a.DestructiveHint
 			e.ExternalSink = a.OpenWorldHint == nil || *a.OpenWorldHint
 		}
