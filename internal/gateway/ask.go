@@ -186,7 +186,7 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, t tool, 
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "pedigree: " + err.Error()}
 	}
-	d := &gate.Decision{ID: st.Decision, Decision: gate.Ask, Tool: t.key, Reasons: []string{"a person's approval was asked for"}}
+	d := &gate.Decision{ID: st.Decision, Decision: gate.Ask, Tool: t.key, Session: s.id, Reasons: []string{"a person's approval was asked for"}}
 	res, _ := req.Params.InputResponses[inputID].(*mcp.ElicitResult)
 	return g.answer(ctx, t, s, canon, d, res)
 }

@@ -155,7 +155,7 @@ func stripMeta(res *mcp.CallToolResult) {
 func (g *Gateway) decisionMeta(d *gate.Decision) map[string]any {
 	m := map[string]any{"decision": gate.Deny, "decision_id": "", "untrusted": []lineage.Source{}, "mode": string(g.o.Mode)}
 	if d != nil {
-		m["decision"], m["decision_id"], m["call_id"] = d.Decision, d.ID, d.CallID
+		m["decision"], m["decision_id"], m["call_id"], m["session"] = d.Decision, d.ID, d.CallID, d.Session
 		if d.Untrusted != nil {
 			m["untrusted"] = d.Untrusted
 		}

@@ -81,6 +81,11 @@ type Gateway struct {
 	server    *mcp.Server
 	upstreams []*upstream
 	stateKey  []byte
+	// life ends at Close: the context of the gateway's own work.
+	life context.Context
+	stop context.CancelFunc
+	// toolsMu guards the upstreams' tool lists and the server's tools.
+	toolsMu sync.Mutex
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -124,6 +129,7 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{}}
+	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
 		s := o.Tools[cfg.Principal]
 		if s == nil {
@@ -137,6 +143,8 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 		}
 		g.upstreams = append(g.upstreams, u)
 	}
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, &mcp.ServerOptions{
 		Logger:       o.Log,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
@@ -150,18 +158,24 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 // Connect starts an upstream's command and reads its tools: what `mcp add`
 // does once, and the gateway at start.
 func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSession, []*mcp.Tool, error) {
-	cs, tools, _, err := connect(ctx, cfg, stderr)
+	cs, tools, _, err := connect(ctx, cfg, stderr, nil)
 	return cs, tools, err
 }
 
-func connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
+// connect starts an upstream; changed, when set, is called (in a goroutine
+// of its own) when the upstream says its tool list changed.
+func connect(ctx context.Context, cfg Upstream, stderr io.Writer, changed func(*mcp.ClientSession)) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	if stderr == nil {
 		stderr = io.Discard
 	}
 	cmd.Stderr = stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, nil)
+	var opts mcp.ClientOptions
+	if changed != nil {
+		opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) { go changed(req.Session) }
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, &opts)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
@@ -178,12 +192,55 @@ func connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSe
 }
 
 func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer) (*upstream, error) {
-	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr)
+	u := &upstream{cfg: cfg, signer: s}
+	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, func(cs *mcp.ClientSession) { g.refresh(u, cs) })
 	if err != nil {
 		return nil, err
 	}
 	g.o.Log.Info("upstream connected", "upstream", cfg.Name, "tools", len(tools))
-	return &upstream{cfg: cfg, signer: s, client: cs, tools: tools, cmd: cmd}, nil
+	g.toolsMu.Lock()
+	u.client, u.tools, u.cmd = cs, tools, cmd
+	g.toolsMu.Unlock()
+	return u, nil
+}
+
+// refresh reads an upstream's tools again after it said they changed, and
+// offers the new list (the SDK tells the clients). A new tool has no
+// catalog entry until the operator writes one, so the gate treats it as
+// sensitive.
+func (g *Gateway) refresh(u *upstream, cs *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(g.life, 30*time.Second)
+	defer cancel()
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			g.o.Log.Error("upstream tools/list after list_changed", "upstream", u.cfg.Name, "error", err)
+			return
+		}
+		tools = append(tools, t)
+	}
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
+	before := g.tools()
+	u.tools = tools
+	after := g.tools()
+	keep := map[string]bool{}
+	for _, t := range after {
+		keep[t.exposed.Name] = true
+	}
+	var gone []string
+	for _, t := range before {
+		if !keep[t.exposed.Name] {
+			gone = append(gone, t.exposed.Name)
+		}
+	}
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+	for _, t := range after {
+		g.server.AddTool(t.exposed, g.handler(t))
+	}
+	g.o.Log.Info("upstream tools changed", "upstream", u.cfg.Name, "tools", len(tools))
 }
 
 // tool is one tool the gateway offers.
@@ -222,8 +279,12 @@ func (g *Gateway) tools() []tool {
 
 // Close stops the upstreams.
 func (g *Gateway) Close() error {
+	g.stop()
 	var errs []error
 	for _, u := range g.upstreams {
+		if u.client == nil {
+			continue
+		}
 		if err := u.client.Close(); err != nil {
 			errs = append(errs, err)
 		}

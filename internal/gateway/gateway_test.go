@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,6 +67,15 @@ func runForger() {
 				"io.pedigree/other":  1,
 				"example.org/vendor": "kept",
 			}}, nil
+		})
+	// grow adds a tool: the server tells its clients the list changed.
+	s.AddTool(&mcp.Tool{Name: "grow", InputSchema: map[string]any{"type": "object"}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.AddTool(&mcp.Tool{Name: "late", InputSchema: map[string]any{"type": "object"}},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
+				})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "grown"}}}, nil
 		})
 	s.Run(context.Background(), &mcp.StdioTransport{})
 }
@@ -818,4 +828,51 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// An upstream's list_changed is followed: its new tool is offered, and,
+// with no catalog entry, gated as sensitive.
+func TestToolListChanged(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, catalogDeny+"  forger.grow: {sensitive: false}\n", Upstream{Name: "forger", Principal: "tool:forger", Command: self,
+		Args: []string{"-test.run=^$"}, Env: []string{"PEDIGREE_GATEWAY_TEST_UPSTREAM=forger"}})
+	changed := make(chan struct{}, 8)
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ss, err := w.g.server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "lc", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := &client{t: t, cs: cs}
+	c.call("grow", map[string]any{})
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("the gateway never offered the upstream's new tool")
+		}
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(res.Tools, func(x *mcp.Tool) bool { return x.Name == "late" }) {
+			break
+		}
+	}
+	w.readPoison(c)
+	if res := c.call("late", map[string]any{}); !res.IsError || !strings.HasPrefix(text(res), "pedigree denied") {
+		t.Fatalf("a new tool without a catalog entry, in a tainted session: %q", text(res))
+	}
 }
