@@ -144,10 +144,12 @@ func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte,
 // stripMeta removes every io.pedigree/ key an upstream put in its result:
 // only the gateway speaks for pedigree, and an upstream must not be able to
 // forge a decision the host would read as ours.
-func stripMeta(res *mcp.CallToolResult) {
-	for k := range res.Meta {
+func stripMeta(res *mcp.CallToolResult) { stripKeys(res.Meta) }
+
+func stripKeys(m mcp.Meta) {
+	for k := range m {
 		if strings.HasPrefix(k, metaPrefix) {
-			delete(res.Meta, k)
+			delete(m, k)
 		}
 	}
 }
