@@ -313,5 +313,12 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	rand.Read(b)
 	s := &session{id: "mcp-" + hex.EncodeToString(b)}
 	g.sessions[ss] = s
+	// Forget the session when it ends (streamable HTTP has many).
+	go func() {
+		ss.Wait()
+		g.mu.Lock()
+		delete(g.sessions, ss)
+		g.mu.Unlock()
+	}()
 	return s
 }
