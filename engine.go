@@ -3,6 +3,7 @@ package pedigree
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,12 +19,12 @@ import (
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
-// Files in the data directory besides the store.
+// Files in the data directory besides the store. The operator key is not
+// among them: Init writes it where WithOperatorKeyFile says.
 const (
-	OperatorKeyFile = "operator.key"
-	FreezeFile      = "registry.freeze"
-	ToolsFile       = "tools.yaml"
-	ModelFile       = "trajectory-model.json"
+	FreezeFile = "registry.freeze"
+	ToolsFile  = "tools.yaml"
+	ModelFile  = "trajectory-model.json"
 )
 
 // DefaultTau is the strong-edge threshold unless init is told otherwise.
@@ -50,6 +51,11 @@ type config struct {
 	inMemory   bool
 	noSync     bool
 	gateTimout time.Duration
+	trustRoot  *TrustRoot
+	// Init only.
+	operatorKeyFile string
+	operator        *registry.Signer
+	maxApprovalTTL  time.Duration
 }
 
 // Option configures an Engine.
@@ -100,9 +106,27 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// Init creates a data directory: the store, τ, and the operator key (written
-// to dir/operator.key, mode 0600), which signs the registry freeze. It
-// refuses a directory that already holds a store.
+// WithOperatorKeyFile makes Init write a new operator key to path (PEM,
+// mode 0600, never overwriting) and its public half, the trust root, beside
+// it (TrustRootPath). Keep path outside the data directory: whoever can
+// write the directory must not find the key that freezes its registry.
+func WithOperatorKeyFile(path string) Option { return func(c *config) { c.operatorKeyFile = path } }
+
+// WithOperatorSigner makes Init use an operator key the caller holds
+// (nothing is written).
+func WithOperatorSigner(s *registry.Signer) Option { return func(c *config) { c.operator = s } }
+
+// WithMaxApprovalTTL sets, at Init, the cap on every approval's lifetime
+// (default registry.DefaultMaxApprovalTTL); it is frozen with the registry.
+func WithMaxApprovalTTL(d time.Duration) Option { return func(c *config) { c.maxApprovalTTL = d } }
+
+// ErrNoOperatorKey: Init was told neither where to write the operator key
+// nor which one to use.
+var ErrNoOperatorKey = errors.New("pedigree: Init needs WithOperatorKeyFile or WithOperatorSigner, exactly one")
+
+// Init creates a data directory: the store, τ, the approval cap, and the
+// operator key that signs the registry freeze (see WithOperatorKeyFile and
+// WithOperatorSigner). It refuses a directory that already holds a store.
 func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine, error) {
 	if err := registry.ValidateTau(tau); err != nil {
 		return nil, err
@@ -111,29 +135,52 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if c.inMemory {
 		return nil, errors.New("pedigree: Init makes a data directory; use NewInMemory for an in-memory engine")
 	}
-	if fileExists(filepath.Join(dir, OperatorKeyFile)) {
-		return nil, fmt.Errorf("%s: %w", dir, store.ErrExists)
+	if (c.operatorKeyFile == "") == (c.operator == nil) {
+		return nil, ErrNoOperatorKey
+	}
+	if c.maxApprovalTTL < 0 {
+		return nil, fmt.Errorf("%w, got %s", registry.ErrBadTTL, c.maxApprovalTTL)
+	}
+	op := c.operator
+	var priv ed25519.PrivateKey
+	if op == nil {
+		var err error
+		if op, priv, err = registry.GenerateSigner(nil); err != nil {
+			return nil, err
+		}
+		// Refuse before anything is made: a key is never overwritten.
+		for _, p := range []string{c.operatorKeyFile, TrustRootPath(c.operatorKeyFile)} {
+			if fileExists(p) {
+				return nil, fmt.Errorf("%s: %w", p, os.ErrExist)
+			}
+		}
 	}
 	db, err := store.Create(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
 	}
 	// Anything that fails from here leaves no half-made store behind.
+	var written []string
 	undo := func(err error) (*Engine, error) {
 		db.Close()
 		os.RemoveAll(filepath.Join(dir, "db"))
-		os.Remove(filepath.Join(dir, OperatorKeyFile))
+		for _, p := range written {
+			os.Remove(p)
+		}
 		return nil, err
 	}
-	op, priv, err := registry.GenerateSigner(nil)
-	if err != nil {
+	if err := registry.BootstrapWith(db, registry.Config{Tau: tau, Operator: op.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		return undo(err)
 	}
-	if err := registry.Bootstrap(db, tau, op.Public(), c.clock()); err != nil {
-		return undo(err)
-	}
-	if err := registry.WritePrivateKeyFile(filepath.Join(dir, OperatorKeyFile), priv); err != nil {
-		return undo(err)
+	if priv != nil {
+		if err := registry.WritePrivateKeyFile(c.operatorKeyFile, priv); err != nil {
+			return undo(err)
+		}
+		written = append(written, c.operatorKeyFile)
+		if err := registry.WritePublicKeyFile(TrustRootPath(c.operatorKeyFile), op.Public()); err != nil {
+			return undo(err)
+		}
+		written = append(written, TrustRootPath(c.operatorKeyFile))
 	}
 	return open(ctx, db, dir, c)
 }
@@ -147,7 +194,7 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 	if err != nil {
 		return nil, err
 	}
-	if err := registry.Bootstrap(db, tau, operator.Public(), c.clock()); err != nil {
+	if err := registry.BootstrapWith(db, registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -169,6 +216,9 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	fail := func(err error) (*Engine, error) { db.Close(); return nil, err }
 	reg, err := registry.Load(db)
 	if err != nil {
+		return fail(err)
+	}
+	if err := c.trustRoot.check(reg); err != nil {
 		return fail(err)
 	}
 	graph := lineage.New(db, reg, c.log)
@@ -534,6 +584,9 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if ttl == 0 {
 		ttl = DefaultApprovalTTL
 	}
+	if limit := e.reg.MaxApprovalTTL(); ttl > limit {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is over the cap of %s (set at init)", gate.ErrApproval, ttl, limit)
+	}
 	d, err := e.gate.Decision(decisionID)
 	if err != nil {
 		return nil, err
@@ -567,7 +620,19 @@ func (e *Engine) Trace(ctx context.Context, id string, o lineage.TraceOptions) (
 // Verify checks the whole store: every entry, every edge and label, the
 // log over entries and decisions, and every checkpoint.
 func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
-	return e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs})
+	return e.VerifyCheckpoints(ctx, nil)
+}
+
+// VerifyCheckpoints is Verify, and checks that the store extends each of
+// cps, checkpoints kept elsewhere: a store behind one (an old copy
+// restored) or not an extension of one (rewritten, or rebuilt with another
+// operator key) is a problem in the report.
+func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error) {
+	r, err := e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs, Checkpoints: cps})
+	if r != nil {
+		r.TrustRoot = e.TrustRoot()
+	}
+	return r, err
 }
 
 // Checkpoint signs the log's current size and root with the operator key
@@ -584,5 +649,62 @@ func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 	if err != nil {
 		return nil, err
 	}
-	return cp, e.graph.AddCheckpoint(ctx, cp)
+	return e.AddCheckpoint(ctx, cp)
+}
+
+// AddCheckpoint stores a checkpoint signed elsewhere. Stored checkpoints
+// are never overwritten: when one of the same size is stored, that one is
+// returned (its root is the same, or one of them would not have been
+// stored).
+func (e *Engine) AddCheckpoint(ctx context.Context, cp *lineage.Checkpoint) (*lineage.Checkpoint, error) {
+	err := e.graph.AddCheckpoint(ctx, cp)
+	if !errors.Is(err, lineage.ErrCheckpointExists) {
+		return cp, err
+	}
+	cps, err := e.graph.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	for i := range cps {
+		if cps[i].Size == cp.Size && cps[i].Root == cp.Root {
+			return &cps[i], nil
+		}
+	}
+	return nil, fmt.Errorf("checkpoint %d: %w", cp.Size, lineage.ErrCheckpointExists)
+}
+
+// ProveAgainst proves an entry (by ID or prefix) or else a decision
+// against a checkpoint kept elsewhere, after checking that the store
+// extends it (lineage.ErrNotExtension when not).
+func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id, err := e.logID(idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return e.graph.ProveAgainst(id, cp)
+}
+
+// ConsistencyFrom proves that the store's log extends a checkpoint kept
+// elsewhere, up to the stored checkpoint of newSize (0: the current head).
+func (e *Engine) ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, newSize uint64) (*lineage.ConsistencyProof, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.graph.ConsistencyFrom(old, newSize)
+}
+
+// logID resolves an entry prefix, else a decision ID or prefix.
+func (e *Engine) logID(idOrPrefix string) (string, error) {
+	id, err := e.Resolve(idOrPrefix)
+	if err != nil {
+		d, derr := e.gate.Decision(idOrPrefix)
+		if derr != nil {
+			return "", err
+		}
+		id = d.ID
+	}
+	return id, nil
 }

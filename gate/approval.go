@@ -16,7 +16,6 @@ import (
 
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
-	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -25,82 +24,6 @@ func approvalPrefix(session, action string) []byte {
 	b = append(b, 0)
 	b = append(b, action...)
 	return append(b, 0)
-}
-
-// Approve records a signed approval entry for a logged decision. The
-// approval binds the decision's session and the digest of its exact tool and
-// canonical arguments; the next identical check in that session is allowed
-// once and consumes it. The approver must be a user-tier principal.
-func (g *Gate) Approve(ctx context.Context, env []byte) (*lineage.Node, error) {
-	st, _, _, err := lineage.Open(env)
-	if err != nil {
-		return nil, err
-	}
-	if st.Kind != lineage.KindApproval {
-		return nil, fmt.Errorf("%w: an approval entry is needed, not %s", ErrApproval, st.Kind)
-	}
-	p, ok := g.graph.Registry().Lookup(st.Principal)
-	if !ok {
-		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
-	}
-	if p.Tier != registry.User {
-		return nil, fmt.Errorf("%w: %s is %s tier; only a user-tier principal approves", ErrApproval, p.ID, p.Tier)
-	}
-	d, err := g.Decision(st.Approval.Decision)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case d.Decision == Allow:
-		return nil, fmt.Errorf("%w: decision %s already allowed the call", ErrApproval, d.ID[:12])
-	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
-		return nil, fmt.Errorf("%w: the approval does not bind the decision's session and action", ErrApproval)
-	}
-	exp, _ := time.Parse(time.RFC3339Nano, st.Approval.Expires)
-	if !exp.After(g.clock()) {
-		return nil, fmt.Errorf("%w: the approval has already expired", ErrApproval)
-	}
-	n, err := g.graph.Insert(ctx, env, nil)
-	if err != nil {
-		return nil, err
-	}
-	k := append(approvalPrefix(st.Session, st.Approval.Action), n.ID...)
-	err = g.db.Update(func(t *store.Txn) error { return t.Set(k, []byte(st.Approval.Expires)) })
-	return n, err
-}
-
-// approvals lists the approvals that can still allow this exact action in
-// this session: unused, unexpired, by a user-tier principal.
-func (g *Gate) approvals(session, action string, now time.Time) (*ast.Term, error) {
-	var out []*ast.Term
-	prefix := approvalPrefix(session, action)
-	err := g.db.View(func(t *store.Txn) error {
-		return t.Iterate(prefix, true, func(k, v []byte) error {
-			id := string(k[len(prefix):])
-			exp, err := time.Parse(time.RFC3339Nano, string(v))
-			if err != nil || !exp.After(now) {
-				return nil
-			}
-			if used, err := t.Has([]byte(pUsed + id)); err != nil || used {
-				return err
-			}
-			env, err := t.Get([]byte("e/" + id))
-			if err != nil {
-				return nil
-			}
-			st, _, _, err := lineage.Open(env)
-			if err != nil {
-				return nil
-			}
-			p, ok := g.graph.Registry().Lookup(st.Principal)
-			if !ok || p.Tier != registry.User {
-				return nil
-			}
-			out = append(out, obj("id", str(id), "approver", str(p.ID), "approver_tier", str(p.Tier.String()), "expires", str(string(v))))
-			return nil
-		})
-	})
-	return ast.ArrayTerm(out...), err
 }
 
 // Decision returns a logged decision by ID or unique prefix.

@@ -67,8 +67,9 @@ const (
 	pDecision    = "g/"  // g/<decision id> -> the decision's JSON without its ID: the bytes its ID hashes
 	pInput       = "gi/" // gi/<decision id> -> the policy input it was made on
 	pDecisionSeq = "gq/" // gq/<seq> -> decision id
-	pApproval    = "a/"  // a/<session>\x00<action>\x00<approval id> -> expiry
+	pApproval    = "a/"  // a/<session>\x00<action>\x00<approval id> -> expiry: an index only; at use each approval it names is re-checked from its signed entry (grant.go)
 	pUsed        = "au/" // au/<approval id> -> decision id that used it
+	pApproved    = "ad/" // ad/<decision id> -> approval id: one decision, one approval; written with the approval entry (deleting it lets the approver approve again, which still needs the approver's key)
 	pTrajectory  = "t/"  // t/<session> -> trajectory.State
 )
 

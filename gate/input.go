@@ -123,7 +123,7 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		return nil, nil, err
 	}
 	alerts := state.Observe(tc, g.model)
-	approvals, err := g.approvals(st.Session, d.ArgsDigest, now)
+	approvals, err := g.approvals(d, now)
 	if err != nil {
 		return nil, nil, err
 	}

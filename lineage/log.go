@@ -251,7 +251,11 @@ func (g *Graph) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
 			return fmt.Errorf("%w: checkpoint root %s is not the log's root at size %d", ErrMalformed, cp.Root, cp.Size)
 		}
 		b, _ := json.Marshal(cp)
-		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), cp.Size), b)
+		k := binary.BigEndian.AppendUint64([]byte(pCheckpoint), cp.Size)
+		if err := refuseOverwrite(t, k, b); err != nil {
+			return err
+		}
+		return t.Set(k, b)
 	}, 512)
 }
 
@@ -324,8 +328,12 @@ func (g *Graph) Prove(id string, size uint64) (*InclusionProof, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.prove(id, cp)
+}
+
+func (g *Graph) prove(id string, cp *Checkpoint) (*InclusionProof, error) {
 	p := &InclusionProof{ID: id, Checkpoint: *cp}
-	err = g.db.View(func(t *store.Txn) error {
+	err := g.db.View(func(t *store.Txn) error {
 		var b []byte
 		for _, kind := range []byte{LeafEntry, LeafDecision} {
 			var err error
@@ -456,7 +464,7 @@ func unhexOne(h string) []byte {
 // entry or decision that is stored (decided by exists), each stored node
 // hash must match, every checkpoint must be signed by the operator and
 // match the root at its size, and every stored entry must be logged.
-func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]uint64, exists func(kind byte, id string) error, bad func(string, string, ...any)) error {
+func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]uint64, external []Checkpoint, exists func(kind byte, id string) error, bad func(string, string, ...any)) error {
 	cps := map[uint64]Checkpoint{}
 	if err := t.Iterate([]byte(pCheckpoint), true, func(_, v []byte) error {
 		var c Checkpoint
@@ -473,14 +481,19 @@ func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]
 	}); err != nil {
 		return err
 	}
+	ext := externalCheckpoints(g, external, bad)
 	checkRoot := func(size uint64, r *compact.Range) {
 		c, ok := cps[size]
-		if !ok {
+		e, isExt := ext[size]
+		if !ok && !isExt {
 			return
 		}
 		root, err := r.GetRootHash(nil)
-		if err != nil || hex.EncodeToString(root) != c.Root {
+		if ok && (err != nil || hex.EncodeToString(root) != c.Root) {
 			bad("", "the log's first %d leaves do not hash to checkpoint %d's root: an entry or decision was deleted, reordered or rewritten", size, size)
+		}
+		if isExt && (err != nil || hex.EncodeToString(root) != e.Root) {
+			bad("", "the store is not an extension of the checkpoint kept elsewhere: its first %d leaves do not hash to that checkpoint's root", size)
 		}
 	}
 	r := rangeFactory.NewEmptyRange(0)
@@ -533,10 +546,44 @@ func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]
 			bad("", "checkpoint %d is larger than the log (%d leaves): leaves were deleted", size, r.End())
 		}
 	}
+	for size := range ext {
+		if size > r.End() {
+			bad("", "the store is behind the checkpoint kept elsewhere: its log has %d leaves, the checkpoint %d (an old copy restored, or leaves deleted)", r.End(), size)
+		}
+	}
 	for id := range entries {
 		if !logged[id] {
 			bad(id, "entry is not in the log")
 		}
+	}
+	return nil
+}
+
+// externalCheckpoints keeps the checkpoints kept elsewhere that the
+// operator signed; one that is not is a problem (a store rebuilt with
+// another operator key fails here).
+func externalCheckpoints(g *Graph, cps []Checkpoint, bad func(string, string, ...any)) map[uint64]Checkpoint {
+	out := map[uint64]Checkpoint{}
+	for _, c := range cps {
+		if err := g.checkCheckpoint(&c); err != nil {
+			bad("", "the checkpoint kept elsewhere (size %d) is not signed by this store's operator key", c.Size)
+			continue
+		}
+		out[c.Size] = c
+	}
+	return out
+}
+
+// refuseOverwrite refuses to replace a stored checkpoint with other bytes.
+func refuseOverwrite(t *store.Txn, k, b []byte) error {
+	old, err := t.Get(k)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !bytes.Equal(old, b):
+		return ErrCheckpointExists
 	}
 	return nil
 }

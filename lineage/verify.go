@@ -21,6 +21,9 @@ type Problem struct {
 type Report struct {
 	Entries  int       `json:"entries"`
 	Problems []Problem `json:"problems"`
+	// TrustRoot is how the store's registry is anchored outside it ("pinned
+	// key", "pinned digest" or "none"), filled in by the engine, which knows.
+	TrustRoot string `json:"trust_root,omitempty"`
 }
 
 // OK reports whether nothing was found wrong.
@@ -42,6 +45,9 @@ type VerifyOptions struct {
 	Decision func(t *store.Txn, id string) error
 	// Decisions lists every stored decision, each of which must be logged.
 	Decisions func(t *store.Txn) ([]string, error)
+	// Checkpoints are checkpoints kept elsewhere: the store must extend
+	// each (at least its size, and its root at that size).
+	Checkpoints []Checkpoint
 }
 
 // VerifyWith is Verify, with the log's decisions checked by o.
@@ -98,7 +104,7 @@ func (g *Graph) VerifyWith(ctx context.Context, o VerifyOptions) (*Report, error
 			}
 			return nil
 		}
-		if err := g.verifyLog(ctx, t, seen, exists, bad); err != nil {
+		if err := g.verifyLog(ctx, t, seen, o.Checkpoints, exists, bad); err != nil {
 			return err
 		}
 		if o.Decisions != nil {

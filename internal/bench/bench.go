@@ -93,7 +93,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		defer os.RemoveAll(dir)
 	}
 	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Irreversible: true, ExternalSink: true, Role: "send"}}}
-	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat))
+	op, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		return nil, err
+	}
+	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithOperatorSigner(op))
 	if err != nil {
 		return nil, err
 	}
@@ -109,10 +113,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err := e.AddPrincipal(ctx, p); err != nil {
 			return nil, err
 		}
-	}
-	op, err := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
-	if err != nil {
-		return nil, err
 	}
 	if err := e.Freeze(ctx, op); err != nil {
 		return nil, err

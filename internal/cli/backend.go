@@ -33,6 +33,9 @@ type backend interface {
 	Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error)
 	Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error)
 	Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error)
+	VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error)
+	ProveAgainst(ctx context.Context, id string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error)
+	ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, newSize uint64) (*lineage.ConsistencyProof, error)
 	Close() error
 }
 
@@ -114,5 +117,14 @@ func (l local) Prove(_ context.Context, id string, size uint64) (*lineage.Inclus
 }
 func (l local) Consistency(_ context.Context, o, n uint64) (*lineage.ConsistencyProof, error) {
 	return l.e.Graph().Consistency(o, n)
+}
+func (l local) VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error) {
+	return l.e.VerifyCheckpoints(ctx, cps)
+}
+func (l local) ProveAgainst(ctx context.Context, id string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error) {
+	return l.e.ProveAgainst(ctx, id, cp)
+}
+func (l local) ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, n uint64) (*lineage.ConsistencyProof, error) {
+	return l.e.ConsistencyFrom(ctx, old, n)
 }
 func (l local) Close() error { return l.e.Close() }

@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pedigree-ai/pedigree/lineage"
 )
 
 // Exit codes: the contract in CLI.md, defined once. Every verb returns an
@@ -19,7 +21,9 @@ const exitCodesHelp = `Exit codes:
   0  success; for gate check, allow
   1  operational error: bad input, unknown entry, I/O, a store that cannot be opened
   2  usage error: unknown verb or flag, missing argument
-  3  a negative verdict: gate check denied, verify found tampering, replay disagreed with expect
+  3  a negative verdict: gate check denied, verify found tampering, the store does not extend
+     a checkpoint kept elsewhere (verify --checkpoint, log prove/consistency --checkpoint-file),
+     replay disagreed with expect
   4  gate check needs a human (ask)`
 
 // usageError marks a mistake in how the command was called.
@@ -48,6 +52,10 @@ func exitCode(err error) int {
 		return v.code
 	case errors.As(err, &u):
 		return ExitUsage
+	case errors.Is(err, lineage.ErrNotExtension):
+		// The store does not extend a checkpoint kept elsewhere: a
+		// negative verdict on the store, as verify's.
+		return ExitNegative
 	}
 	return ExitError
 }

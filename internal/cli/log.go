@@ -3,12 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -37,7 +36,10 @@ func newLogCheckpoint(a *app) *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opKey == "" {
-				opKey = filepath.Join(a.dir, pedigree.OperatorKeyFile)
+				var err error
+				if opKey, err = a.defaultOperatorKey(); err != nil {
+					return err
+				}
 			}
 			e, err := a.backend(cmd.Context())
 			if err != nil {
@@ -57,25 +59,48 @@ func newLogCheckpoint(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default DIR/operator.key)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 
 func newLogProve(a *app) *cobra.Command {
 	var size uint64
+	var cpFile string
 	cmd := &cobra.Command{
-		Use:   "prove ID [--checkpoint SIZE]",
+		Use:   "prove ID [--checkpoint SIZE | --checkpoint-file FILE]",
 		Short: "An inclusion proof of an entry or decision against a checkpoint",
 		Long: `Build an inclusion proof for an entry or a decision (ID, or a unique prefix of an
-entry ID) against a checkpoint (default: the latest), verify it, and print it.`,
+entry ID) against a checkpoint (default: the latest stored), verify it, and print it.
+
+--checkpoint-file FILE proves against a checkpoint kept elsewhere (the JSON that
+'pedigree log checkpoint -o json' printed) instead of the store's own copy; exit 3
+when the store is behind it or is not an extension of it.
+
+Example:
+  pedigree log prove 3f2a9c1e --checkpoint-file /media/usb/checkpoint.json`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cpFile != "" && size != 0 {
+				return usagef("give --checkpoint SIZE or --checkpoint-file FILE, not both")
+			}
+			var ext *lineage.Checkpoint
+			if cpFile != "" {
+				var err error
+				if ext, err = readCheckpointFile(cpFile); err != nil {
+					return err
+				}
+			}
 			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			p, err := e.Prove(cmd.Context(), args[0], size)
+			var p *lineage.InclusionProof
+			if ext != nil {
+				p, err = e.ProveAgainst(cmd.Context(), args[0], ext)
+			} else {
+				p, err = e.Prove(cmd.Context(), args[0], size)
+			}
 			if err != nil {
 				return err
 			}
@@ -88,29 +113,67 @@ entry ID) against a checkpoint (default: the latest), verify it, and print it.`,
 		},
 	}
 	cmd.Flags().Uint64Var(&size, "checkpoint", 0, "the checkpoint's size (default: the latest)")
+	cmd.Flags().StringVar(&cpFile, "checkpoint-file", "", "prove against this checkpoint kept elsewhere (JSON from 'log checkpoint -o json')")
 	return cmd
 }
 
 func newLogConsistency(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "consistency OLD NEW",
+	var cpFile string
+	cmd := &cobra.Command{
+		Use:   "consistency (OLD NEW | --checkpoint-file FILE [NEW])",
 		Short: "A consistency proof between two checkpoints (by size)",
-		Args:  exactArgs(2),
+		Long: `Prove that the tree of checkpoint OLD is a prefix of checkpoint NEW's (both stored,
+by size), and verify the proof.
+
+--checkpoint-file FILE takes the old checkpoint from outside the store (the JSON
+that 'pedigree log checkpoint -o json' printed), and proves the store's log extends
+it, up to the stored checkpoint NEW or, without NEW, the log's current head; exit 3
+when the store is behind it or is not an extension of it.
+
+Example:
+  pedigree log consistency 10 42
+  pedigree log consistency --checkpoint-file /media/usb/checkpoint.json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var sizes [2]uint64
-			for i, s := range args {
+			want := 2
+			if cpFile != "" {
+				want = 1
+				if len(args) == 0 {
+					want = 0
+				}
+			}
+			if len(args) != want {
+				return usagef("want OLD NEW, or --checkpoint-file FILE [NEW]")
+			}
+			var sizes []uint64
+			for _, s := range args {
 				n, err := strconv.ParseUint(s, 10, 64)
 				if err != nil {
 					return usagef("checkpoint sizes are whole numbers, not %q", s)
 				}
-				sizes[i] = n
+				sizes = append(sizes, n)
+			}
+			var ext *lineage.Checkpoint
+			if cpFile != "" {
+				var err error
+				if ext, err = readCheckpointFile(cpFile); err != nil {
+					return err
+				}
 			}
 			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			p, err := e.Consistency(cmd.Context(), sizes[0], sizes[1])
+			var p *lineage.ConsistencyProof
+			if ext != nil {
+				var n uint64
+				if len(sizes) == 1 {
+					n = sizes[0]
+				}
+				p, err = e.ConsistencyFrom(cmd.Context(), ext, n)
+			} else {
+				p, err = e.Consistency(cmd.Context(), sizes[0], sizes[1])
+			}
 			if err != nil {
 				return err
 			}
@@ -123,4 +186,6 @@ func newLogConsistency(a *app) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringVar(&cpFile, "checkpoint-file", "", "the old checkpoint, kept elsewhere (JSON from 'log checkpoint -o json')")
+	return cmd
 }

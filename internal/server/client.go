@@ -135,7 +135,7 @@ func (c *Client) Registry(ctx context.Context) (frozen bool, tau float64, ps []r
 		if err != nil {
 			return false, 0, nil, err
 		}
-		ps = append(ps, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
+		ps = append(ps, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub, Approver: p.Approver})
 	}
 	return out.Frozen, out.Tau, ps, nil
 }
@@ -274,10 +274,49 @@ func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 	if err != nil {
 		return nil, err
 	}
-	if err := c.do(ctx, "POST", "/v1/log/checkpoints", checkpointRequest{Checkpoint: *cp}, nil); err != nil {
+	var stored lineage.Checkpoint
+	if err := c.do(ctx, "POST", "/v1/log/checkpoints", checkpointRequest{Checkpoint: *cp}, &stored); err != nil {
 		return nil, err
 	}
-	return cp, nil
+	return &stored, nil
+}
+
+// VerifyCheckpoints asks the server to verify its store, and that it
+// extends each of cps (checkpoints kept elsewhere).
+func (c *Client) VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error) {
+	var r lineage.Report
+	if err := c.do(ctx, "POST", "/v1/verify", verifyRequest{Checkpoints: cps}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ProveAgainst returns an inclusion proof against a checkpoint kept
+// elsewhere, verified here against that checkpoint, not the server's copy.
+func (c *Client) ProveAgainst(ctx context.Context, id string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error) {
+	var p lineage.InclusionProof
+	if err := c.do(ctx, "POST", "/v1/log/prove-against", proveAgainstRequest{ID: id, Checkpoint: *cp}, &p); err != nil {
+		return nil, err
+	}
+	p.Checkpoint = *cp
+	if err := p.Verify(); err != nil {
+		return nil, fmt.Errorf("%w: %v", lineage.ErrNotExtension, err)
+	}
+	return &p, nil
+}
+
+// ConsistencyFrom returns a consistency proof from a checkpoint kept
+// elsewhere, verified here against that checkpoint.
+func (c *Client) ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, newSize uint64) (*lineage.ConsistencyProof, error) {
+	var p lineage.ConsistencyProof
+	if err := c.do(ctx, "POST", "/v1/log/consistency-from", consistencyFromRequest{Checkpoint: *old, New: newSize}, &p); err != nil {
+		return nil, err
+	}
+	p.Old = *old
+	if err := p.Verify(); err != nil {
+		return nil, fmt.Errorf("%w: %v", lineage.ErrNotExtension, err)
+	}
+	return &p, nil
 }
 
 // Prove returns a verified inclusion proof (verified again here).

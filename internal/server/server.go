@@ -232,9 +232,13 @@ func (s *Server) routes() {
 	})
 	s.route("GET", "/v1/trace/{id}", s.trace)
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
+		var req verifyRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
 		// Verifying a large store takes longer than a write timeout.
 		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		rep, err := s.e.Verify(r.Context())
+		rep, err := s.e.VerifyCheckpoints(r.Context(), req.Checkpoints)
 		if err != nil {
 			return err
 		}
@@ -259,10 +263,33 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		if err := s.e.Graph().AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
+		cp, err := s.e.AddCheckpoint(r.Context(), &req.Checkpoint)
+		if err != nil {
 			return err
 		}
-		return reply(w, req.Checkpoint)
+		return reply(w, cp)
+	})
+	s.route("POST", "/v1/log/prove-against", func(w http.ResponseWriter, r *http.Request) error {
+		var req proveAgainstRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		p, err := s.e.ProveAgainst(r.Context(), req.ID, &req.Checkpoint)
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
+	s.route("POST", "/v1/log/consistency-from", func(w http.ResponseWriter, r *http.Request) error {
+		var req consistencyFromRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		p, err := s.e.ConsistencyFrom(r.Context(), &req.Checkpoint, req.New)
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
 	})
 	s.route("GET", "/v1/log/prove/{id}", func(w http.ResponseWriter, r *http.Request) error {
 		size, err := intParam(r, "checkpoint")
@@ -332,7 +359,7 @@ func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
 	}
 	return reply(w, out)
 }

@@ -47,6 +47,17 @@ type (
 	checkpointRequest struct {
 		Checkpoint lineage.Checkpoint `json:"checkpoint"`
 	}
+	verifyRequest struct {
+		Checkpoints []lineage.Checkpoint `json:"checkpoints,omitempty"`
+	}
+	proveAgainstRequest struct {
+		ID         string             `json:"id"`
+		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+	}
+	consistencyFromRequest struct {
+		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+		New        uint64             `json:"new,omitempty"`
+	}
 	registryResponse struct {
 		Frozen     bool                `json:"frozen"`
 		Tau        float64             `json:"tau"`
@@ -56,6 +67,7 @@ type (
 		ID        string        `json:"id"`
 		Tier      registry.Tier `json:"tier"`
 		PublicKey string        `json:"public_key"`
+		Approver  bool          `json:"approver,omitempty"`
 	}
 	nodeResponse struct {
 		Node    *lineage.Node  `json:"node"`
@@ -110,6 +122,8 @@ var errorKinds = []struct {
 	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
 	{"not_logged", lineage.ErrNotLogged, http.StatusNotFound},
 	{"no_checkpoint", lineage.ErrNoCheckpoint, http.StatusNotFound},
+	{"not_extension", lineage.ErrNotExtension, http.StatusConflict},
+	{"checkpoint_exists", lineage.ErrCheckpointExists, http.StatusConflict},
 	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
