@@ -62,8 +62,12 @@ Example:
 			}
 			defer e.Close()
 			pub := pedigree.TrustRootPath(key)
+			pk, err := registry.LoadPublicKey(pub)
+			if err != nil {
+				return err
+			}
 			out := initOutput{Version: 1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: key, TrustRoot: pub,
-				OperatorKeySHA256: registry.KeyFingerprint(e.Registry().OperatorKey())}
+				OperatorKeySHA256: registry.KeyFingerprint(pk)}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "initialised %s (tau %v, approvals at most %s)\n", a.dir, tau, maxTTL)
 				fmt.Fprintf(w, "operator key: %s (it freezes the registry and signs checkpoints: keep it off this host after freeze)\n", key)

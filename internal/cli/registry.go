@@ -70,10 +70,14 @@ Example:
 				return err
 			}
 			defer e.Close()
-			if e.Registry().Frozen() {
+			reg, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if reg.Frozen {
 				return registry.ErrFrozen
 			}
-			if _, dup := e.Registry().Lookup(id); dup {
+			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
 			}
 			var pub ed25519.PublicKey
@@ -148,7 +152,9 @@ Example:
 				return err
 			}
 			defer e.Close()
-			if e.Registry().Frozen() {
+			if reg, err := e.Registry(cmd.Context()); err != nil {
+				return err
+			} else if reg.Frozen {
 				return registry.ErrFrozen
 			}
 			op, err := registry.LoadSigner(opKey)
@@ -158,13 +164,13 @@ Example:
 			if err := e.Freeze(cmd.Context(), op); err != nil {
 				return err
 			}
-			n := len(e.Registry().List())
-			digest, err := e.Registry().FreezeDigest()
+			reg, err := e.Registry(cmd.Context())
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": e.Registry().Tau(), "freeze_digest": digest}, func(w io.Writer) {
-				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\nfreeze digest: %s\n", n, e.Registry().Tau(), digest)
+			n := len(reg.Principals)
+			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": reg.Tau, "freeze_digest": reg.FreezeDigest}, func(w io.Writer) {
+				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\nfreeze digest: %s\n", n, reg.Tau, reg.FreezeDigest)
 			})
 		},
 	}
@@ -183,10 +189,11 @@ func newRegistryList(a *app) *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			frozen, tau, ps, err := e.Registry(cmd.Context())
+			reg, err := e.Registry(cmd.Context())
 			if err != nil {
 				return err
 			}
+			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
 			type row struct {
 				ID        string `json:"id"`
 				Tier      string `json:"tier"`

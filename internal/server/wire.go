@@ -62,24 +62,16 @@ type (
 		Frozen     bool                `json:"frozen"`
 		Tau        float64             `json:"tau"`
 		Principals []principalResponse `json:"principals"`
+		// FreezeDigest, MaxApprovalTTL and TrustRoot: see pedigree.RegistryView.
+		FreezeDigest   string `json:"freeze_digest,omitempty"`
+		MaxApprovalTTL string `json:"max_approval_ttl,omitempty"`
+		TrustRoot      string `json:"trust_root,omitempty"`
 	}
 	principalResponse struct {
 		ID        string        `json:"id"`
 		Tier      registry.Tier `json:"tier"`
 		PublicKey string        `json:"public_key"`
 		Approver  bool          `json:"approver,omitempty"`
-	}
-	nodeResponse struct {
-		Node    *lineage.Node  `json:"node"`
-		Parents []lineage.Edge `json:"parents"`
-	}
-	// EntryView is an entry as `lineage show` needs it.
-	EntryView struct {
-		Node           *lineage.Node  `json:"node"`
-		Parents        []lineage.Edge `json:"parents"`
-		Envelope       []byte         `json:"envelope"`
-		Content        []byte         `json:"content,omitempty"`
-		SignatureError string         `json:"signature_error,omitempty"`
 	}
 	traceResponse struct {
 		Root      *lineage.Node    `json:"root"`

@@ -1,0 +1,203 @@
+package pedigree
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Files in the data directory besides the store. The operator key is not
+// among them: Init writes it where WithOperatorKeyFile says.
+const (
+	FreezeFile = "registry.freeze"
+	ToolsFile  = "tools.yaml"
+	ModelFile  = "trajectory-model.json"
+)
+
+// DefaultTau is the strong-edge threshold unless init is told otherwise.
+const DefaultTau = 0.5
+
+// WithOperatorKeyFile makes Init write a new operator key to path (PEM,
+// mode 0600, never overwriting) and its public half, the trust root, beside
+// it (TrustRootPath). Keep path outside the data directory: whoever can
+// write the directory must not find the key that freezes its registry.
+func WithOperatorKeyFile(path string) Option { return func(c *config) { c.operatorKeyFile = path } }
+
+// WithOperatorSigner makes Init use an operator key the caller holds
+// (nothing is written).
+func WithOperatorSigner(s *registry.Signer) Option { return func(c *config) { c.operator = s } }
+
+// WithMaxApprovalTTL sets, at Init, the cap on every approval's lifetime
+// (default registry.DefaultMaxApprovalTTL); it is frozen with the registry.
+func WithMaxApprovalTTL(d time.Duration) Option { return func(c *config) { c.maxApprovalTTL = d } }
+
+// ErrNoOperatorKey: Init was told neither where to write the operator key
+// nor which one to use.
+var ErrNoOperatorKey = errors.New("pedigree: Init needs WithOperatorKeyFile or WithOperatorSigner, exactly one")
+
+// Init creates a data directory: the store, τ, the approval cap, and the
+// operator key that signs the registry freeze (see WithOperatorKeyFile and
+// WithOperatorSigner). It refuses a directory that already holds a store.
+func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine, error) {
+	if err := registry.ValidateTau(tau); err != nil {
+		return nil, err
+	}
+	c := newConfig(opts)
+	if c.inMemory {
+		return nil, errors.New("pedigree: Init makes a data directory; use NewInMemory for an in-memory engine")
+	}
+	if (c.operatorKeyFile == "") == (c.operator == nil) {
+		return nil, ErrNoOperatorKey
+	}
+	if c.maxApprovalTTL < 0 {
+		return nil, fmt.Errorf("%w, got %s", registry.ErrBadTTL, c.maxApprovalTTL)
+	}
+	op := c.operator
+	var priv ed25519.PrivateKey
+	if op == nil {
+		var err error
+		if op, priv, err = registry.GenerateSigner(nil); err != nil {
+			return nil, err
+		}
+		// Refuse before anything is made: a key is never overwritten.
+		for _, p := range []string{c.operatorKeyFile, TrustRootPath(c.operatorKeyFile)} {
+			if fileExists(p) {
+				return nil, fmt.Errorf("%s: %w", p, os.ErrExist)
+			}
+		}
+	}
+	db, err := store.Create(dir, store.Options{NoSync: c.noSync})
+	if err != nil {
+		return nil, err
+	}
+	// Anything that fails from here leaves no half-made store behind.
+	var written []string
+	undo := func(err error) (*Engine, error) {
+		db.Close()
+		os.RemoveAll(filepath.Join(dir, "db"))
+		for _, p := range written {
+			os.Remove(p)
+		}
+		return nil, err
+	}
+	if err := registry.BootstrapWith(db, registry.Config{Tau: tau, Operator: op.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+		return undo(err)
+	}
+	if priv != nil {
+		if err := registry.WritePrivateKeyFile(c.operatorKeyFile, priv); err != nil {
+			return undo(err)
+		}
+		written = append(written, c.operatorKeyFile)
+		if err := registry.WritePublicKeyFile(TrustRootPath(c.operatorKeyFile), op.Public()); err != nil {
+			return undo(err)
+		}
+		written = append(written, TrustRootPath(c.operatorKeyFile))
+	}
+	return open(ctx, db, dir, c)
+}
+
+// NewInMemory makes a fresh in-memory engine whose operator is the given
+// signer (replays and tests): register principals, Freeze, then use it.
+func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, opts ...Option) (*Engine, error) {
+	opts = append(opts, InMemory())
+	c := newConfig(opts)
+	db, err := store.Create("", store.Options{InMemory: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := registry.BootstrapWith(db, registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return open(ctx, db, "", c)
+}
+
+// Open opens an existing data directory. It refuses a store whose registry
+// was changed behind the engine's back since freeze (*registry.TamperError).
+func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
+	c := newConfig(opts)
+	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, db, dir, c)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// AddPrincipal registers a principal; ErrFrozen after freeze.
+func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return e.reg.Add(p)
+}
+
+// Freeze freezes the registry with the operator key, and keeps a copy of
+// the signed freeze record beside the store (registry.freeze).
+func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.reg.Freeze(operator, e.cfg.clock()); err != nil {
+		return err
+	}
+	if e.dir == "" {
+		return nil
+	}
+	rec, err := e.reg.FreezeRecord()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(e.dir, FreezeFile)
+	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
+		return fmt.Errorf("the registry is frozen, but its copy could not be written: %w", err)
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// checkFreezeAnchors refuses a store whose freeze record was deleted or
+// swapped: entries exist only after freeze, and the copy beside the store
+// must match the record in it.
+func checkFreezeAnchors(dir string, reg *registry.Registry, graph *lineage.Graph) error {
+	rec, err := reg.FreezeRecord()
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		n, err := graph.Count(1)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return &registry.TamperError{Differences: []string{"the store holds entries but no freeze record: it was deleted"}}
+		}
+	}
+	if dir == "" {
+		return nil
+	}
+	copyRec, err := os.ReadFile(filepath.Join(dir, FreezeFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case rec == nil:
+		return &registry.TamperError{Differences: []string{FreezeFile + " exists but the store has no freeze record: it was deleted"}}
+	case !bytes.Equal(copyRec, rec):
+		return &registry.TamperError{Differences: []string{"the store's freeze record differs from " + FreezeFile}}
+	}
+	return nil
+}
