@@ -7,6 +7,8 @@ package enginetest
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -238,4 +240,65 @@ func (w *World) Tamper(fn func(t *store.Txn) error) {
 	if err := db.Update(fn); err != nil {
 		w.T.Fatal(err)
 	}
+}
+
+// RebuildRegistry is the attack of someone who can write the data directory
+// but holds no key: it replaces the operator's public key row with one of
+// its own, deletes the freeze, registers user:eve (user tier, an approver)
+// and freezes again with the new key, and rewrites registry.freeze to
+// match. Every stored entry still verifies: the principals' keys are
+// untouched. It returns eve's key; the engine is left closed.
+func (w *World) RebuildRegistry() *registry.Signer {
+	w.T.Helper()
+	if w.E != nil {
+		w.E.Close()
+		w.E = nil
+	}
+	forged, _, _ := registry.GenerateSigner(nil)
+	eve, _, _ := registry.GenerateSigner(nil)
+	pemBytes, _ := registry.MarshalPublicKey(forged.Public())
+	db, err := store.Open(w.Dir, store.Options{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(t *store.Txn) error {
+		b, err := t.Get([]byte("reg/meta"))
+		if err != nil {
+			return err
+		}
+		var meta map[string]any
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return err
+		}
+		meta["operator_key"] = string(pemBytes)
+		b, _ = json.Marshal(meta)
+		if err := t.Set([]byte("reg/meta"), b); err != nil {
+			return err
+		}
+		return t.Delete([]byte("reg/freeze"))
+	})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	reg, err := registry.Load(db)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	if err := reg.Add(registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: eve.Public(), Approver: true}); err != nil {
+		w.T.Fatal(err)
+	}
+	if err := reg.Freeze(forged, time.Now()); err != nil {
+		w.T.Fatal(err)
+	}
+	rec, err := reg.FreezeRecord()
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	path := filepath.Join(w.Dir, pedigree.FreezeFile)
+	os.Remove(path)
+	if err := os.WriteFile(path, rec, 0o444); err != nil {
+		w.T.Fatal(err)
+	}
+	return eve
 }
