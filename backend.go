@@ -58,6 +58,9 @@ type Backend interface {
 	Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error)
 	// Consistency is a consistency proof between two checkpoints, verified.
 	Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error)
+	// Refusals is the refusal log: writes refused as attempts, oldest first
+	// (limit > 0: the last limit).
+	Refusals(ctx context.Context, limit int) ([]Refusal, error)
 	// VerifyCheckpoints is Verify, and checks that the store extends each
 	// checkpoint kept elsewhere.
 	VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error)

@@ -142,7 +142,14 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.reg.Add(p)
+	// A registration after freeze is an attempt worth logging; its payload
+	// digest covers the ID and the key, never the key itself.
+	if err := e.reg.Add(p); errors.Is(err, registry.ErrFrozen) {
+		return e.refused(err, p.ID, append([]byte(p.ID+"\x00"), p.PublicKey...))
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Freeze freezes the registry with the operator key, and keeps a copy of

@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"sync/atomic"
 	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -19,6 +20,8 @@ type Engine struct {
 	gate  *gate.Gate
 	cfg   config
 	dir   string
+	// refusals counts the refusals logged since open (refusal.go).
+	refusals atomic.Uint64
 }
 
 func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, error) {

@@ -417,3 +417,56 @@ func mustHead(t *testing.T, w *enginetest.World) string {
 	}
 	return ds[0]
 }
+
+// Item 17: every refused write leaves a row in the refusal log: a forged
+// signature, an unknown principal, a registration after freeze, a bad
+// approval, a refused call; never the payload or a key.
+func TestRefusedWritesAreLogged(t *testing.T) {
+	ctx := context.Background()
+	w := enginetest.New(t, enginetest.Default)
+	d, _ := taintedSession(t, w)
+	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
+	forged, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], st)
+	if _, err := w.E.Insert(ctx, forged, nil); !errors.Is(err, registry.ErrBadSignature) {
+		t.Fatal(err)
+	}
+	ghost, _, _ := registry.GenerateSigner(nil)
+	gst, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "user:ghost", Content: []byte("x"), Parents: []lineage.Parent{}})
+	genv, _, _ := lineage.Sign(ghost, gst)
+	if _, err := w.E.Insert(ctx, genv, nil); !errors.Is(err, registry.ErrUnknownPrincipal) {
+		t.Fatal(err)
+	}
+	if err := w.E.AddPrincipal(ctx, registry.Principal{ID: "user:late", Tier: registry.User, PublicKey: ghost.Public()}); !errors.Is(err, registry.ErrFrozen) {
+		t.Fatal(err)
+	}
+	if _, err := w.E.Approve(ctx, w.Keys["user:mallory"], "user:mallory", d.ID, 0); !errors.Is(err, gate.ErrApproval) {
+		t.Fatal(err)
+	}
+	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Justification: []string{}})
+	cenv, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], cst)
+	if d, err := w.E.CheckEnvelope(ctx, cenv, nil); err != nil || d.Decision != gate.Deny {
+		t.Fatalf("forged call: %v %v", d, err)
+	}
+	rs, err := w.E.Refusals(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ kind, principal string }{
+		{"bad_signature", "agent:planner"}, {"unknown_principal", "user:ghost"}, {"frozen", "user:late"},
+		{"approval", "user:mallory"}, {"refused_call", "agent:planner"},
+	}
+	if len(rs) != len(want) || w.E.RefusalCount() != uint64(len(want)) {
+		t.Fatalf("%d refusals (%d counted), want %d: %+v", len(rs), w.E.RefusalCount(), len(want), rs)
+	}
+	for i, r := range rs {
+		if r.Kind != want[i].kind || r.Principal != want[i].principal || len(r.PayloadDigest) != 64 {
+			t.Errorf("refusal %d: %+v, want %+v", i, r, want[i])
+		}
+		if strings.Contains(r.Reason, "BEGIN") || strings.Contains(r.Reason, `"payload"`) {
+			t.Errorf("refusal %d carries a key or the payload: %s", i, r.Reason)
+		}
+	}
+	if last, _ := w.E.Refusals(ctx, 2); len(last) != 2 || last[1].Kind != "refused_call" {
+		t.Fatalf("limit: %+v", last)
+	}
+}

@@ -29,13 +29,21 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 			content = []byte{}
 		}
 	}
-	return e.graph.InsertSigned(ctx, signed, content)
+	n, err := e.graph.InsertSigned(ctx, signed, content)
+	if err != nil {
+		return nil, e.refused(err, en.Principal, signed.Envelope())
+	}
+	return n, nil
 }
 
 // Insert stores an entry signed elsewhere (the server path: clients sign,
 // the engine verifies).
 func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
-	return e.graph.Insert(ctx, env, content)
+	n, err := e.graph.Insert(ctx, env, content)
+	if err != nil {
+		return nil, e.refused(err, claimed(env), env)
+	}
+	return n, nil
 }
 
 // Recall puts stored entries into a session's context and appends a recall
@@ -84,7 +92,16 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 	if err != nil {
 		return nil, err
 	}
-	return e.gate.Check(ctx, gate.Request{Signed: signed, ArgSources: srcs})
+	d, err := e.gate.Check(ctx, gate.Request{Signed: signed, ArgSources: srcs})
+	e.logRefusedCall(d, err, signed.Envelope())
+	return d, err
+}
+
+// logRefusedCall logs a check whose call entry the gate refused.
+func (e *Engine) logRefusedCall(d *gate.Decision, err error, env []byte) {
+	if err == nil && d.RefusedCall() {
+		e.logRefusal("refused_call", d.Principal, d.Reasons[0], env)
+	}
 }
 
 // DefaultApprovalTTL is how long an approval stays usable.
@@ -111,7 +128,7 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if err != nil {
 		return nil, err
 	}
-	return e.gate.Approve(ctx, env)
+	return e.ApproveEnvelope(ctx, env)
 }
 
 // Trace returns the bounded ancestry of an entry.
@@ -197,12 +214,18 @@ func (e *Engine) Context(ctx context.Context, session string) ([]string, error) 
 // CheckEnvelope asks the gate about a call entry signed elsewhere (the
 // server's clients sign, the engine verifies). argSources are full IDs.
 func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
-	return e.gate.Check(ctx, gate.Request{Call: env, ArgSources: argSources})
+	d, err := e.gate.Check(ctx, gate.Request{Call: env, ArgSources: argSources})
+	e.logRefusedCall(d, err, env)
+	return d, err
 }
 
 // ApproveEnvelope records an approval signed elsewhere.
 func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
-	return e.gate.Approve(ctx, env)
+	n, err := e.gate.Approve(ctx, env)
+	if err != nil {
+		return nil, e.refused(err, claimed(env), env)
+	}
+	return n, nil
 }
 
 // Decision is a logged decision, by ID or unique prefix.

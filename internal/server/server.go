@@ -58,6 +58,11 @@ func New(e *pedigree.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{e: e, log: log, mux: http.NewServeMux(), metrics: newMetrics()}
+	// Refused writes (forged signatures, unknown principals, bad
+	// approvals): counted by the engine, which logs each one.
+	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pedigree_refused_writes_total",
+		Help: "Writes refused as attempts (bad signature, unknown principal, bad key, bad approval, refused call); see 'pedigree log refusals'."},
+		func() float64 { return float64(e.RefusalCount()) }))
 	s.routes()
 	return s
 }
@@ -234,6 +239,17 @@ func (s *Server) routes() {
 		return reply(w, d)
 	})
 	s.route("GET", "/v1/trace/{id}", s.trace)
+	s.route("GET", "/v1/refusals", func(w http.ResponseWriter, r *http.Request) error {
+		limit, err := intParam(r, "limit")
+		if err != nil {
+			return err
+		}
+		rs, err := s.e.Refusals(r.Context(), limit)
+		if err != nil {
+			return err
+		}
+		return reply(w, refusalsResponse{Refusals: rs})
+	})
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
 		var req verifyRequest
 		if err := decode(r, &req); err != nil {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -84,6 +85,9 @@ type (
 		State  trajectory.State   `json:"state"`
 		Calls  []trajectory.Call  `json:"calls"`
 		Alerts []trajectory.Alert `json:"alerts"`
+	}
+	refusalsResponse struct {
+		Refusals []pedigree.Refusal `json:"refusals"`
 	}
 	headResponse struct {
 		Size uint64 `json:"size"`

@@ -1,0 +1,151 @@
+package pedigree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// The refusal log records every write the engine refused for a reason that
+// an attacker would cause: a forged signature, an unknown principal, a key
+// that is not the principal's, a registration after freeze, a bad approval,
+// a call entry the gate refused. Each row holds the claimed principal, the
+// reason and the sha256 of the payload, never the payload or a key, and is
+// written in one transaction of its own (nothing of the refused write is
+// stored). It is bounded: past MaxRefusals rows the oldest are dropped.
+//
+// Key prefix (owner: this file, the engine):
+//
+//	rf/<seq, 8 bytes big-endian> -> Refusal (JSON)
+//
+// Authentication: none, and none is needed: it is evidence that someone
+// tried, for an operator to read; no decision ever reads it, and a writer of
+// the data directory who deletes rows hides only their own attempts.
+const prefixRefusal = "rf/"
+
+// MaxRefusals bounds the refusal log.
+const MaxRefusals = 10000
+
+// Refusal is one refused write.
+type Refusal struct {
+	Time      string `json:"time"`
+	Principal string `json:"principal"`
+	// Kind is the class of refusal (bad_signature, unknown_principal,
+	// bad_key, frozen, approval, refused_call); Reason is the error.
+	Kind          string `json:"kind"`
+	Reason        string `json:"reason"`
+	PayloadDigest string `json:"payload_digest"`
+}
+
+var refusalKinds = []struct {
+	kind string
+	err  error
+}{
+	{"bad_signature", registry.ErrBadSignature},
+	{"unknown_principal", registry.ErrUnknownPrincipal},
+	{"bad_key", registry.ErrBadKey},
+	{"frozen", registry.ErrFrozen},
+	{"approval", gate.ErrApproval},
+}
+
+// refusalKind is the class of err, "" when err is not a refusal worth
+// logging (bad input, a full disk, a cancelled request).
+func refusalKind(err error) string {
+	for _, k := range refusalKinds {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	return ""
+}
+
+// refused logs err when it is a refusal, and returns it unchanged.
+func (e *Engine) refused(err error, principal string, payload []byte) error {
+	if kind := refusalKind(err); kind != "" {
+		e.logRefusal(kind, principal, err.Error(), payload)
+	}
+	return err
+}
+
+// claimed is the principal an envelope claims, read without verifying.
+func claimed(env []byte) string {
+	if st, _, _, err := lineage.Open(env); err == nil {
+		return st.Principal
+	}
+	return ""
+}
+
+func (e *Engine) logRefusal(kind, principal, reason string, payload []byte) {
+	sum := sha256.Sum256(payload)
+	r := Refusal{Time: lineage.FormatTime(e.cfg.clock()), Principal: principal, Kind: kind, Reason: reason, PayloadDigest: hex.EncodeToString(sum[:])}
+	b, _ := json.Marshal(r)
+	n := e.refusals.Add(1)
+	err := e.db.Update(func(t *store.Txn) error {
+		seq, err := e.db.NextSeq()
+		if err != nil {
+			return err
+		}
+		if err := t.Set(binary.BigEndian.AppendUint64([]byte(prefixRefusal), seq), b); err != nil {
+			return err
+		}
+		if n%64 == 0 {
+			return trimRefusals(t)
+		}
+		return nil
+	})
+	// The refusal stands whether or not it could be logged; say so.
+	if err != nil {
+		e.cfg.log.Error("refusal not logged", "kind", kind, "principal", principal, "error", err)
+	}
+	e.cfg.log.Warn("write refused", "kind", kind, "principal", principal, "payload_sha256", r.PayloadDigest, "reason", reason)
+}
+
+// trimRefusals drops the oldest rows past MaxRefusals.
+func trimRefusals(t *store.Txn) error {
+	var keys [][]byte
+	if err := t.Iterate([]byte(prefixRefusal), false, func(k, _ []byte) error {
+		keys = append(keys, append([]byte(nil), k...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i := 0; i < len(keys)-MaxRefusals; i++ {
+		if err := t.Delete(keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RefusalCount is how many refusals this engine has logged since it was
+// opened (the server exports it as a metric).
+func (e *Engine) RefusalCount() uint64 { return e.refusals.Load() }
+
+// Refusals lists the refusal log, oldest first; limit > 0 keeps the last
+// limit.
+func (e *Engine) Refusals(ctx context.Context, limit int) ([]Refusal, error) {
+	out := []Refusal{}
+	err := e.db.View(func(t *store.Txn) error {
+		return t.Iterate([]byte(prefixRefusal), true, func(_, v []byte) error {
+			var r Refusal
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("refusal log: %w", err)
+			}
+			out = append(out, r)
+			return ctx.Err()
+		})
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, err
+}
