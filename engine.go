@@ -2,8 +2,8 @@ package pedigree
 
 import (
 	"context"
-	"sync/atomic"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/store"
