@@ -7,6 +7,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -53,23 +54,23 @@ type Backend interface {
 	// Trajectory is a session's trajectory, with its calls and alerts.
 	Trajectory(ctx context.Context, session string) (*trajectory.State, error)
 	// Checkpoint signs the log's head with the operator key and stores it.
-	Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error)
+	Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error)
 	// Prove is an inclusion proof of an entry or decision, verified.
-	Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error)
+	Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error)
 	// Consistency is a consistency proof between two checkpoints, verified.
-	Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error)
+	Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error)
 	// Refusals is the refusal log: writes refused as attempts, oldest first
 	// (limit > 0: the last limit).
 	Refusals(ctx context.Context, limit int) ([]Refusal, error)
 	// VerifyCheckpoints is Verify, and checks that the store extends each
 	// checkpoint kept elsewhere.
-	VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error)
+	VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error)
 	// ProveAgainst is an inclusion proof against a checkpoint kept
-	// elsewhere (lineage.ErrNotExtension when the store does not extend it).
-	ProveAgainst(ctx context.Context, id string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error)
+	// elsewhere (tlog.ErrNotExtension when the store does not extend it).
+	ProveAgainst(ctx context.Context, id string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error)
 	// ConsistencyFrom proves the store's log extends a checkpoint kept
 	// elsewhere, up to the stored checkpoint of newSize (0: the head).
-	ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, newSize uint64) (*lineage.ConsistencyProof, error)
+	ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error)
 	// Close releases the backend.
 	Close() error
 }

@@ -89,7 +89,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		}
 		return nil, err
 	}
-	if err := registry.BootstrapWith(db, registry.Config{Tau: tau, Operator: op.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: op.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		return undo(err)
 	}
 	if priv != nil {
@@ -114,7 +114,7 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 	if err != nil {
 		return nil, err
 	}
-	if err := registry.BootstrapWith(db, registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -144,8 +144,8 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	}
 	// A registration after freeze is an attempt worth logging; its payload
 	// digest covers the ID and the key, never the key itself.
-	if err := e.reg.Add(p); errors.Is(err, registry.ErrFrozen) {
-		return e.refused(err, p.ID, append([]byte(p.ID+"\x00"), p.PublicKey...))
+	if err := e.reg.Add(ctx, p); errors.Is(err, registry.ErrFrozen) {
+		return e.refused(ctx, err, p.ID, append([]byte(p.ID+"\x00"), p.PublicKey...))
 	} else if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.reg.Freeze(operator, e.cfg.clock()); err != nil {
+	if err := e.reg.Freeze(ctx, operator, e.cfg.clock()); err != nil {
 		return err
 	}
 	if e.dir == "" {

@@ -10,17 +10,17 @@ import (
 )
 
 type config struct {
-	clock      func() time.Time
-	log        *slog.Logger
-	policy     *gate.Policy
-	policyDir  string
-	catalog    *gate.Catalog
-	toolsFile  string
-	model      *trajectory.Model
-	inMemory   bool
-	noSync     bool
-	gateTimout time.Duration
-	trustRoot  *TrustRoot
+	clock       func() time.Time
+	log         *slog.Logger
+	policy      *gate.Policy
+	policyDir   string
+	catalog     *gate.Catalog
+	toolsFile   string
+	model       *trajectory.Model
+	inMemory    bool
+	noSync      bool
+	gateTimeout time.Duration
+	trustRoot   *TrustRoot
 	// Init only.
 	operatorKeyFile string
 	operator        *registry.Signer
@@ -55,7 +55,7 @@ func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = 
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
 // WithGateTimeout bounds one policy evaluation.
-func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimout = d } }
+func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimeout = d } }
 
 // InMemory keeps the store in memory: the same code paths, no directory.
 func InMemory() Option { return func(c *config) { c.inMemory = true } }

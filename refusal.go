@@ -11,6 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -23,14 +24,18 @@ import (
 // written in one transaction of its own (nothing of the refused write is
 // stored). It is bounded: past MaxRefusals rows the oldest are dropped.
 //
-// Key prefix (owner: this file, the engine):
+// Namespace store.Refusals (owner: this file, the engine):
 //
-//	rf/<seq, 8 bytes big-endian> -> Refusal (JSON)
+//	<seq, 8 bytes big-endian> -> Refusal (JSON)
+//	next                      -> the next seq (8 bytes)
 //
 // Authentication: none, and none is needed: it is evidence that someone
 // tried, for an operator to read; no decision ever reads it, and a writer of
 // the data directory who deletes rows hides only their own attempts.
-const prefixRefusal = "rf/"
+var keyRefusalNext = []byte("next")
+
+// refusalKey is a refusal row's key; every row key is 8 bytes, "next" is 4.
+func refusalKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
 // MaxRefusals bounds the refusal log.
 const MaxRefusals = 10000
@@ -69,9 +74,9 @@ func refusalKind(err error) string {
 }
 
 // refused logs err when it is a refusal, and returns it unchanged.
-func (e *Engine) refused(err error, principal string, payload []byte) error {
+func (e *Engine) refused(ctx context.Context, err error, principal string, payload []byte) error {
 	if kind := refusalKind(err); kind != "" {
-		e.logRefusal(kind, principal, err.Error(), payload)
+		e.logRefusal(ctx, kind, principal, err.Error(), payload)
 	}
 	return err
 }
@@ -84,17 +89,23 @@ func claimed(env []byte) string {
 	return ""
 }
 
-func (e *Engine) logRefusal(kind, principal, reason string, payload []byte) {
+func (e *Engine) logRefusal(ctx context.Context, kind, principal, reason string, payload []byte) {
 	sum := sha256.Sum256(payload)
 	r := Refusal{Time: lineage.FormatTime(e.cfg.clock()), Principal: principal, Kind: kind, Reason: reason, PayloadDigest: hex.EncodeToString(sum[:])}
 	b, _ := json.Marshal(r)
 	n := e.refusals.Add(1)
-	err := e.db.Update(func(t *store.Txn) error {
-		seq, err := e.db.NextSeq()
-		if err != nil {
+	// Logged even when the request that was refused is cancelled.
+	err := e.db.Space(store.Refusals).Commit(context.WithoutCancel(ctx), len(b)+32, func(t kv.Txn) error {
+		var seq uint64
+		if v, err := t.Get(keyRefusalNext); err == nil && len(v) == 8 {
+			seq = binary.BigEndian.Uint64(v)
+		} else if err != nil && !errors.Is(err, kv.ErrNotFound) {
 			return err
 		}
-		if err := t.Set(binary.BigEndian.AppendUint64([]byte(prefixRefusal), seq), b); err != nil {
+		if err := t.Set(keyRefusalNext, binary.BigEndian.AppendUint64(nil, seq+1)); err != nil {
+			return err
+		}
+		if err := t.Set(refusalKey(seq), b); err != nil {
 			return err
 		}
 		if n%64 == 0 {
@@ -110,10 +121,12 @@ func (e *Engine) logRefusal(kind, principal, reason string, payload []byte) {
 }
 
 // trimRefusals drops the oldest rows past MaxRefusals.
-func trimRefusals(t *store.Txn) error {
+func trimRefusals(t kv.Txn) error {
 	var keys [][]byte
-	if err := t.Iterate([]byte(prefixRefusal), false, func(k, _ []byte) error {
-		keys = append(keys, append([]byte(nil), k...))
+	if err := t.Iterate(nil, false, func(k, _ []byte) error {
+		if len(k) == 8 {
+			keys = append(keys, append([]byte(nil), k...))
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -134,8 +147,11 @@ func (e *Engine) RefusalCount() uint64 { return e.refusals.Load() }
 // limit.
 func (e *Engine) Refusals(ctx context.Context, limit int) ([]Refusal, error) {
 	out := []Refusal{}
-	err := e.db.View(func(t *store.Txn) error {
-		return t.Iterate([]byte(prefixRefusal), true, func(_, v []byte) error {
+	err := e.db.Space(store.Refusals).View(func(t kv.Txn) error {
+		return t.Iterate(nil, true, func(k, v []byte) error {
+			if len(k) != 8 {
+				return nil
+			}
 			var r Refusal
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("refusal log: %w", err)

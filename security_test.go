@@ -18,6 +18,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // taintedSession records a user prompt, an external email and an agent
@@ -348,11 +349,11 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 	}
 	// The file is what `log checkpoint -o json` prints.
 	b, _ := json.Marshal(map[string]any{"version": 1, "checkpoint": cp})
-	ext, err := lineage.ParseCheckpoint(b)
+	ext, err := tlog.ParseCheckpoint(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := w.E.VerifyCheckpoints(ctx, []lineage.Checkpoint{*ext}); err != nil || !r.OK() {
+	if r, err := w.E.VerifyCheckpoints(ctx, []tlog.Checkpoint{*ext}); err != nil || !r.OK() {
 		t.Fatalf("the store itself: %+v %v", r, err)
 	}
 	w.Record("user:alice", "s", "three", nil)
@@ -361,32 +362,32 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 	}
 	// Never overwritten: a second checkpoint of the same size is refused by
 	// the log, and the engine keeps the first.
-	again, _ := lineage.SignCheckpoint(w.Operator, cp.Size, cp.Root, w.Clock.Now())
-	if err := w.E.UnsafeGraph().AddCheckpoint(ctx, again); !errors.Is(err, lineage.ErrCheckpointExists) {
+	again, _ := tlog.SignCheckpoint(w.Operator, cp.Size, cp.Root, w.Clock.Now())
+	if err := w.E.UnsafeLog().AddCheckpoint(ctx, again); !errors.Is(err, tlog.ErrCheckpointExists) {
 		t.Fatalf("second checkpoint of size %d: %v", cp.Size, err)
 	}
 	if err := w.E.AddCheckpoint(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	cps, _ := w.E.UnsafeGraph().Checkpoints()
+	cps, _ := w.E.UnsafeLog().Checkpoints()
 	if len(cps) != 1 || cps[0].Time != cp.Time {
 		t.Fatalf("stored checkpoints %+v", cps)
 	}
 	// A checkpoint at the same size with another root (the operator signed
 	// a different history): not an extension.
 	forkRoot := strings.Repeat("0", 64)
-	fork, _ := lineage.SignCheckpoint(w.Operator, cp.Size, forkRoot, w.Clock.Now())
-	r, err := w.E.VerifyCheckpoints(ctx, []lineage.Checkpoint{*fork})
+	fork, _ := tlog.SignCheckpoint(w.Operator, cp.Size, forkRoot, w.Clock.Now())
+	r, err := w.E.VerifyCheckpoints(ctx, []tlog.Checkpoint{*fork})
 	if err != nil || r.OK() || !strings.Contains(r.Problems[0].What, "not an extension") {
 		t.Fatalf("forked checkpoint: %+v %v", r, err)
 	}
-	if _, err := w.E.ProveAgainst(ctx, mustHead(t, w), fork); !errors.Is(err, lineage.ErrNotExtension) {
+	if _, err := w.E.ProveAgainst(ctx, mustHead(t, w), fork); !errors.Is(err, tlog.ErrNotExtension) {
 		t.Fatalf("prove against a fork: %v", err)
 	}
 	// Signed by another key (a store rebuilt with another operator key).
 	stranger, _, _ := registry.GenerateSigner(nil)
-	foreign, _ := lineage.SignCheckpoint(stranger, cp.Size, cp.Root, w.Clock.Now())
-	if r, err := w.E.VerifyCheckpoints(ctx, []lineage.Checkpoint{*foreign}); err != nil || r.OK() {
+	foreign, _ := tlog.SignCheckpoint(stranger, cp.Size, cp.Root, w.Clock.Now())
+	if r, err := w.E.VerifyCheckpoints(ctx, []tlog.Checkpoint{*foreign}); err != nil || r.OK() {
 		t.Fatalf("foreign checkpoint: %+v %v", r, err)
 	}
 	// The old copy is behind the checkpoint.
@@ -395,15 +396,15 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	r, err = e.VerifyCheckpoints(ctx, []lineage.Checkpoint{*ext})
+	r, err = e.VerifyCheckpoints(ctx, []tlog.Checkpoint{*ext})
 	if err != nil || r.OK() || !strings.Contains(r.Problems[0].What, "behind") {
 		t.Fatalf("old copy: %+v %v", r, err)
 	}
-	if _, err := e.ConsistencyFrom(ctx, ext, 0); !errors.Is(err, lineage.ErrNotExtension) {
+	if _, err := e.ConsistencyFrom(ctx, ext, 0); !errors.Is(err, tlog.ErrNotExtension) {
 		t.Fatalf("consistency from the old copy: %v", err)
 	}
 	for _, bad := range []string{`{}`, `{"version":1,"checkpoint":{"size":1}}`, `{"size":1,"root":"ab","time":"x","signature":"y"}`, `{"version":1,"checkpoint":{},"extra":1}`} {
-		if _, err := lineage.ParseCheckpoint([]byte(bad)); !errors.Is(err, lineage.ErrMalformed) {
+		if _, err := tlog.ParseCheckpoint([]byte(bad)); !errors.Is(err, tlog.ErrMalformed) {
 			t.Errorf("checkpoint file %s: %v", bad, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -29,35 +30,43 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 			content = []byte{}
 		}
 	}
-	n, err := e.graph.InsertSigned(ctx, signed, content)
+	n, err := e.InsertSigned(ctx, signed, content)
 	if err != nil {
-		return nil, e.refused(err, en.Principal, signed.Envelope())
+		return nil, e.refused(ctx, err, en.Principal, signed.Envelope())
 	}
 	return n, nil
+}
+
+// InsertSigned stores an entry this process signed with
+// lineage.SignStatement: instead of decoding the envelope again and
+// verifying the signature just made, the graph checks that the signing key
+// is the one the frozen registry holds for the principal.
+func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
+	p, err := e.graph.PrepareSigned(ctx, signed, content)
+	if err != nil {
+		return nil, err
+	}
+	return e.insert(ctx, p)
 }
 
 // Insert stores an entry signed elsewhere (the server path: clients sign,
 // the engine verifies).
 func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
-	n, err := e.graph.Insert(ctx, env, content)
+	p, err := e.graph.Prepare(ctx, env, content)
 	if err != nil {
-		return nil, e.refused(err, claimed(env), env)
+		return nil, e.refused(ctx, err, claimed(env), env)
 	}
-	return n, nil
+	return e.insert(ctx, p)
 }
 
-// Recall puts stored entries into a session's context and appends a recall
-// to the session's trajectory.
+// Recall puts stored entries into a session's context, logs the recall,
+// and appends it to the session's trajectory.
 func (e *Engine) Recall(ctx context.Context, session string, ids []string) error {
 	full, err := e.ResolveAll(ids)
 	if err != nil {
 		return err
 	}
-	if err := e.graph.Recall(ctx, session, full); err != nil {
-		return err
-	}
-	_, err = e.gate.Observe(ctx, session, trajectory.Call{Tool: "memory_recall", Role: trajectory.Recall})
-	return err
+	return e.recall(ctx, &lineage.Recall{Session: session, IDs: full, Time: lineage.FormatTime(e.cfg.clock())})
 }
 
 // Resolve turns an ID or a unique prefix into a full entry ID.
@@ -92,16 +101,33 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.gate.Check(ctx, gate.Request{Signed: signed, ArgSources: srcs})
-	e.logRefusedCall(d, err, signed.Envelope())
-	return d, err
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	p, refused := e.graph.PrepareSigned(ctx, signed, nil)
+	if refused != nil {
+		e.logRefusal(ctx, "refused_call", signed.Statement().Principal, refused.Error(), signed.Envelope())
+	}
+	return e.check(ctx, p, refused, signed.Statement(), signed.ID(), srcs)
 }
 
-// logRefusedCall logs a check whose call entry the gate refused.
-func (e *Engine) logRefusedCall(d *gate.Decision, err error, env []byte) {
-	if err == nil && d.RefusedCall() {
-		e.logRefusal("refused_call", d.Principal, d.Reasons[0], env)
+// CheckEnvelope asks the gate about a call entry signed elsewhere (the
+// server's clients sign, the engine verifies). argSources are full IDs.
+func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
+	p, refused := e.graph.Prepare(ctx, env, nil)
+	if refused != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// Decoded apart only to log the deny of a refused call.
+		st, _, id, err := lineage.Open(env)
+		if err != nil {
+			return nil, err
+		}
+		e.logRefusal(ctx, "refused_call", st.Principal, refused.Error(), env)
+		return e.check(ctx, nil, refused, st, id, argSources)
 	}
+	return e.check(ctx, p, nil, p.Statement, p.Node.ID, argSources)
 }
 
 // DefaultApprovalTTL is how long an approval stays usable.
@@ -120,7 +146,7 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if limit := e.reg.MaxApprovalTTL(); ttl > limit {
 		return nil, fmt.Errorf("%w: the approval's lifetime %s is over the cap of %s (set at init)", gate.ErrApproval, ttl, limit)
 	}
-	d, err := e.gate.Decision(decisionID)
+	d, err := e.Decision(ctx, decisionID)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +155,15 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 		return nil, err
 	}
 	return e.ApproveEnvelope(ctx, env)
+}
+
+// ApproveEnvelope records an approval signed elsewhere.
+func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
+	n, err := e.approve(ctx, env)
+	if err != nil {
+		return nil, e.refused(ctx, err, claimed(env), env)
+	}
+	return n, nil
 }
 
 // Trace returns the bounded ancestry of an entry.
@@ -140,35 +175,17 @@ func (e *Engine) Trace(ctx context.Context, id string, o lineage.TraceOptions) (
 	return e.graph.Trace(ctx, full, o)
 }
 
-// Verify checks the whole store: every entry, every edge and label, the
-// log over entries and decisions, and every checkpoint.
-func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
-	return e.VerifyCheckpoints(ctx, nil)
-}
-
-// VerifyCheckpoints is Verify, and checks that the store extends each of
-// cps, checkpoints kept elsewhere: a store behind one (an old copy
-// restored) or not an extension of one (rewritten, or rebuilt with another
-// operator key) is a problem in the report.
-func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error) {
-	r, err := e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs, Checkpoints: cps})
-	if r != nil {
-		r.TrustRoot = e.TrustRoot()
-	}
-	return r, err
-}
-
 // Checkpoint signs the log's current size and root with the operator key
 // and stores the checkpoint.
-func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
 	if !operator.Public().Equal(e.reg.OperatorKey()) {
 		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
 	}
-	size, root, err := e.graph.LogHead()
+	size, root, err := e.log.Head()
 	if err != nil {
 		return nil, err
 	}
-	cp, err := lineage.SignCheckpoint(operator, size, root, e.cfg.clock())
+	cp, err := tlog.SignCheckpoint(operator, size, root, e.cfg.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +196,8 @@ func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 }
 
 // storedCheckpoint is the stored checkpoint of cp's size and root.
-func (e *Engine) storedCheckpoint(cp *lineage.Checkpoint) (*lineage.Checkpoint, error) {
-	cps, err := e.graph.Checkpoints()
+func (e *Engine) storedCheckpoint(cp *tlog.Checkpoint) (*tlog.Checkpoint, error) {
+	cps, err := e.log.Checkpoints()
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +206,7 @@ func (e *Engine) storedCheckpoint(cp *lineage.Checkpoint) (*lineage.Checkpoint, 
 			return &cps[i], nil
 		}
 	}
-	return nil, fmt.Errorf("checkpoint %d: %w", cp.Size, lineage.ErrNoCheckpoint)
+	return nil, fmt.Errorf("checkpoint %d: %w", cp.Size, tlog.ErrNoCheckpoint)
 }
 
 // Registry is the principal registry.
@@ -211,29 +228,16 @@ func (e *Engine) Context(ctx context.Context, session string) ([]string, error) 
 	return e.graph.Context(ctx, session)
 }
 
-// CheckEnvelope asks the gate about a call entry signed elsewhere (the
-// server's clients sign, the engine verifies). argSources are full IDs.
-func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
-	d, err := e.gate.Check(ctx, gate.Request{Call: env, ArgSources: argSources})
-	e.logRefusedCall(d, err, env)
-	return d, err
-}
-
-// ApproveEnvelope records an approval signed elsewhere.
-func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
-	n, err := e.gate.Approve(ctx, env)
-	if err != nil {
-		return nil, e.refused(err, claimed(env), env)
-	}
-	return n, nil
-}
-
 // Decision is a logged decision, by ID or unique prefix.
 func (e *Engine) Decision(ctx context.Context, id string) (*gate.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.gate.Decision(id)
+	r, err := e.decisions.Record(id)
+	if err != nil {
+		return nil, err
+	}
+	return &r.Decision, nil
 }
 
 // Decisions lists logged decisions, oldest first.
@@ -241,23 +245,28 @@ func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decisio
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("%w: a negative decision limit", lineage.ErrMalformed)
 	}
-	if q.Session == "" {
-		return e.gate.Decisions(ctx, q.Limit)
-	}
-	all, err := e.gate.Decisions(ctx, 0)
+	return e.decisions.Decisions(ctx, q.Limit, q.Session)
+}
+
+// Reevaluate runs the policy again on a logged decision's input, at the
+// logged time, and returns the outcome and reasons. With the same policy
+// version the outcome is the decision's.
+func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (string, []string, error) {
+	r, err := e.decisions.Record(decisionID)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	out := []gate.Decision{}
-	for _, d := range all {
-		if d.Session == q.Session {
-			out = append(out, d)
-		}
+	if r.Input == nil {
+		return "", nil, fmt.Errorf("decision %s failed closed before the policy ran; there is no input to evaluate", r.ID[:12])
 	}
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[len(out)-q.Limit:]
+	if r.PolicyVersion != e.gate.PolicyVersion() {
+		return "", nil, fmt.Errorf("decision %s was made by policy version %s, this gate runs %s", r.ID[:12], r.PolicyVersion, e.gate.PolicyVersion())
 	}
-	return out, nil
+	at, err := time.Parse(time.RFC3339Nano, r.Time)
+	if err != nil {
+		return "", nil, err
+	}
+	return e.gate.Reevaluate(ctx, r.Input, at)
 }
 
 // Show is one entry as stored, with its signature checked again.
@@ -283,7 +292,7 @@ func (e *Engine) Show(ctx context.Context, prefix string) (*EntryView, error) {
 
 // Trajectory is a session's trajectory, with its calls and alerts.
 func (e *Engine) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
-	return e.gate.TrajectoryLog(ctx, session)
+	return e.decisions.Trajectory(ctx, session)
 }
 
 // LogHead is the log's current size and root (hex).
@@ -291,16 +300,16 @@ func (e *Engine) LogHead(ctx context.Context) (uint64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
-	return e.graph.LogHead()
+	return e.log.Head()
 }
 
 // AddCheckpoint stores a checkpoint signed elsewhere, after checking the
 // operator's signature and that its root is the log's at its size. Stored
 // checkpoints are never overwritten: when one of the same size and root is
 // stored, that one stays and this is not an error.
-func (e *Engine) AddCheckpoint(ctx context.Context, cp *lineage.Checkpoint) error {
-	err := e.graph.AddCheckpoint(ctx, cp)
-	if !errors.Is(err, lineage.ErrCheckpointExists) {
+func (e *Engine) AddCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
+	err := e.log.AddCheckpoint(ctx, cp)
+	if !errors.Is(err, tlog.ErrCheckpointExists) {
 		return err
 	}
 	if _, serr := e.storedCheckpoint(cp); serr != nil {
@@ -311,30 +320,30 @@ func (e *Engine) AddCheckpoint(ctx context.Context, cp *lineage.Checkpoint) erro
 
 // Prove is an inclusion proof of an entry (by ID or prefix), else of a
 // decision, against the checkpoint of size (0: the latest), verified.
-func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*lineage.InclusionProof, error) {
+func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*tlog.InclusionProof, error) {
 	id, err := e.Resolve(ctx, idOrPrefix)
 	if err != nil {
-		d, derr := e.gate.Decision(idOrPrefix)
+		d, derr := e.Decision(ctx, idOrPrefix)
 		if derr != nil {
 			return nil, err
 		}
 		id = d.ID
 	}
-	return e.graph.Prove(id, size)
+	return e.log.Prove(id, size)
 }
 
 // Consistency is a consistency proof between two checkpoints, verified.
-func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
+func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.graph.Consistency(oldSize, newSize)
+	return e.log.Consistency(oldSize, newSize)
 }
 
 // ProveAgainst proves an entry (by ID or prefix) or else a decision
 // against a checkpoint kept elsewhere, after checking that the store
-// extends it (lineage.ErrNotExtension when not).
-func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error) {
+// extends it (tlog.ErrNotExtension when not).
+func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -342,23 +351,23 @@ func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *lineag
 	if err != nil {
 		return nil, err
 	}
-	return e.graph.ProveAgainst(id, cp)
+	return e.log.ProveAgainst(id, cp)
 }
 
 // ConsistencyFrom proves that the store's log extends a checkpoint kept
 // elsewhere, up to the stored checkpoint of newSize (0: the current head).
-func (e *Engine) ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, newSize uint64) (*lineage.ConsistencyProof, error) {
+func (e *Engine) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.graph.ConsistencyFrom(old, newSize)
+	return e.log.ConsistencyFrom(old, newSize)
 }
 
 // logID resolves an entry prefix, else a decision ID or prefix.
 func (e *Engine) logID(ctx context.Context, idOrPrefix string) (string, error) {
 	id, err := e.Resolve(ctx, idOrPrefix)
 	if err != nil {
-		d, derr := e.gate.Decision(idOrPrefix)
+		d, derr := e.Decision(ctx, idOrPrefix)
 		if derr != nil {
 			return "", err
 		}

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 var (
@@ -48,11 +49,15 @@ func (e *TamperError) Error() string {
 	return "registry tampered with since freeze: " + strings.Join(e.Differences, "; ")
 }
 
+// Rows of the registry's namespace.
 var (
-	keyMeta         = []byte("reg/meta")
-	keyFreeze       = []byte("reg/freeze")
-	prefixPrincipal = []byte("reg/p/")
+	keyMeta         = []byte("meta")
+	keyFreeze       = []byte("freeze")
+	prefixPrincipal = []byte("p/")
 )
+
+// ErrExists: Bootstrap was asked to write a registry into a store that has one.
+var ErrExists = errors.New("the store already holds a registry")
 
 type metaRow struct {
 	Tau         float64 `json:"tau"`
@@ -100,9 +105,10 @@ type freezeRow struct {
 }
 
 // Registry is the set of principals, τ, and whether they are frozen. It is a
-// value loaded from a store; writes go through to the store.
+// value loaded from a store (its own namespace, through the kv contract);
+// writes go through to the store.
 type Registry struct {
-	db *store.DB
+	db kv.Store
 
 	mu         sync.RWMutex
 	tau        float64
@@ -130,8 +136,8 @@ var ErrBadTTL = errors.New("the approval lifetime cap must be positive")
 
 // Bootstrap writes a new, empty registry with τ and the operator's public
 // key into a fresh store, with the default approval cap.
-func Bootstrap(db *store.DB, tau float64, operator ed25519.PublicKey, now time.Time) error {
-	return BootstrapWith(db, Config{Tau: tau, Operator: operator}, now)
+func Bootstrap(ctx context.Context, db kv.Store, tau float64, operator ed25519.PublicKey, now time.Time) error {
+	return BootstrapWith(ctx, db, Config{Tau: tau, Operator: operator}, now)
 }
 
 // Config is what bootstrap fixes for good (it is frozen with the registry).
@@ -144,7 +150,7 @@ type Config struct {
 }
 
 // BootstrapWith is Bootstrap with every setting given.
-func BootstrapWith(db *store.DB, c Config, now time.Time) error {
+func BootstrapWith(ctx context.Context, db kv.Store, c Config, now time.Time) error {
 	if err := ValidateTau(c.Tau); err != nil {
 		return err
 	}
@@ -160,9 +166,9 @@ func BootstrapWith(db *store.DB, c Config, now time.Time) error {
 	}
 	row, _ := json.Marshal(metaRow{Tau: c.Tau, OperatorKey: string(pemBytes), Created: now.UTC().Format(time.RFC3339Nano),
 		MaxApprovalTTL: c.MaxApprovalTTL.String()})
-	return db.Update(func(t *store.Txn) error {
+	return db.Commit(ctx, len(row), func(t kv.Txn) error {
 		if ok, err := t.Has(keyMeta); err != nil || ok {
-			return errors.Join(err, store.ErrExists)
+			return errors.Join(err, ErrExists)
 		}
 		return t.Set(keyMeta, row)
 	})
@@ -171,10 +177,10 @@ func BootstrapWith(db *store.DB, c Config, now time.Time) error {
 // Load reads the registry from db. When it is frozen, the signed manifest is
 // checked against every principal row: any row added, removed or changed
 // behind the engine's back fails with a *TamperError.
-func Load(db *store.DB) (*Registry, error) {
+func Load(db kv.Store) (*Registry, error) {
 	r := &Registry{db: db, principals: map[string]Principal{}, verifiers: map[string]*Verifier{}}
 	var fr *freezeRow
-	err := db.View(func(t *store.Txn) error {
+	err := db.View(func(t kv.Txn) error {
 		b, err := t.Get(keyMeta)
 		if err != nil {
 			return fmt.Errorf("read registry: %w", err)
@@ -210,7 +216,7 @@ func Load(db *store.DB) (*Registry, error) {
 			return err
 		}
 		b, err = t.Get(keyFreeze)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, kv.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -318,7 +324,7 @@ func digest(m *manifest) string {
 
 // Add registers a principal. It fails with ErrFrozen once the registry is
 // frozen, whatever the caller.
-func (r *Registry) Add(p Principal) error {
+func (r *Registry) Add(ctx context.Context, p Principal) error {
 	if err := ValidateID(p.ID); err != nil {
 		return err
 	}
@@ -342,7 +348,7 @@ func (r *Registry) Add(p Principal) error {
 		return ErrFrozen
 	}
 	key := append(slices.Clone(prefixPrincipal), p.ID...)
-	err = r.db.Update(func(t *store.Txn) error {
+	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
 		// The store is the authority: another process may have frozen it.
 		if ok, err := t.Has(keyFreeze); err != nil || ok {
 			return errors.Join(err, ErrFrozen)
@@ -360,7 +366,7 @@ func (r *Registry) Add(p Principal) error {
 
 // Freeze signs a manifest of every principal and τ with the operator key and
 // stores it. From then on the registry cannot change.
-func (r *Registry) Freeze(operator *Signer, now time.Time) error {
+func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) error {
 	if !operator.Public().Equal(r.operator) {
 		return fmt.Errorf("%w: not the operator key this store was initialised with", ErrBadKey)
 	}
@@ -388,7 +394,7 @@ func (r *Registry) Freeze(operator *Signer, now time.Time) error {
 		return err
 	}
 	row, _ := json.Marshal(freezeRow{Manifest: mb, Signature: sig})
-	err = r.db.Update(func(t *store.Txn) error {
+	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
 		if ok, err := t.Has(keyFreeze); err != nil || ok {
 			return errors.Join(err, ErrFrozen)
 		}
@@ -486,10 +492,10 @@ func (r *Registry) List() []Principal {
 // that deleting the record from the store does not silently thaw the registry.
 func (r *Registry) FreezeRecord() ([]byte, error) {
 	var b []byte
-	err := r.db.View(func(t *store.Txn) error {
+	err := r.db.View(func(t kv.Txn) error {
 		var err error
 		b, err = t.Get(keyFreeze)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, kv.ErrNotFound) {
 			return nil
 		}
 		return err

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // Exit codes: the contract in CLI.md, defined once. Every verb returns an
@@ -52,7 +52,7 @@ func exitCode(err error) int {
 		return v.code
 	case errors.As(err, &u):
 		return ExitUsage
-	case errors.Is(err, lineage.ErrNotExtension):
+	case errors.Is(err, tlog.ErrNotExtension):
 		// The store does not extend a checkpoint kept elsewhere: a
 		// negative verdict on the store, as verify's.
 		return ExitNegative

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 func newLogCommand(a *app) *cobra.Command {
@@ -84,7 +84,7 @@ Example:
 			if cpFile != "" && size != 0 {
 				return usagef("give --checkpoint SIZE or --checkpoint-file FILE, not both")
 			}
-			var ext *lineage.Checkpoint
+			var ext *tlog.Checkpoint
 			if cpFile != "" {
 				var err error
 				if ext, err = readCheckpointFile(cpFile); err != nil {
@@ -96,7 +96,7 @@ Example:
 				return err
 			}
 			defer e.Close()
-			var p *lineage.InclusionProof
+			var p *tlog.InclusionProof
 			if ext != nil {
 				p, err = e.ProveAgainst(cmd.Context(), args[0], ext)
 			} else {
@@ -153,7 +153,7 @@ Example:
 				}
 				sizes = append(sizes, n)
 			}
-			var ext *lineage.Checkpoint
+			var ext *tlog.Checkpoint
 			if cpFile != "" {
 				var err error
 				if ext, err = readCheckpointFile(cpFile); err != nil {
@@ -165,7 +165,7 @@ Example:
 				return err
 			}
 			defer e.Close()
-			var p *lineage.ConsistencyProof
+			var p *tlog.ConsistencyProof
 			if ext != nil {
 				var n uint64
 				if len(sizes) == 1 {

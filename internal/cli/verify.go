@@ -9,6 +9,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 func newVerifyCommand(a *app) *cobra.Command {
@@ -86,20 +87,20 @@ type verifyOutput struct {
 	Checkpoints int               `json:"checkpoints"`
 }
 
-func readCheckpointFile(path string) (*lineage.Checkpoint, error) {
+func readCheckpointFile(path string) (*tlog.Checkpoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	cp, err := lineage.ParseCheckpoint(b)
+	cp, err := tlog.ParseCheckpoint(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cp, nil
 }
 
-func readCheckpointFiles(paths []string) ([]lineage.Checkpoint, error) {
-	var out []lineage.Checkpoint
+func readCheckpointFiles(paths []string) ([]tlog.Checkpoint, error) {
+	var out []tlog.Checkpoint
 	for _, p := range paths {
 		cp, err := readCheckpointFile(p)
 		if err != nil {

@@ -237,7 +237,7 @@ func (w *World) Tamper(fn func(t *store.Txn) error) {
 		w.T.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(fn); err != nil {
+	if err := db.Commit(w.T.Context(), 0, fn); err != nil {
 		w.T.Fatal(err)
 	}
 }
@@ -262,8 +262,10 @@ func (w *World) RebuildRegistry() *registry.Signer {
 		w.T.Fatal(err)
 	}
 	defer db.Close()
-	err = db.Update(func(t *store.Txn) error {
-		b, err := t.Get([]byte("reg/meta"))
+	ctx := w.T.Context()
+	err = db.Commit(ctx, 0, func(tx *store.Txn) error {
+		t := tx.In(store.Registry)
+		b, err := t.Get([]byte("meta"))
 		if err != nil {
 			return err
 		}
@@ -273,22 +275,22 @@ func (w *World) RebuildRegistry() *registry.Signer {
 		}
 		meta["operator_key"] = string(pemBytes)
 		b, _ = json.Marshal(meta)
-		if err := t.Set([]byte("reg/meta"), b); err != nil {
+		if err := t.Set([]byte("meta"), b); err != nil {
 			return err
 		}
-		return t.Delete([]byte("reg/freeze"))
+		return t.Delete([]byte("freeze"))
 	})
 	if err != nil {
 		w.T.Fatal(err)
 	}
-	reg, err := registry.Load(db)
+	reg, err := registry.Load(db.Space(store.Registry))
 	if err != nil {
 		w.T.Fatal(err)
 	}
-	if err := reg.Add(registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: eve.Public(), Approver: true}); err != nil {
+	if err := reg.Add(ctx, registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: eve.Public(), Approver: true}); err != nil {
 		w.T.Fatal(err)
 	}
-	if err := reg.Freeze(forged, time.Now()); err != nil {
+	if err := reg.Freeze(ctx, forged, time.Now()); err != nil {
 		w.T.Fatal(err)
 	}
 	rec, err := reg.FreezeRecord()

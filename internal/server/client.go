@@ -19,6 +19,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -285,16 +286,16 @@ func (c *Client) Trajectory(ctx context.Context, session string) (*trajectory.St
 }
 
 // Checkpoint signs the server's log head here with the operator key.
-func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
 	var head headResponse
 	if err := c.do(ctx, "GET", "/v1/log/head", nil, &head); err != nil {
 		return nil, err
 	}
-	cp, err := lineage.SignCheckpoint(operator, head.Size, head.Root, c.clock())
+	cp, err := tlog.SignCheckpoint(operator, head.Size, head.Root, c.clock())
 	if err != nil {
 		return nil, err
 	}
-	var stored lineage.Checkpoint
+	var stored tlog.Checkpoint
 	if err := c.do(ctx, "POST", "/v1/log/checkpoints", checkpointRequest{Checkpoint: *cp}, &stored); err != nil {
 		return nil, err
 	}
@@ -303,7 +304,7 @@ func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 
 // VerifyCheckpoints asks the server to verify its store, and that it
 // extends each of cps (checkpoints kept elsewhere).
-func (c *Client) VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint) (*lineage.Report, error) {
+func (c *Client) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
 	var r lineage.Report
 	if err := c.do(ctx, "POST", "/v1/verify", verifyRequest{Checkpoints: cps}, &r); err != nil {
 		return nil, err
@@ -313,35 +314,35 @@ func (c *Client) VerifyCheckpoints(ctx context.Context, cps []lineage.Checkpoint
 
 // ProveAgainst returns an inclusion proof against a checkpoint kept
 // elsewhere, verified here against that checkpoint, not the server's copy.
-func (c *Client) ProveAgainst(ctx context.Context, id string, cp *lineage.Checkpoint) (*lineage.InclusionProof, error) {
-	var p lineage.InclusionProof
+func (c *Client) ProveAgainst(ctx context.Context, id string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
+	var p tlog.InclusionProof
 	if err := c.do(ctx, "POST", "/v1/log/prove-against", proveAgainstRequest{ID: id, Checkpoint: *cp}, &p); err != nil {
 		return nil, err
 	}
 	p.Checkpoint = *cp
 	if err := p.Verify(); err != nil {
-		return nil, fmt.Errorf("%w: %v", lineage.ErrNotExtension, err)
+		return nil, fmt.Errorf("%w: %v", tlog.ErrNotExtension, err)
 	}
 	return &p, nil
 }
 
 // ConsistencyFrom returns a consistency proof from a checkpoint kept
 // elsewhere, verified here against that checkpoint.
-func (c *Client) ConsistencyFrom(ctx context.Context, old *lineage.Checkpoint, newSize uint64) (*lineage.ConsistencyProof, error) {
-	var p lineage.ConsistencyProof
+func (c *Client) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
+	var p tlog.ConsistencyProof
 	if err := c.do(ctx, "POST", "/v1/log/consistency-from", consistencyFromRequest{Checkpoint: *old, New: newSize}, &p); err != nil {
 		return nil, err
 	}
 	p.Old = *old
 	if err := p.Verify(); err != nil {
-		return nil, fmt.Errorf("%w: %v", lineage.ErrNotExtension, err)
+		return nil, fmt.Errorf("%w: %v", tlog.ErrNotExtension, err)
 	}
 	return &p, nil
 }
 
 // Prove returns a verified inclusion proof (verified again here).
-func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error) {
-	var p lineage.InclusionProof
+func (c *Client) Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error) {
+	var p tlog.InclusionProof
 	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/prove/%s?checkpoint=%d", url.PathEscape(id), size), nil, &p); err != nil {
 		return nil, err
 	}
@@ -349,8 +350,8 @@ func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.In
 }
 
 // Consistency returns a verified consistency proof (verified again here).
-func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
-	var p lineage.ConsistencyProof
+func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
+	var p tlog.ConsistencyProof
 	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/consistency?old=%d&new=%d", oldSize, newSize), nil, &p); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -46,18 +47,18 @@ type (
 		Envelope json.RawMessage `json:"envelope"`
 	}
 	checkpointRequest struct {
-		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
 	}
 	verifyRequest struct {
-		Checkpoints []lineage.Checkpoint `json:"checkpoints,omitempty"`
+		Checkpoints []tlog.Checkpoint `json:"checkpoints,omitempty"`
 	}
 	proveAgainstRequest struct {
-		ID         string             `json:"id"`
-		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+		ID         string          `json:"id"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
 	}
 	consistencyFromRequest struct {
-		Checkpoint lineage.Checkpoint `json:"checkpoint"`
-		New        uint64             `json:"new,omitempty"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
+		New        uint64          `json:"new,omitempty"`
 	}
 	registryResponse struct {
 		Frozen     bool                `json:"frozen"`
@@ -116,11 +117,12 @@ var errorKinds = []struct {
 	{"unknown_parent", lineage.ErrUnknownParent, http.StatusUnprocessableEntity},
 	{"unknown_entry", lineage.ErrUnknownEntry, http.StatusNotFound},
 	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
-	{"not_logged", lineage.ErrNotLogged, http.StatusNotFound},
-	{"no_checkpoint", lineage.ErrNoCheckpoint, http.StatusNotFound},
-	{"not_extension", lineage.ErrNotExtension, http.StatusConflict},
-	{"checkpoint_exists", lineage.ErrCheckpointExists, http.StatusConflict},
+	{"not_logged", tlog.ErrNotLogged, http.StatusNotFound},
+	{"no_checkpoint", tlog.ErrNoCheckpoint, http.StatusNotFound},
+	{"not_extension", tlog.ErrNotExtension, http.StatusConflict},
+	{"checkpoint_exists", tlog.ErrCheckpointExists, http.StatusConflict},
 	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
+	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
 	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},

@@ -1,4 +1,4 @@
-package lineage
+package tlog
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/transparency-dev/merkle/proof"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 // A checkpoint kept outside the data directory is what detects a restored
@@ -69,8 +69,8 @@ func ParseCheckpoint(b []byte) (*Checkpoint, error) {
 // checkExternal checks a checkpoint kept elsewhere against the store: the
 // operator signed it, the log has at least its size, and the stored tree at
 // its size has its root.
-func (g *Graph) checkExternal(t *store.Txn, cp *Checkpoint) error {
-	if err := g.checkCheckpoint(cp); err != nil {
+func (l *Log) checkExternal(t kv.Txn, cp *Checkpoint) error {
+	if err := l.checkCheckpoint(cp); err != nil {
 		return fmt.Errorf("%w: the checkpoint is not signed by this store's operator key (%v)", ErrNotExtension, err)
 	}
 	st, err := readLogState(t)
@@ -92,27 +92,27 @@ func (g *Graph) checkExternal(t *store.Txn, cp *Checkpoint) error {
 
 // ProveAgainst builds an inclusion proof for id against a checkpoint kept
 // elsewhere, after checking that the store extends it, and verifies it.
-func (g *Graph) ProveAgainst(id string, cp *Checkpoint) (*InclusionProof, error) {
-	if err := g.db.View(func(t *store.Txn) error { return g.checkExternal(t, cp) }); err != nil {
+func (l *Log) ProveAgainst(id string, cp *Checkpoint) (*InclusionProof, error) {
+	if err := l.store.View(func(t kv.Txn) error { return l.checkExternal(t, cp) }); err != nil {
 		return nil, err
 	}
-	return g.prove(id, cp)
+	return l.prove(id, cp)
 }
 
 // ConsistencyFrom proves that the store's log extends a checkpoint kept
 // elsewhere: up to the stored checkpoint of newSize, or to the log's
 // current head (unsigned) when newSize is 0.
-func (g *Graph) ConsistencyFrom(old *Checkpoint, newSize uint64) (*ConsistencyProof, error) {
+func (l *Log) ConsistencyFrom(old *Checkpoint, newSize uint64) (*ConsistencyProof, error) {
 	var n *Checkpoint
 	if newSize != 0 {
 		var err error
-		if n, err = g.checkpoint(newSize); err != nil {
+		if n, err = l.checkpoint(newSize); err != nil {
 			return nil, err
 		}
 	}
 	p := &ConsistencyProof{Old: *old, Hashes: []string{}}
-	err := g.db.View(func(t *store.Txn) error {
-		if err := g.checkExternal(t, old); err != nil {
+	err := l.store.View(func(t kv.Txn) error {
+		if err := l.checkExternal(t, old); err != nil {
 			return err
 		}
 		if n == nil {
