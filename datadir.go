@@ -42,7 +42,7 @@ func WithMaxApprovalTTL(d time.Duration) Option { return func(c *config) { c.max
 
 // ErrNoOperatorKey: Init was told neither where to write the operator key
 // nor which one to use.
-var ErrNoOperatorKey = errors.New("pedigree: Init needs WithOperatorKeyFile or WithOperatorSigner, exactly one")
+var ErrNoOperatorKey = fmt.Errorf("%w: Init needs WithOperatorKeyFile or WithOperatorSigner", ErrOptions)
 
 // Init creates a data directory: the store, τ, the approval cap, and the
 // operator key that signs the registry freeze (see WithOperatorKeyFile and
@@ -51,9 +51,9 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if err := registry.ValidateTau(tau); err != nil {
 		return nil, err
 	}
-	c := newConfig(opts)
-	if c.inMemory {
-		return nil, errors.New("pedigree: Init makes a data directory; use NewInMemory for an in-memory engine")
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	if (c.operatorKeyFile == "") == (c.operator == nil) {
 		return nil, ErrNoOperatorKey
@@ -108,8 +108,10 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 // NewInMemory makes a fresh in-memory engine whose operator is the given
 // signer (replays and tests): register principals, Freeze, then use it.
 func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, opts ...Option) (*Engine, error) {
-	opts = append(opts, InMemory())
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Create("", store.Options{InMemory: true})
 	if err != nil {
 		return nil, err
@@ -124,7 +126,10 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 // Open opens an existing data directory. It refuses a store whose registry
 // was changed behind the engine's back since freeze (*registry.TamperError).
 func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err

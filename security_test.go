@@ -87,7 +87,7 @@ func TestTrustRootRefusesRebuiltRegistry(t *testing.T) {
 	for _, root := range []pedigree.TrustRoot{keyRoot, digestRoot} {
 		_, err := pedigree.Open(ctx, w.Dir, pedigree.WithTrustRoot(root))
 		var tre *pedigree.TrustRootError
-		if !errors.Is(err, pedigree.ErrTrustRoot) || !errors.As(err, &tre) {
+		if !errors.Is(err, pedigree.ErrTrustRoot) || !errors.Is(err, pedigree.ErrTampered) || !errors.As(err, &tre) {
 			t.Fatalf("rebuilt registry opened against a pinned root: %v", err)
 		}
 	}

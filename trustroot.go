@@ -31,8 +31,10 @@ type TrustRootError struct {
 
 func (e *TrustRootError) Error() string { return ErrTrustRoot.Error() + ": " + e.Reason }
 
-// Is makes errors.Is(err, ErrTrustRoot) true.
-func (e *TrustRootError) Is(target error) bool { return target == ErrTrustRoot }
+// Is makes errors.Is(err, ErrTrustRoot) true, and errors.Is(err,
+// ErrTampered): a store that does not match its pinned root is evidence of
+// tampering, not a failure to check.
+func (e *TrustRootError) Is(target error) bool { return target == ErrTrustRoot || target == ErrTampered }
 
 // How a store's trust is anchored, as verify and the server report it.
 const (
@@ -94,9 +96,6 @@ func (r *TrustRoot) kind() string {
 func (r *TrustRoot) check(reg *registry.Registry) error {
 	if r == nil {
 		return nil
-	}
-	if (len(r.Key) == 0) == (r.Digest == "") {
-		return errors.New("pedigree: a trust root is a key or a digest, exactly one")
 	}
 	if len(r.Key) > 0 {
 		if !reg.OperatorKey().Equal(r.Key) {

@@ -4,8 +4,35 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
+
+// hints are the advice a person gets with an error: the library's errors say
+// what is wrong, the command says what to do about it.
+var hints = []struct {
+	err  error
+	hint string
+}{
+	{pedigree.ErrNotInitialized, "run 'pedigree init' first"},
+	{registry.ErrNotFrozen, "run 'pedigree registry freeze'"},
+	{pedigree.ErrLocked, "start 'pedigree serve' on it, and the other verbs will go through its socket"},
+	{tlog.ErrNoCheckpoint, "run 'pedigree log checkpoint' first"},
+	{pedigree.ErrTrustRoot, "the store does not match the trust root pinned outside it (--trust-root, $PEDIGREE_TRUST_ROOT, else the keys directory's operator-<h>.pub): its registry may have been rebuilt; do not use it"},
+	{tlog.ErrNotExtension, "the store is not the one that checkpoint was taken of, or an old copy of it: do not use it"},
+	{pedigree.ErrTampered, "the store was changed behind pedigree's back: do not use it; see 'pedigree verify'"},
+}
+
+// hint is the advice for err, or "".
+func hint(err error) string {
+	for _, h := range hints {
+		if errors.Is(err, h.err) {
+			return h.hint
+		}
+	}
+	return ""
+}
 
 // Exit codes: the contract in CLI.md, defined once. Every verb returns an
 // error, and the code is derived from it here.

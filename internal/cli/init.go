@@ -66,7 +66,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			out := initOutput{Version: 1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: key, TrustRoot: pub,
+			out := initOutput{v: v1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: key, TrustRoot: pub,
 				OperatorKeySHA256: registry.KeyFingerprint(pk)}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "initialised %s (tau %v, approvals at most %s)\n", a.dir, tau, maxTTL)
@@ -79,14 +79,4 @@ Example:
 	cmd.Flags().StringVar(&opKey, "operator-key", "", "write the operator private key here (default: the keys directory's operator-<h>.key)")
 	cmd.Flags().DurationVar(&maxTTL, "max-approval-ttl", registry.DefaultMaxApprovalTTL, "the longest any approval may stay usable")
 	return cmd
-}
-
-type initOutput struct {
-	Version           int     `json:"version"`
-	Dir               string  `json:"dir"`
-	Tau               float64 `json:"tau"`
-	MaxApprovalTTL    string  `json:"max_approval_ttl"`
-	OperatorKey       string  `json:"operator_key"`
-	TrustRoot         string  `json:"trust_root"`
-	OperatorKeySHA256 string  `json:"operator_key_sha256"`
 }

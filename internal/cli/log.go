@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
@@ -55,7 +54,7 @@ func newLogCheckpoint(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "checkpoint": cp}, func(w io.Writer) {
+			return a.print(checkpointOutput{v: v1, Checkpoint: cp}, func(w io.Writer) {
 				fmt.Fprintf(w, "checkpoint %d: root %s\nsigned at %s: %s\n", cp.Size, cp.Root, cp.Time, cp.Signature)
 			})
 		},
@@ -105,7 +104,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "verified": true, "proof": p}, func(w io.Writer) {
+			return a.print(proofOutput{v: v1, Verified: true, Proof: p}, func(w io.Writer) {
 				fmt.Fprintf(w, "%s %s is leaf %d of checkpoint %d (root %s): verified\n", p.Kind, p.ID, p.Index, p.Checkpoint.Size, short(p.Checkpoint.Root))
 				for _, h := range p.Hashes {
 					fmt.Fprintf(w, "  %s\n", h)
@@ -178,7 +177,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "verified": true, "proof": p}, func(w io.Writer) {
+			return a.print(proofOutput{v: v1, Verified: true, Proof: p}, func(w io.Writer) {
 				fmt.Fprintf(w, "checkpoint %d (root %s) is a prefix of checkpoint %d (root %s): verified\n",
 					p.Old.Size, short(p.Old.Root), p.New.Size, short(p.New.Root))
 				for _, h := range p.Hashes {
@@ -220,7 +219,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			return a.print(refusalsOutput{Version: 1, Refusals: rs}, func(w io.Writer) {
+			return a.print(refusalsOutput{v: v1, Refusals: rs}, func(w io.Writer) {
 				if len(rs) == 0 {
 					fmt.Fprintln(w, "no refused writes")
 				}
@@ -232,9 +231,4 @@ Example:
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the last N (default: all kept)")
 	return cmd
-}
-
-type refusalsOutput struct {
-	Version  int                `json:"version"`
-	Refusals []pedigree.Refusal `json:"refusals"`
 }

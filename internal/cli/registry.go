@@ -107,7 +107,7 @@ Example:
 				}
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "id": id, "tier": t.String(), "approver": approver, "key_sha256": registry.KeyFingerprint(pub)}, func(w io.Writer) {
+			return a.print(registryAddOutput{v: v1, ID: id, Tier: t.String(), Approver: approver, KeySHA256: registry.KeyFingerprint(pub)}, func(w io.Writer) {
 				if approver {
 					fmt.Fprintf(w, "registered %s (%s, approver)\n", id, t)
 				} else {
@@ -175,7 +175,7 @@ Example:
 				return err
 			}
 			n := len(reg.Principals)
-			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": reg.Tau, "freeze_digest": reg.FreezeDigest}, func(w io.Writer) {
+			return a.print(freezeOutput{v: v1, Frozen: true, Principals: n, Tau: reg.Tau, FreezeDigest: reg.FreezeDigest}, func(w io.Writer) {
 				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\nfreeze digest: %s\n", n, reg.Tau, reg.FreezeDigest)
 			})
 		},
@@ -200,21 +200,15 @@ func newRegistryList(a *app) *cobra.Command {
 				return err
 			}
 			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
-			type row struct {
-				ID        string `json:"id"`
-				Tier      string `json:"tier"`
-				PublicKey string `json:"public_key"`
-				Approver  bool   `json:"approver"`
-			}
-			rows := []row{}
+			rows := []principalOutput{}
 			for _, p := range ps {
 				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 				if err != nil {
 					return errors.Join(err)
 				}
-				rows = append(rows, row{p.ID, p.Tier.String(), string(pemBytes), p.Approver})
+				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes), p.Approver})
 			}
-			out := map[string]any{"version": 1, "frozen": frozen, "tau": tau, "principals": rows}
+			out := registryListOutput{v: v1, Frozen: frozen, Tau: tau, FreezeDigest: reg.FreezeDigest, Principals: rows}
 			return a.print(out, func(w io.Writer) {
 				state := "not frozen"
 				if frozen {

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
 
@@ -49,7 +48,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			out := verifyOutput{Version: 1, OK: r.OK(), Entries: r.Entries, Problems: r.Problems, TrustRoot: r.TrustRoot, Checkpoints: len(cps)}
+			out := verifyOutput{v: v1, OK: r.OK(), Entries: r.Entries, Problems: r.Problems, TrustRoot: r.TrustRoot, Checkpoints: len(cps)}
 			err = a.print(out, func(w io.Writer) {
 				if r.OK() {
 					fmt.Fprintf(w, "ok: %d entries verified\n", r.Entries)
@@ -76,15 +75,6 @@ Example:
 	}
 	cmd.Flags().StringArrayVar(&cpFiles, "checkpoint", nil, "a checkpoint kept elsewhere (JSON from 'log checkpoint -o json') the store must extend; repeatable")
 	return cmd
-}
-
-type verifyOutput struct {
-	Version     int               `json:"version"`
-	OK          bool              `json:"ok"`
-	Entries     int               `json:"entries"`
-	Problems    []lineage.Problem `json:"problems"`
-	TrustRoot   string            `json:"trust_root"`
-	Checkpoints int               `json:"checkpoints"`
 }
 
 func readCheckpointFile(path string) (*tlog.Checkpoint, error) {
