@@ -1,7 +1,6 @@
 package pedigree_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -46,7 +45,7 @@ func sendAgain(w *enginetest.World, principal string, just ...string) *gate.Deci
 // pinned root refuses the store; without one, the store opens and says that
 // nothing is pinned.
 func TestTrustRootRefusesRebuiltRegistry(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	w := enginetest.NewOnDisk(t, enginetest.Default)
 	w.Record("user:alice", "s", "hello", nil)
 	view, err := w.E.Registry(ctx)
@@ -108,7 +107,7 @@ func TestTrustRootRefusesRebuiltRegistry(t *testing.T) {
 }
 
 func mustView(t *testing.T, e *pedigree.Engine) *pedigree.RegistryView {
-	v, err := e.Registry(context.Background())
+	v, err := e.Registry(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +123,13 @@ func TestTrustRootParse(t *testing.T) {
 	// A digest pinned before freeze refuses the unfrozen store.
 	op, _, _ := registry.GenerateSigner(nil)
 	dir := t.TempDir()
-	e, err := pedigree.Init(context.Background(), dir, 0.5, pedigree.WithOperatorSigner(op))
+	e, err := pedigree.Init(t.Context(), dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Close()
 	root, _ := pedigree.ParseTrustRoot([]byte(strings.Repeat("ab", 32)))
-	if _, err := pedigree.Open(context.Background(), dir, pedigree.WithTrustRoot(root)); !errors.Is(err, pedigree.ErrTrustRoot) {
+	if _, err := pedigree.Open(t.Context(), dir, pedigree.WithTrustRoot(root)); !errors.Is(err, pedigree.ErrTrustRoot) {
 		t.Fatalf("digest pinned, store not frozen: %v", err)
 	}
 }
@@ -147,7 +146,7 @@ func TestInitKeyOutsideDataDirectory(t *testing.T) {
 	if base := filepath.Base(key); !strings.HasPrefix(base, "operator-") || len(base) != len("operator-")+16+len(".key") {
 		t.Fatalf("key name %s", base)
 	}
-	e, err := pedigree.Init(context.Background(), dir, 0.5, pedigree.WithOperatorKeyFile(key))
+	e, err := pedigree.Init(t.Context(), dir, 0.5, pedigree.WithOperatorKeyFile(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func TestInitKeyOutsideDataDirectory(t *testing.T) {
 		t.Fatalf("a key in the data directory: %s", out)
 	}
 	// A second init never overwrites the key.
-	if _, err := pedigree.Init(context.Background(), filepath.Join(t.TempDir(), "other"), 0.5, pedigree.WithOperatorKeyFile(key)); !errors.Is(err, os.ErrExist) {
+	if _, err := pedigree.Init(t.Context(), filepath.Join(t.TempDir(), "other"), 0.5, pedigree.WithOperatorKeyFile(key)); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("init over an existing key: %v", err)
 	}
 }
@@ -201,7 +200,7 @@ func TestForgedApprovalRowsAllowNothing(t *testing.T) {
 // Item 10: the expiry comes from the signed statement, never from the index
 // row: an expired approval whose row says 2999 allows nothing.
 func TestApprovalExpiryFromTheSignedStatement(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	w := enginetest.NewOnDisk(t, enginetest.Default)
 	w.SkipVerify = true
 	d, mem := taintedSession(t, w)
@@ -225,7 +224,7 @@ func TestApprovalExpiryFromTheSignedStatement(t *testing.T) {
 // (through the decision's ID, which hashes its record), the lifetime is
 // capped, and only principals registered as approvers approve.
 func TestApprovalBindingCapAndAuthority(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	cast := append(enginetest.Default, enginetest.P{ID: "agent:other", Tier: registry.Internal}, enginetest.P{ID: "tool:userish", Tier: registry.User})
 	w := enginetest.New(t, cast)
 	d, mem := taintedSession(t, w)
@@ -270,7 +269,7 @@ func TestApprovalBindingCapAndAuthority(t *testing.T) {
 
 // The cap is set at init and frozen with the registry.
 func TestApprovalCapAtInit(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	w := enginetest.New(t, enginetest.Default, pedigree.WithMaxApprovalTTL(time.Hour))
 	d, _ := taintedSession(t, w)
 	if v := mustView(t, w.E); v.MaxApprovalTTL != time.Hour {
@@ -296,7 +295,7 @@ func TestApprovalCapAtInit(t *testing.T) {
 
 // Item 22: one decision, one approval.
 func TestOneDecisionOneApproval(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	w := enginetest.New(t, enginetest.Default)
 	d, mem := taintedSession(t, w)
 	if _, err := w.E.Approve(ctx, w.Keys["user:alice"], "user:alice", d.ID, 0); err != nil {
@@ -330,7 +329,7 @@ func copyDir(t *testing.T, from string) string {
 // log that is not an extension of it; stored checkpoints are never
 // overwritten.
 func TestCheckpointKeptElsewhere(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	w := enginetest.NewOnDisk(t, enginetest.Default)
 	w.Record("user:alice", "s", "one", nil)
 	if err := w.Reopen(); err != nil { // close to copy
@@ -412,7 +411,7 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 
 // mustHead is the ID of the first logged entry, to prove.
 func mustHead(t *testing.T, w *enginetest.World) string {
-	ds, err := w.E.UnsafeGraph().Context(context.Background(), "s")
+	ds, err := w.E.UnsafeGraph().Context(t.Context(), "s")
 	if err != nil || len(ds) == 0 {
 		t.Fatal(err)
 	}
@@ -423,7 +422,7 @@ func mustHead(t *testing.T, w *enginetest.World) string {
 // signature, an unknown principal, a registration after freeze, a bad
 // approval, a refused call; never the payload or a key.
 func TestRefusedWritesAreLogged(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	w := enginetest.New(t, enginetest.Default)
 	d, _ := taintedSession(t, w)
 	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
