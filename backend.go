@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"crypto/ed25519"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -82,6 +83,8 @@ type RegistryView struct {
 	Frozen     bool
 	Tau        float64
 	Principals []registry.Principal // in ID order
+	// OperatorKey is the operator's public key as the store holds it.
+	OperatorKey ed25519.PublicKey
 	// FreezeDigest is the sha256 of the freeze record ("" before freeze):
 	// pinned outside the directory, a trust root.
 	FreezeDigest string

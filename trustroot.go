@@ -115,6 +115,18 @@ func (r *TrustRoot) check(reg *registry.Registry) error {
 	return nil
 }
 
+// Matches checks a registry as a backend reports it (a running server's)
+// against the root, as Open checks a store.
+func (r TrustRoot) Matches(v *RegistryView) error {
+	switch {
+	case len(r.Key) > 0 && !r.Key.Equal(v.OperatorKey):
+		return &TrustRootError{Reason: "the server's operator key is not the pinned key"}
+	case r.Digest != "" && v.FreezeDigest != r.Digest:
+		return &TrustRootError{Reason: "the server's freeze record is not the pinned one"}
+	}
+	return nil
+}
+
 // TrustRoot says how this engine's store is anchored: TrustRootKey,
 // TrustRootDigest or TrustRootNone.
 func (e *Engine) TrustRoot() string { return e.cfg.trustRoot.kind() }

@@ -218,7 +218,7 @@ func (e *Engine) Registry(ctx context.Context) (*RegistryView, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RegistryView{Frozen: e.reg.Frozen(), Tau: e.reg.Tau(), Principals: e.reg.List(), FreezeDigest: digest,
+	return &RegistryView{Frozen: e.reg.Frozen(), Tau: e.reg.Tau(), Principals: e.reg.List(), FreezeDigest: digest, OperatorKey: e.reg.OperatorKey(),
 		MaxApprovalTTL: e.reg.MaxApprovalTTL(), TrustRoot: e.TrustRoot()}, nil
 }
 

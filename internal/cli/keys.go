@@ -77,3 +77,20 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// pinnedKind is the kind of root this command pins (pedigree.TrustRootKey
+// or TrustRootDigest), "" when none.
+func (a *app) pinnedKind() (string, error) {
+	f, err := a.trustRootFile()
+	if err != nil || f == "" {
+		return "", err
+	}
+	r, err := pedigree.ReadTrustRoot(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", f, err)
+	}
+	if r.Digest != "" {
+		return pedigree.TrustRootDigest, nil
+	}
+	return pedigree.TrustRootKey, nil
+}

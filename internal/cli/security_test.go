@@ -135,3 +135,20 @@ func testCheckpointFileCLI(t *testing.T, served bool) {
 		t.Fatalf("consistency on the old copy: exit %d %s", r.code, r.err)
 	}
 }
+
+// A running server is held to the root the command pins: the same root
+// passes, another is refused, through the socket as at open.
+func TestServedTrustRoot(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	c.serve()
+	if v := c.must("-o", "json", "verify").json(t); v["trust_root"] != "pinned key" {
+		t.Fatalf("served verify: %v", v)
+	}
+	other := newEnv(t)
+	other.must("init")
+	otherPub := strings.TrimSuffix(other.operatorKey(), ".key") + ".pub"
+	if r := c.run("--trust-root", otherPub, "verify"); r.code == ExitOK || !strings.Contains(r.err, "trust root") {
+		t.Fatalf("a server against another root: exit %d %s", r.code, r.err)
+	}
+}

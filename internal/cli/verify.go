@@ -48,6 +48,15 @@ Example:
 			if err != nil {
 				return err
 			}
+			// A server opened without a root was held to this command's
+			// root when it was reached (checkServedRoot).
+			if r.TrustRoot == pedigree.TrustRootNone {
+				if kind, err := a.pinnedKind(); err != nil {
+					return err
+				} else if kind != "" {
+					r.TrustRoot = kind
+				}
+			}
 			out := verifyOutput{v: v1, OK: r.OK(), Entries: r.Entries, Problems: r.Problems, TrustRoot: r.TrustRoot, Checkpoints: len(cps)}
 			err = a.print(out, func(w io.Writer) {
 				if r.OK() {

@@ -135,6 +135,13 @@ func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
 		return nil, err
 	}
 	v := &pedigree.RegistryView{Frozen: out.Frozen, Tau: out.Tau, Principals: []registry.Principal{}, FreezeDigest: out.FreezeDigest, TrustRoot: out.TrustRoot}
+	if out.OperatorKey != "" {
+		k, err := registry.ParsePublicKey([]byte(out.OperatorKey))
+		if err != nil {
+			return nil, fmt.Errorf("registry: operator key: %w", err)
+		}
+		v.OperatorKey = k
+	}
 	if out.MaxApprovalTTL != "" {
 		d, err := time.ParseDuration(out.MaxApprovalTTL)
 		if err != nil {

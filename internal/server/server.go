@@ -363,6 +363,13 @@ func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}, FreezeDigest: reg.FreezeDigest,
 		MaxApprovalTTL: reg.MaxApprovalTTL.String(), TrustRoot: reg.TrustRoot}
+	if len(reg.OperatorKey) > 0 {
+		pemBytes, err := registry.MarshalPublicKey(reg.OperatorKey)
+		if err != nil {
+			return err
+		}
+		out.OperatorKey = string(pemBytes)
+	}
 	for _, p := range reg.Principals {
 		pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 		if err != nil {

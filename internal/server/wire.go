@@ -65,6 +65,7 @@ type (
 		Tau        float64             `json:"tau"`
 		Principals []principalResponse `json:"principals"`
 		// FreezeDigest, MaxApprovalTTL and TrustRoot: see pedigree.RegistryView.
+		OperatorKey    string `json:"operator_key,omitempty"`
 		FreezeDigest   string `json:"freeze_digest,omitempty"`
 		MaxApprovalTTL string `json:"max_approval_ttl,omitempty"`
 		TrustRoot      string `json:"trust_root,omitempty"`
