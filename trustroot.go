@@ -34,7 +34,9 @@ func (e *TrustRootError) Error() string { return ErrTrustRoot.Error() + ": " + e
 // Is makes errors.Is(err, ErrTrustRoot) true, and errors.Is(err,
 // ErrTampered): a store that does not match its pinned root is evidence of
 // tampering, not a failure to check.
-func (e *TrustRootError) Is(target error) bool { return target == ErrTrustRoot || target == ErrTampered }
+func (e *TrustRootError) Is(target error) bool {
+	return target == ErrTrustRoot || target == ErrTampered
+}
 
 // How a store's trust is anchored, as verify and the server report it.
 const (
