@@ -93,7 +93,7 @@ func (e *Engine) logRefusal(ctx context.Context, kind, principal, reason string,
 	sum := sha256.Sum256(payload)
 	r := Refusal{Time: lineage.FormatTime(e.cfg.clock()), Principal: principal, Kind: kind, Reason: reason, PayloadDigest: hex.EncodeToString(sum[:])}
 	b, _ := json.Marshal(r)
-	n := e.refusals.Add(1)
+	e.refusals.Add(1)
 	// Logged even when the request that was refused is cancelled.
 	err := e.db.Space(store.Refusals).Commit(context.WithoutCancel(ctx), len(b)+32, func(t kv.Txn) error {
 		var seq uint64
@@ -108,8 +108,10 @@ func (e *Engine) logRefusal(ctx context.Context, kind, principal, reason string,
 		if err := t.Set(refusalKey(seq), b); err != nil {
 			return err
 		}
-		if n%64 == 0 {
-			return trimRefusals(t)
+		// Rows are numbered without gaps, so the one that falls out of the
+		// bound is known: the log never holds more than MaxRefusals.
+		if seq >= MaxRefusals {
+			return t.Delete(refusalKey(seq - MaxRefusals))
 		}
 		return nil
 	})
@@ -118,25 +120,6 @@ func (e *Engine) logRefusal(ctx context.Context, kind, principal, reason string,
 		e.cfg.log.Error("refusal not logged", "kind", kind, "principal", principal, "error", err)
 	}
 	e.cfg.log.Warn("write refused", "kind", kind, "principal", principal, "payload_sha256", r.PayloadDigest, "reason", reason)
-}
-
-// trimRefusals drops the oldest rows past MaxRefusals.
-func trimRefusals(t kv.Txn) error {
-	var keys [][]byte
-	if err := t.Iterate(nil, false, func(k, _ []byte) error {
-		if len(k) == 8 {
-			keys = append(keys, append([]byte(nil), k...))
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for i := 0; i < len(keys)-MaxRefusals; i++ {
-		if err := t.Delete(keys[i]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // RefusalCount is how many refusals this engine has logged since it was

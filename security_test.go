@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -468,5 +469,24 @@ func TestRefusedWritesAreLogged(t *testing.T) {
 	}
 	if last, _ := w.E.Refusals(ctx, 2); len(last) != 2 || last[1].Kind != "refused_call" {
 		t.Fatalf("limit: %+v", last)
+	}
+}
+
+// The refusal log is bounded: it keeps the newest MaxRefusals rows.
+func TestRefusalLogBounded(t *testing.T) {
+	ctx := t.Context()
+	w := enginetest.New(t, enginetest.Default)
+	ghost, _, _ := registry.GenerateSigner(nil)
+	for i := range pedigree.MaxRefusals + 5 {
+		if err := w.E.AddPrincipal(ctx, registry.Principal{ID: fmt.Sprintf("user:late%d", i), Tier: registry.User, PublicKey: ghost.Public()}); !errors.Is(err, registry.ErrFrozen) {
+			t.Fatal(err)
+		}
+	}
+	rs, err := w.E.Refusals(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != pedigree.MaxRefusals || rs[0].Principal != "user:late5" || rs[len(rs)-1].Principal != fmt.Sprintf("user:late%d", pedigree.MaxRefusals+4) {
+		t.Fatalf("%d rows kept, first %s, last %s", len(rs), rs[0].Principal, rs[len(rs)-1].Principal)
 	}
 }
