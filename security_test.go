@@ -169,55 +169,77 @@ func TestInitKeyOutsideDataDirectory(t *testing.T) {
 }
 
 // Item 10: a writer of the data directory stores an approval envelope with
-// a zero signature and an index row with a far expiry. It allows nothing.
+// a zero signature and an index row with a far expiry. It allows nothing;
+// the same rows with the genuine signature do (so the rows are where the
+// engine looks).
 func TestForgedApprovalRowsAllowNothing(t *testing.T) {
-	w := enginetest.NewOnDisk(t, enginetest.Default)
-	w.SkipVerify = true
-	d, mem := taintedSession(t, w)
-	st := pedigree.BuildApproval(d, "user:alice", time.Hour, w.Clock.Now())
-	env, id, err := lineage.Sign(w.Keys["user:alice"], st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var e map[string]any
-	json.Unmarshal(env, &e)
-	e["signatures"] = []map[string]string{{"keyid": "", "sig": base64.StdEncoding.EncodeToString(make([]byte, 64))}}
-	forged, _ := json.Marshal(e)
-	index := []byte("a/s\x00" + d.ArgsDigest + "\x00" + id)
-	w.Tamper(func(tx *store.Txn) error {
-		if err := tx.Set([]byte("e/"+id), forged); err != nil {
-			return err
-		}
-		return tx.Set(index, []byte("2999-01-01T00:00:00Z"))
-	})
-	if err := w.Reopen(); err != nil {
-		t.Fatal(err)
-	}
-	if got := sendAgain(w, "agent:planner", mem.ID); got.Decision == gate.Allow {
-		t.Fatalf("a forged approval allowed the call: %v", got.Reasons)
+	for _, forge := range []bool{false, true} {
+		t.Run(map[bool]string{false: "genuine", true: "forged"}[forge], func(t *testing.T) {
+			w := enginetest.NewOnDisk(t, enginetest.Default)
+			w.SkipVerify = true
+			d, mem := taintedSession(t, w)
+			st := pedigree.BuildApproval(d, "user:alice", time.Hour, w.Clock.Now())
+			env, id, err := lineage.Sign(w.Keys["user:alice"], st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if forge {
+				var e map[string]any
+				json.Unmarshal(env, &e)
+				e["signatures"] = []map[string]string{{"keyid": "", "sig": base64.StdEncoding.EncodeToString(make([]byte, 64))}}
+				env, _ = json.Marshal(e)
+			}
+			w.Tamper(func(tx *store.Txn) error {
+				if err := tx.In(store.Lineage).Set([]byte("e/"+id), env); err != nil {
+					return err
+				}
+				return tx.In(store.Decisions).Set([]byte("a/s\x00"+d.ArgsDigest+"\x00"+id), []byte("2999-01-01T00:00:00Z"))
+			})
+			if err := w.Reopen(); err != nil {
+				t.Fatal(err)
+			}
+			got := sendAgain(w, "agent:planner", mem.ID)
+			if forge && got.Decision == gate.Allow {
+				t.Fatalf("a forged approval allowed the call: %v", got.Reasons)
+			}
+			if !forge && got.Decision != gate.Allow {
+				t.Fatalf("the genuine rows did not allow (the test writes where the engine does not look): %s %v", got.Decision, got.Reasons)
+			}
+		})
 	}
 }
 
 // Item 10: the expiry comes from the signed statement, never from the index
-// row: an expired approval whose row says 2999 allows nothing.
+// row: an expired approval whose row says 2999 allows nothing. (Deleting the
+// row, unexpired, also allows nothing: the row rewritten is the one the
+// engine reads.)
 func TestApprovalExpiryFromTheSignedStatement(t *testing.T) {
-	ctx := t.Context()
-	w := enginetest.NewOnDisk(t, enginetest.Default)
-	w.SkipVerify = true
-	d, mem := taintedSession(t, w)
-	n, err := w.E.Approve(ctx, w.Keys["user:alice"], "user:alice", d.ID, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Clock.Advance(2 * time.Minute)
-	w.Tamper(func(tx *store.Txn) error {
-		return tx.Set([]byte("a/s\x00"+d.ArgsDigest+"\x00"+n.ID), []byte("2999-01-01T00:00:00Z"))
-	})
-	if err := w.Reopen(); err != nil {
-		t.Fatal(err)
-	}
-	if got := sendAgain(w, "agent:planner", mem.ID); got.Decision == gate.Allow {
-		t.Fatalf("an expired approval allowed the call: %v", got.Reasons)
+	for _, c := range []string{"far expiry row", "row deleted"} {
+		t.Run(c, func(t *testing.T) {
+			ctx := t.Context()
+			w := enginetest.NewOnDisk(t, enginetest.Default)
+			w.SkipVerify = true
+			d, mem := taintedSession(t, w)
+			n, err := w.E.Approve(ctx, w.Keys["user:alice"], "user:alice", d.ID, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := []byte("a/s\x00" + d.ArgsDigest + "\x00" + n.ID)
+			w.Tamper(func(tx *store.Txn) error {
+				dt := tx.In(store.Decisions)
+				if c == "row deleted" {
+					return dt.Delete(row)
+				}
+				w.Clock.Advance(2 * time.Minute)
+				return dt.Set(row, []byte("2999-01-01T00:00:00Z"))
+			})
+			if err := w.Reopen(); err != nil {
+				t.Fatal(err)
+			}
+			if got := sendAgain(w, "agent:planner", mem.ID); got.Decision == gate.Allow {
+				t.Fatalf("%s: allowed: %v", c, got.Reasons)
+			}
+		})
 	}
 }
 
