@@ -25,10 +25,13 @@
 //
 //	namespace  row                         owner                what vouches for it
 //	meta/      schema                      store                refused at open when it is not this build's
-//	reg/       meta (τ, operator key)      registry             τ: the signed freeze manifest, checked at open;
-//	                                                            operator key: only a trust root pinned outside
-//	                                                            the directory (until one is, a writer of the
-//	                                                            directory can replace it and re-freeze)
+//	reg/       meta (τ, cap, operator key) registry             τ and the approval cap: the signed freeze
+//	                                                            manifest, checked at open; operator key: the
+//	                                                            manifest names its fingerprint, but only a trust
+//	                                                            root pinned outside the directory (WithTrustRoot)
+//	                                                            anchors it: without one a writer of the directory
+//	                                                            can replace it and re-freeze, and verify says
+//	                                                            that no root is pinned
 //	reg/       p/<principal>               registry             the signed freeze manifest, checked at open
 //	reg/       freeze                      registry             signed by the operator key; a copy is kept
 //	                                                            beside the store (registry.freeze)
