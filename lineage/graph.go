@@ -611,6 +611,15 @@ func (g *Graph) VerifyEntrySignature(env []byte) error {
 	return err
 }
 
+// OpenVerified decodes an envelope and verifies its signature against the
+// frozen registry, returning the statement and the entry's ID (the hash of
+// the signed bytes). For stored envelopes that a decision rests on (an
+// approval): a row in the store proves nothing until it verifies.
+func (g *Graph) OpenVerified(env []byte) (*Statement, string, error) {
+	st, _, id, err := g.verify(env)
+	return st, id, err
+}
+
 // Count counts stored entries, stopping at limit (0: no limit).
 func (g *Graph) Count(limit int) (int, error) {
 	n := 0
