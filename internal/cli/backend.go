@@ -116,3 +116,9 @@ func (l local) Consistency(_ context.Context, o, n uint64) (*lineage.Consistency
 	return l.e.Graph().Consistency(o, n)
 }
 func (l local) Close() error { return l.e.Close() }
+func (l local) Context(ctx context.Context, session string) ([]string, error) {
+	return l.e.Graph().Context(ctx, session)
+}
+func (l local) Decision(_ context.Context, id string) (*gate.Decision, error) {
+	return l.e.Gate().Decision(id)
+}
