@@ -16,8 +16,11 @@ const (
 	UserPromptSubmit = "UserPromptSubmit"
 	PreToolUse       = "PreToolUse"
 	PostToolUse      = "PostToolUse"
-	SessionStart     = "SessionStart"
-	SessionEnd       = "SessionEnd"
+	// PostToolUseFailure carries a failed tool's error, whose text can come
+	// from the same untrusted place as an output (a command's stderr).
+	PostToolUseFailure = "PostToolUseFailure"
+	SessionStart       = "SessionStart"
+	SessionEnd         = "SessionEnd"
 )
 
 // ErrEvent is an event that cannot be handled: malformed, too large, of an
@@ -40,6 +43,8 @@ type Event struct {
 	ToolInput    json.RawMessage `json:"tool_input"`
 	ToolUseID    string          `json:"tool_use_id"`
 	ToolResponse json.RawMessage `json:"tool_response"`
+	// PostToolUseFailure.
+	Error *string `json:"error"`
 	// SessionStart (startup, resume, clear, compact) and SessionEnd.
 	Source string `json:"source"`
 	Reason string `json:"reason"`
@@ -80,7 +85,7 @@ func ParseEvent(b []byte) (*Event, error) {
 		if ev.Prompt == nil {
 			return nil, bad("UserPromptSubmit without a prompt")
 		}
-	case PreToolUse, PostToolUse:
+	case PreToolUse, PostToolUse, PostToolUseFailure:
 		if ev.ToolName == "" {
 			return nil, bad("%s without a tool_name", ev.HookEventName)
 		}
@@ -97,6 +102,9 @@ func ParseEvent(b []byte) (*Event, error) {
 		}
 		if ev.HookEventName == PostToolUse && isNull(ev.ToolResponse) {
 			return nil, bad("PostToolUse without a tool_response")
+		}
+		if ev.HookEventName == PostToolUseFailure && ev.Error == nil {
+			return nil, bad("PostToolUseFailure without an error")
 		}
 	case SessionStart, SessionEnd:
 	case "":

@@ -78,7 +78,7 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 		return nil, h.prompt(ctx, ev)
 	case PreToolUse:
 		return h.pre(ctx, ev)
-	case PostToolUse:
+	case PostToolUse, PostToolUseFailure:
 		err := h.post(ctx, ev)
 		if err != nil {
 			h.state.MarkUnrecorded(ev.SessionID, fmt.Sprintf("the result of %s (tool_use_id %s) was not recorded: %v", ev.ToolName, clip(ev.ToolUseID), err))
@@ -100,7 +100,7 @@ func Block(ev *Event, err error) *Answer {
 	switch {
 	case ev != nil && ev.HookEventName == PreToolUse:
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: gate.Deny, PermissionDecisionReason: reason}}
-	case ev != nil && (ev.HookEventName == UserPromptSubmit || ev.HookEventName == PostToolUse):
+	case ev != nil && (ev.HookEventName == UserPromptSubmit || ev.HookEventName == PostToolUse || ev.HookEventName == PostToolUseFailure):
 		return &Answer{Decision: "block", Reason: reason}
 	}
 	f := false
@@ -212,7 +212,7 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if u == nil {
 		u = &Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName}
 	}
-	if u.Decision == gate.Ask && ev.PermissionMode != "bypassPermissions" {
+	if u.Decision == gate.Ask && ev.PermissionMode != "bypassPermissions" && ev.HookEventName == PostToolUse {
 		// Claude Code asked the person, who let the call run: that is the
 		// user's approval, and the log should say so.
 		if err := h.approve(ctx, ev, u); err != nil {
@@ -224,6 +224,9 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 		return err
 	}
 	content := []byte(ev.ToolResponse)
+	if ev.HookEventName == PostToolUseFailure {
+		content = []byte(*ev.Error)
+	}
 	en := pedigree.Entry{Principal: out.Principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
 		Content: content, StoreContent: len(content) <= MaxStoredContent}
 	var n *lineage.Node
@@ -250,7 +253,8 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	return h.state.describeOutput(n.ID, ev)
 }
 
-// approve records the user's approval of an asked call that then ran, and
+// approve records the user's approval of an asked call that then ran
+// (only a PostToolUse counts: a failure event may follow a refusal), and
 // uses it at once on the same call (same tool, arguments, session and
 // justification), so that the log holds an allow that names the approver
 // and no unused approval is left behind.

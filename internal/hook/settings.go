@@ -3,7 +3,7 @@ package hook
 import "encoding/json"
 
 // Events are the hook events the settings register.
-var Events = []string{UserPromptSubmit, PreToolUse, PostToolUse, SessionStart}
+var Events = []string{UserPromptSubmit, PreToolUse, PostToolUse, PostToolUseFailure, SessionStart}
 
 // TimeoutSeconds is the hook timeout written into the settings: the hook
 // waits up to 5 s for a store another hook process holds, and a check
@@ -44,7 +44,7 @@ func settings(c Command) *Settings {
 	s := &Settings{Hooks: map[string][]Matcher{}}
 	for _, ev := range Events {
 		m := Matcher{Hooks: []Command{c}}
-		if ev == PreToolUse || ev == PostToolUse {
+		if ev == PreToolUse || ev == PostToolUse || ev == PostToolUseFailure {
 			m.Matcher = "*" // every tool, MCP tools included
 		}
 		s.Hooks[ev] = []Matcher{m}

