@@ -381,3 +381,32 @@ func TestHookClaudeSettings(t *testing.T) {
 		t.Fatalf("http settings:\n%s", h)
 	}
 }
+
+func TestHookClaudeRealEvents(t *testing.T) { modes(t, testHookClaudeRealEvents) }
+
+// The events the real Claude Code 2.1.332 sent in the end-to-end test
+// (internal/hook, -tags claude -update), replayed in order: the Bash call
+// after the poisoned Read is asked, the clean session's is left to Claude
+// Code, and every other event answers nothing.
+func testHookClaudeRealEvents(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.hookSetup()
+	if served {
+		c.serve()
+	}
+	files, _ := filepath.Glob(filepath.Join(hookFixtures, "real", "*.json"))
+	if len(files) < 9 {
+		t.Fatalf("%d captured events, want the 9 of the end-to-end run", len(files))
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		d, reason := permission(t, c.hook(b))
+		want := ""
+		if strings.HasSuffix(f, "04-PreToolUse-Bash.json") {
+			want = "ask"
+		}
+		if d != want {
+			t.Fatalf("%s: %q (%s), want %q", filepath.Base(f), d, reason, want)
+		}
+	}
+}
