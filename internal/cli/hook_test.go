@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pedigree-ai/pedigree"
@@ -295,6 +297,33 @@ func TestHookClaudeUnrecordedOutputDenies(t *testing.T) {
 	d, reason := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_read"), "u")))
 	if d != "deny" || !strings.Contains(reason, "incomplete") {
 		t.Fatalf("after an unrecorded result: %q %s", d, reason)
+	}
+}
+
+// Claude Code runs hooks in parallel: each waits its turn for the store,
+// and all are answered.
+func TestHookClaudeParallel(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	var wg sync.WaitGroup
+	codes := make([]result, 8)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := fmt.Sprintf(`{"session_id":"par","hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/f%d"},"tool_use_id":"p%d"}`, i, i)
+			codes[i] = c.hook([]byte(ev))
+		}()
+	}
+	wg.Wait()
+	for i, r := range codes {
+		if r.code != 0 {
+			t.Errorf("hook %d: exit %d %s", i, r.code, r.err)
+		}
+	}
+	log := c.must("gate", "log", "-o", "json").out
+	if n := strings.Count(log, `"session": "par"`); n != 8 {
+		t.Fatalf("%d of 8 parallel checks logged", n)
 	}
 }
 
