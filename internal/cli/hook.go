@@ -89,11 +89,7 @@ func (a *app) hookEvent(ctx context.Context) (*hook.Answer, error) {
 		return nil, err
 	}
 	defer b.Close()
-	hb, ok := b.(hook.Backend)
-	if !ok {
-		return nil, errors.New("internal error: the backend does not serve the hook")
-	}
-	h, err := hook.New(hb, dir)
+	h, err := hook.New(b, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +98,7 @@ func (a *app) hookEvent(ctx context.Context) (*hook.Answer, error) {
 
 // backendWaiting opens the backend, retrying while another process holds
 // the store, for up to wait (real time, not the engine's clock).
-func (a *app) backendWaiting(ctx context.Context, wait time.Duration) (backend, error) {
+func (a *app) backendWaiting(ctx context.Context, wait time.Duration) (pedigree.Backend, error) {
 	deadline := time.Now().Add(wait)
 	delay := 10 * time.Millisecond
 	for {

@@ -439,3 +439,31 @@ func testHookClaudeRealEvents(t *testing.T, served bool) {
 		}
 	}
 }
+
+// A remembered call that the store does not hold (a call that failed
+// closed is not stored) makes the output derive from the context instead.
+func TestHookClaudeUnknownCallFallsBackToContext(t *testing.T) {
+	modes(t, testHookClaudeUnknownCallFallsBackToContext)
+}
+
+func testHookClaudeUnknownCallFallsBackToContext(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.hookSetup()
+	if served {
+		c.serve()
+	}
+	c.hook(withSession(t, fixture(t, "user_prompt_submit"), "f"))
+	st := hook.NewState(filepath.Join(c.dir, hook.StateDir))
+	if err := st.Put(&hook.Use{Session: "f", ToolUseID: "toolu_01READ", Tool: "Read", CallID: strings.Repeat("ab", 32), Decision: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.hook(withSession(t, fixture(t, "post_tool_use_read"), "f")); r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.err)
+	}
+	u, _ := st.Get("f", "toolu_01READ")
+	show := c.must("lineage", "show", u.Output, "-o", "json").json(t)
+	ps, _ := show["parents"].([]any)
+	if show["principal"] != "tool:claude-local" || len(ps) != 1 {
+		t.Fatalf("the output does not derive from the session's prompt: %v", show)
+	}
+}

@@ -11,24 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
-
-// Backend is what the hook needs of a data directory: the engine itself,
-// or a client of the server that holds it.
-type Backend interface {
-	Registry(ctx context.Context) (frozen bool, tau float64, ps []registry.Principal, err error)
-	Context(ctx context.Context, session string) ([]string, error)
-	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error)
-	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
-	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
-	Decision(ctx context.Context, id string) (*gate.Decision, error)
-}
 
 // Answer is what the hook prints (or an http hook returns). A nil Answer
 // prints nothing: Claude Code goes on as it would without the hook.
@@ -53,7 +41,7 @@ type Specific struct {
 
 // Handler answers events for one data directory.
 type Handler struct {
-	b       Backend
+	b       pedigree.Backend
 	m       *Mapping
 	dir     string
 	state   *State
@@ -63,7 +51,7 @@ type Handler struct {
 
 // New makes a handler for the data directory dir (absolute: it is quoted
 // in the commands that the answers suggest), reading its mapping.
-func New(b Backend, dir string) (*Handler, error) {
+func New(b pedigree.Backend, dir string) (*Handler, error) {
 	m, err := LoadMapping(dir)
 	if err != nil {
 		return nil, err
@@ -113,7 +101,7 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 		return err
 	}
 	content := []byte(*ev.Prompt)
-	_, _, err = h.b.Record(ctx, s, pedigree.Entry{
+	_, err = h.b.Record(ctx, s, pedigree.Entry{
 		Principal: h.m.User, Kind: lineage.KindPrompt, Session: ev.SessionID,
 		Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent,
 	})
@@ -232,16 +220,16 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	var n *lineage.Node
 	if u.CallID != "" {
 		en.Parents = []lineage.Parent{{ID: u.CallID, Weight: 1}}
-		n, _, err = h.b.Record(ctx, s, en)
+		n, err = h.b.Record(ctx, s, en)
 	}
-	if u.CallID == "" || errors.Is(err, lineage.ErrUnknownEntry) {
+	if u.CallID == "" || errors.Is(err, lineage.ErrUnknownParent) {
 		// No call was recorded for it (the hook was installed mid-session,
 		// or the call failed closed before it was stored): the output
 		// derives from everything the session held.
 		if en.Parents, err = h.contextParents(ctx, ev.SessionID); err != nil {
 			return err
 		}
-		n, _, err = h.b.Record(ctx, s, en)
+		n, err = h.b.Record(ctx, s, en)
 	}
 	if err != nil {
 		return err
@@ -324,20 +312,15 @@ func (h *Handler) signer(ctx context.Context, id string) (*registry.Signer, erro
 	if !ok {
 		return nil, fmt.Errorf("%s: %s is not among its principals", MappingFile, id)
 	}
-	frozen, _, ps, err := h.b.Registry(ctx)
+	view, err := h.b.Registry(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if !frozen {
+	if !view.Frozen {
 		return nil, fmt.Errorf("%w: run 'pedigree registry freeze' after 'pedigree hook claude init'", registry.ErrNotFrozen)
 	}
-	var reg *registry.Principal
-	for i := range ps {
-		if ps[i].ID == id {
-			reg = &ps[i]
-		}
-	}
-	if reg == nil {
+	reg, ok := view.Lookup(id)
+	if !ok {
 		return nil, fmt.Errorf("%w %q: the mapping names a principal the registry does not hold", registry.ErrUnknownPrincipal, id)
 	}
 	if reg.Tier.String() != p.Tier {

@@ -52,14 +52,18 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 	if err := m.validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInit, err)
 	}
-	if e.Registry().Frozen() {
+	reg, err := e.Registry(ctx)
+	if err != nil {
+		return err
+	}
+	if reg.Frozen {
 		return fmt.Errorf("%w: %w: run 'pedigree hook claude init' before 'registry freeze'", ErrInit, registry.ErrFrozen)
 	}
 	if _, err := os.Stat(filepath.Join(dir, MappingFile)); err == nil {
 		return fmt.Errorf("%w: %s already exists: the hook is set up", ErrInit, MappingFile)
 	}
 	for _, id := range m.ids() {
-		if _, dup := e.Registry().Lookup(id); dup {
+		if _, dup := reg.Lookup(id); dup {
 			return fmt.Errorf("%w: %w: %s", ErrInit, registry.ErrDuplicate, id)
 		}
 		if _, err := os.Stat(filepath.Join(dir, m.Principals[id].Key)); err == nil {

@@ -19,11 +19,14 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
 // ErrNoServer means no server answers for the data directory.
 var ErrNoServer = errors.New("no pedigree server is running")
+
+var _ pedigree.Backend = (*Client)(nil)
 
 // Client talks to a server over its unix socket. Entries, calls, approvals
 // and checkpoints are built and signed here, with the caller's keys.
@@ -111,13 +114,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// Context and Resolve make the client a pedigree.Reader.
+// Context is a session's context, as the server has it.
 func (c *Client) Context(ctx context.Context, session string) ([]string, error) {
 	var out struct{ IDs []string }
 	err := c.do(ctx, "GET", "/v1/context/"+url.PathEscape(session), nil, &out)
 	return out.IDs, err
 }
 
+// Resolve turns an ID prefix into a full ID, as the server has it.
 func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 	var out struct{ ID string }
 	err := c.do(ctx, "GET", "/v1/resolve/"+url.PathEscape(prefix), nil, &out)
@@ -125,43 +129,49 @@ func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 }
 
 // Registry returns the registry as the server has it.
-func (c *Client) Registry(ctx context.Context) (frozen bool, tau float64, ps []registry.Principal, err error) {
+func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
 	var out registryResponse
 	if err := c.do(ctx, "GET", "/v1/registry", nil, &out); err != nil {
-		return false, 0, nil, err
+		return nil, err
 	}
+	v := &pedigree.RegistryView{Frozen: out.Frozen, Tau: out.Tau, Principals: []registry.Principal{}}
 	for _, p := range out.Principals {
 		pub, err := registry.ParsePublicKey([]byte(p.PublicKey))
 		if err != nil {
-			return false, 0, nil, err
+			return nil, err
 		}
-		ps = append(ps, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
+		v.Principals = append(v.Principals, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
 	}
-	return out.Frozen, out.Tau, ps, nil
+	return v, nil
 }
 
 // Record builds and signs an entry here and stores it there.
-func (c *Client) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error) {
+func (c *Client) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error) {
 	st, err := pedigree.BuildEntry(ctx, c, en, c.clock())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	env, _, err := lineage.Sign(s, st)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	req := insertRequest{Envelope: env}
+	var content []byte
 	if en.StoreContent {
-		req.Content = en.Content
-		if req.Content == nil {
-			req.Content = []byte{}
+		content = en.Content
+		if content == nil {
+			content = []byte{}
 		}
 	}
-	var out nodeResponse
-	if err := c.do(ctx, "POST", "/v1/entries", req, &out); err != nil {
-		return nil, nil, err
+	return c.Insert(ctx, env, content)
+}
+
+// Insert stores an entry signed elsewhere.
+func (c *Client) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
+	var n lineage.Node
+	if err := c.do(ctx, "POST", "/v1/entries", insertRequest{Envelope: env, Content: content}, &n); err != nil {
+		return nil, err
 	}
-	return out.Node, out.Parents, nil
+	return &n, nil
 }
 
 // Recall recalls entries into a session.
@@ -219,15 +229,19 @@ func (c *Client) Approve(ctx context.Context, s *registry.Signer, approver, deci
 }
 
 // Decisions lists the decision log.
-func (c *Client) Decisions(ctx context.Context, limit int) ([]gate.Decision, error) {
+func (c *Client) Decisions(ctx context.Context, q pedigree.DecisionQuery) ([]gate.Decision, error) {
 	var out struct{ Decisions []gate.Decision }
-	err := c.do(ctx, "GET", "/v1/decisions?limit="+strconv.Itoa(limit), nil, &out)
+	path := "/v1/decisions?limit=" + strconv.Itoa(q.Limit)
+	if q.Session != "" {
+		path += "&session=" + url.QueryEscape(q.Session)
+	}
+	err := c.do(ctx, "GET", path, nil, &out)
 	return out.Decisions, err
 }
 
-// Show returns what `lineage show` prints.
-func (c *Client) Show(ctx context.Context, id string) (*EntryView, error) {
-	var v EntryView
+// Show returns one entry as stored, with its signature checked again.
+func (c *Client) Show(ctx context.Context, id string) (*pedigree.EntryView, error) {
+	var v pedigree.EntryView
 	if err := c.do(ctx, "GET", "/v1/entries/"+url.PathEscape(id), nil, &v); err != nil {
 		return nil, err
 	}
@@ -265,12 +279,12 @@ func (c *Client) Trajectory(ctx context.Context, session string) (*trajectory.St
 }
 
 // Checkpoint signs the server's log head here with the operator key.
-func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
 	var head headResponse
 	if err := c.do(ctx, "GET", "/v1/log/head", nil, &head); err != nil {
 		return nil, err
 	}
-	cp, err := lineage.SignCheckpoint(operator, head.Size, head.Root, c.clock())
+	cp, err := tlog.SignCheckpoint(operator, head.Size, head.Root, c.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -281,8 +295,8 @@ func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 }
 
 // Prove returns a verified inclusion proof (verified again here).
-func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error) {
-	var p lineage.InclusionProof
+func (c *Client) Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error) {
+	var p tlog.InclusionProof
 	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/prove/%s?checkpoint=%d", url.PathEscape(id), size), nil, &p); err != nil {
 		return nil, err
 	}
@@ -290,8 +304,8 @@ func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.In
 }
 
 // Consistency returns a verified consistency proof (verified again here).
-func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
-	var p lineage.ConsistencyProof
+func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
+	var p tlog.ConsistencyProof
 	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/consistency?old=%d&new=%d", oldSize, newSize), nil, &p); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -46,7 +47,7 @@ type (
 		Envelope json.RawMessage `json:"envelope"`
 	}
 	checkpointRequest struct {
-		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
 	}
 	registryResponse struct {
 		Frozen     bool                `json:"frozen"`
@@ -57,18 +58,6 @@ type (
 		ID        string        `json:"id"`
 		Tier      registry.Tier `json:"tier"`
 		PublicKey string        `json:"public_key"`
-	}
-	nodeResponse struct {
-		Node    *lineage.Node  `json:"node"`
-		Parents []lineage.Edge `json:"parents"`
-	}
-	// EntryView is an entry as `lineage show` needs it.
-	EntryView struct {
-		Node           *lineage.Node  `json:"node"`
-		Parents        []lineage.Edge `json:"parents"`
-		Envelope       []byte         `json:"envelope"`
-		Content        []byte         `json:"content,omitempty"`
-		SignatureError string         `json:"signature_error,omitempty"`
 	}
 	traceResponse struct {
 		Root      *lineage.Node    `json:"root"`
@@ -109,9 +98,10 @@ var errorKinds = []struct {
 	{"unknown_parent", lineage.ErrUnknownParent, http.StatusUnprocessableEntity},
 	{"unknown_entry", lineage.ErrUnknownEntry, http.StatusNotFound},
 	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
-	{"not_logged", lineage.ErrNotLogged, http.StatusNotFound},
-	{"no_checkpoint", lineage.ErrNoCheckpoint, http.StatusNotFound},
+	{"not_logged", tlog.ErrNotLogged, http.StatusNotFound},
+	{"no_checkpoint", tlog.ErrNoCheckpoint, http.StatusNotFound},
 	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
+	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
 	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},
