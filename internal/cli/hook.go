@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -191,7 +192,9 @@ func newHookClaudeSettings(a *app) *cobra.Command {
 		Long: `Print the "hooks" block to paste into Claude Code's settings (.claude/settings.json
 or ~/.claude/settings.json): UserPromptSubmit, PreToolUse and PostToolUse (every tool,
 MCP tools included) and SessionStart run 'pedigree --dir DIR hook claude', with DIR
-absolute. --command names the pedigree binary (default: this one).
+absolute. --command names the pedigree binary (default: this one). Claude Code goes on
+without a hook that fails with any exit code but 2 (a missing binary too), so each
+command ends in '|| exit 2': whatever stops the hook from answering blocks the event.
 
 --http URL prints http hooks instead, posting to a running 'pedigree serve --addr
 127.0.0.1:PORT --claude-hooks' at URL (http://127.0.0.1:PORT/v1/hooks/claude), with
@@ -215,6 +218,9 @@ the bearer token from DIR/hook-keys/http-token.
 			if command == "" {
 				if command, err = os.Executable(); err != nil {
 					return err
+				}
+				if strings.Contains(command, string(filepath.Separator)+"go-build") {
+					return usagef("this pedigree is a temporary build ('go run'): install it and pass --command PATH")
 				}
 			}
 			_, err = a.out.Write(hook.CommandSettings(hook.ShellQuote(command) + " --dir " + hook.ShellQuote(dir) + " hook claude").JSON())

@@ -397,7 +397,7 @@ func TestHookClaudeSettings(t *testing.T) {
 	abs, _ := filepath.Abs(c.dir)
 	for _, ev := range []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart"} {
 		m := s.Hooks[ev]
-		if len(m) != 1 || m[0].Hooks[0].Command != "/usr/local/bin/pedigree --dir "+abs+" hook claude" {
+		if len(m) != 1 || m[0].Hooks[0].Command != "/usr/local/bin/pedigree --dir "+abs+" hook claude || exit 2" {
 			t.Fatalf("%s: %+v", ev, m)
 		}
 		if (ev == "PreToolUse") != (m[0].Matcher == "*") && ev != "PostToolUse" && ev != "PostToolUseFailure" {

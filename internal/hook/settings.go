@@ -31,8 +31,11 @@ type Command struct {
 }
 
 // CommandSettings runs command (already quoted for a shell) on every event.
+// Claude Code goes on without a hook whose command fails with any code but
+// 2, a missing binary's 127 included, so the command ends in "|| exit 2":
+// whatever stops the hook from answering blocks.
 func CommandSettings(command string) *Settings {
-	return settings(Command{Type: "command", Command: command, Timeout: TimeoutSeconds})
+	return settings(Command{Type: "command", Command: command + " || exit 2", Timeout: TimeoutSeconds})
 }
 
 // HTTPSettings posts every event to url with the bearer token.
