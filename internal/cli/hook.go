@@ -38,7 +38,8 @@ func newHookClaude(a *app) *cobra.Command {
 		Short: "Answer one Claude Code hook event (JSON on stdin)",
 		Long: `Read one Claude Code hook event (JSON) on stdin and answer on stdout.
 
-  UserPromptSubmit  the prompt is recorded as the user's entry in session session_id
+  UserPromptSubmit  the prompt is recorded as the user's entry in session session_id,
+                    and each @-mentioned file as the Read tool's output
   PreToolUse        a gate check of the call, by the agent's principal, justified by
                     the session's context; answers deny or ask with the reason, the
                     decision ID and what to run to approve; prints nothing when the

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -101,11 +103,82 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 		return err
 	}
 	content := []byte(*ev.Prompt)
-	_, err = h.b.Record(ctx, s, pedigree.Entry{
+	if _, err = h.b.Record(ctx, s, pedigree.Entry{
 		Principal: h.m.User, Kind: lineage.KindPrompt, Session: ev.SessionID,
 		Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent,
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+	return h.mentions(ctx, ev)
+}
+
+// mentionPat finds @-mentions: Claude Code puts a mentioned file's content
+// (or an MCP resource, @server:uri) into the context along with the prompt,
+// without a tool call, so no PostToolUse would ever record it.
+var mentionPat = regexp.MustCompile(`(?:^|\s)@([^\s"'<>]+)`)
+
+// mentions records what a prompt's @-mentions bring in, each signed as the
+// tool that would have read it: a file by the Read tool's principal, an MCP
+// resource by the MCP principal. A mention that names nothing is text.
+func (h *Handler) mentions(ctx context.Context, ev *Event) error {
+	found := mentionPat.FindAllStringSubmatch(*ev.Prompt, -1)
+	if len(found) > maxMentions {
+		return fmt.Errorf("%w: the prompt has %d @-mentions, more than the %d the hook records", ErrEvent, len(found), maxMentions)
+	}
+	for _, m := range found {
+		ref := strings.TrimRight(m[1], ".,;:!?)]}")
+		var principal string
+		var content []byte
+		if server, _, ok := strings.Cut(ref, ":"); ok && server != "" && !strings.ContainsAny(server, "/\\.~") {
+			principal, content = h.m.MCP.Principal, []byte(ref)
+		} else {
+			path := ref
+			if strings.HasPrefix(path, "~/") {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					continue
+				}
+				path = filepath.Join(home, path[2:])
+			} else if !filepath.IsAbs(path) {
+				if ev.CWD == "" {
+					continue
+				}
+				path = filepath.Join(ev.CWD, path)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				continue // not a file: the mention is text
+			}
+			principal, content = h.m.Output("Read").Principal, []byte(path)
+			if fi.Mode().IsRegular() {
+				f, err := os.Open(path)
+				if err != nil {
+					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
+				}
+				content, err = io.ReadAll(io.LimitReader(f, MaxEventBytes))
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
+				}
+			}
+		}
+		if principal == "" {
+			continue
+		}
+		s, err := h.signer(ctx, principal)
+		if err != nil {
+			return err
+		}
+		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+			Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent})
+		if err != nil {
+			return err
+		}
+		if err := h.state.label(n.ID, "@"+clip(ref)+" (mentioned in the prompt)"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
@@ -392,6 +465,10 @@ func (s *State) describeOutput(id string, ev *Event) error {
 			}
 		}
 	}
+	return s.label(id, what)
+}
+
+func (s *State) label(id, what string) error {
 	dir := filepath.Join(s.dir, "outputs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

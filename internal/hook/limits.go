@@ -18,6 +18,8 @@ const (
 	maxArgString = 1 << 10
 	// MaxToolUseID bounds a tool_use_id.
 	MaxToolUseID = 256
+	// maxMentions bounds the @-mentions of one prompt that are recorded.
+	maxMentions = 64
 	// maxReasonSources is how many untrusted sources a reason names.
 	maxReasonSources = 3
 )
