@@ -298,6 +298,14 @@ func TestHookClaudeUnrecordedOutputDenies(t *testing.T) {
 	if d != "deny" || !strings.Contains(reason, "incomplete") {
 		t.Fatalf("after an unrecorded result: %q %s", d, reason)
 	}
+	// The reason names the mark; removing it lets the session go on.
+	mark := reason[strings.Index(reason, "remove ")+len("remove ") : strings.Index(reason, " to go on")]
+	if err := os.Remove(mark); err != nil {
+		t.Fatalf("the reason's mark %q: %v", mark, err)
+	}
+	if d, _ := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_read"), "u"))); d != "" {
+		t.Fatalf("after removing the mark: %q", d)
+	}
 }
 
 // Claude Code runs hooks in parallel: each waits its turn for the store,

@@ -183,7 +183,7 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 
 func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 	if why := h.state.Unrecorded(ev.SessionID); why != "" {
-		return deny(fmt.Sprintf("pedigree: this session's context is incomplete (%s), so no call in it can be checked. Start a new session.", why)), nil
+		return deny(fmt.Sprintf("pedigree: this session's context is incomplete (%s), so no call in it can be checked. Start a new session, or remove %s to go on with what was recorded.", why, ShellQuote(h.state.unrecordedPath(ev.SessionID)))), nil
 	}
 	s, err := h.signer(ctx, h.m.Agent)
 	if err != nil {

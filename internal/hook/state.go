@@ -96,17 +96,21 @@ func (s *State) Put(u *Use) error {
 // calls are denied. The mark can only make the hook stricter.
 const unrecordedFile = "unrecorded"
 
+func (s *State) unrecordedPath(session string) string {
+	return filepath.Join(s.session(session), unrecordedFile)
+}
+
 // MarkUnrecorded marks the session (best effort: the caller is already
 // failing).
 func (s *State) MarkUnrecorded(session, why string) {
 	if os.MkdirAll(s.session(session), 0o700) == nil {
-		os.WriteFile(filepath.Join(s.session(session), unrecordedFile), []byte(why+"\n"), 0o600)
+		os.WriteFile(s.unrecordedPath(session), []byte(why+"\n"), 0o600)
 	}
 }
 
 // Unrecorded says why a session is marked ("" when it is not).
 func (s *State) Unrecorded(session string) string {
-	b, err := os.ReadFile(filepath.Join(s.session(session), unrecordedFile))
+	b, err := os.ReadFile(s.unrecordedPath(session))
 	if errors.Is(err, os.ErrNotExist) {
 		return ""
 	}
