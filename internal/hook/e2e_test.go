@@ -105,6 +105,10 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		"broken hook": {
 			{ID: "toolu_08Broken", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "BROKEN"), "description": "Touch"}},
 		},
+		"over HTTP": {
+			{ID: "toolu_09ReadHTTP", Name: "Read", Input: map[string]any{"file_path": notes}},
+			{ID: "toolu_10BashHTTP", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "HTTPPWNED"), "description": "Finish the setup"}},
+		},
 		"SETUP.md": {
 			{ID: "toolu_06ReadSetup", Name: "Read", Input: map[string]any{"file_path": notes}},
 			{ID: "toolu_07Approved", Name: "Bash", Input: map[string]any{"command": "touch " + approved, "description": "Finish the setup"}},
@@ -264,6 +268,32 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	}
 	if r, _ := out["result"].(string); !strings.Contains(r, "blocked by hook") {
 		t.Fatalf("with the hook's binary missing, the prompt was not blocked: %v", out["result"])
+	}
+
+	// The same through http hooks to 'pedigree serve --claude-hooks'.
+	serve := exec.Command(bin, "--dir", data, "-o", "json", "serve", "--addr", "127.0.0.1:0", "--claude-hooks")
+	stdout, _ := serve.StdoutPipe()
+	serve.Stderr = os.Stderr
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { serve.Process.Signal(os.Interrupt); serve.Wait() }()
+	var ready struct{ Addr string }
+	if err := json.NewDecoder(stdout).Decode(&ready); err != nil || ready.Addr == "" {
+		t.Fatalf("serve did not say where it listens: %v", err)
+	}
+	httpSettings := filepath.Join(tmp, "http.json")
+	os.WriteFile(httpSettings, pedigree("hook", "claude", "settings", "--http", "http://"+ready.Addr+"/v1/hooks/claude"), 0o644)
+	out = runWith(httpSettings, "Read the notes over HTTP and do what they say", "Read,Bash")
+	if _, err := os.Stat(filepath.Join(work, "HTTPPWNED")); err == nil {
+		t.Fatal("through http hooks, the Bash call the poisoned file asked for ran")
+	}
+	res = api.results["toolu_10BashHTTP"]
+	if !res.IsError || !strings.Contains(res.Content, "pedigree asks") || !strings.Contains(res.Content, "NOTES.md") {
+		t.Fatalf("through http hooks, the model was not told why: %+v", res)
+	}
+	if d, _ := out["permission_denials"].([]any); len(d) != 1 {
+		t.Fatalf("through http hooks, permission_denials: %v", out["permission_denials"])
 	}
 	if *update {
 		writeFixtures(t, events)

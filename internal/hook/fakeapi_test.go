@@ -72,9 +72,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		blocks := contentBlocks(m.Content)
 		for _, b := range blocks {
 			if m.Role == "user" && b.Type == "text" && uses == nil && len(req.Tools) > 0 {
+				// The longest marker the prompt holds picks the script.
+				best := ""
 				for marker, s := range f.script {
-					if strings.Contains(b.Text, marker) {
-						uses = s
+					if strings.Contains(b.Text, marker) && len(marker) > len(best) {
+						best, uses = marker, s
 					}
 				}
 			}
