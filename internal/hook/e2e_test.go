@@ -132,8 +132,9 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		began := time.Now()
 		err := cmd.Run()
-		t.Logf("claude -p %q: %v\nstdout: %s\nstderr: %s", prompt, err, stdout.Bytes(), stderr.Bytes())
+		t.Logf("claude -p %q: %v (%s)\nstdout: %s\nstderr: %s", prompt, err, time.Since(began).Round(time.Millisecond), stdout.Bytes(), stderr.Bytes())
 		var out map[string]any
 		if jerr := json.Unmarshal(stdout.Bytes(), &out); jerr != nil {
 			t.Fatalf("claude's output is not JSON (%v, exit %v)", jerr, err)
