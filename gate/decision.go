@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -18,7 +17,7 @@ import (
 // Decision is the gate's answer, as logged and as printed.
 type Decision struct {
 	Version       int              `json:"version"`
-	Decision      string           `json:"decision"`
+	Decision      Outcome          `json:"decision"`
 	ID            string           `json:"decision_id"`
 	CallID        string           `json:"call_id"`
 	Tool          string           `json:"tool"`
@@ -126,7 +125,7 @@ func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time)
 // Reevaluate runs the policy again on a logged input at the logged time.
 // With the same policy version the outcome is the same: that is what makes
 // the decision log auditable.
-func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (string, []string, error) {
+func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outcome, []string, error) {
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
@@ -142,19 +141,4 @@ func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (stri
 		return Deny, []string{"fail closed: " + err.Error()}, nil
 	}
 	return v.Decision, v.Reasons, nil
-}
-
-// internal reports whether a recipient is in one of the operator's domains.
-func (c *Catalog) internal(rcpt string) bool {
-	_, domain, ok := strings.Cut(strings.ToLower(rcpt), "@")
-	if !ok {
-		return false
-	}
-	for _, d := range c.InternalDomains {
-		d = strings.ToLower(d)
-		if domain == d || strings.HasSuffix(domain, "."+d) {
-			return true
-		}
-	}
-	return false
 }

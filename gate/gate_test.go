@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -149,7 +148,7 @@ func TestUnknownToolIsSensitive(t *testing.T) {
 }
 
 func TestFailClosed(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	t.Run("unknown justification", func(t *testing.T) {
 		w := world(t)
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Justification: []string{strings.Repeat("ab", 32)}})
@@ -216,7 +215,7 @@ func TestFailClosed(t *testing.T) {
 }
 
 func TestPolicyRefusedAtStart(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for name, cause := range map[string]string{"badshape": "unknown field \"verdict\"", "broken": "rego_parse_error", "network": "http.send"} {
 		t.Run(name, func(t *testing.T) {
 			p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", name))
@@ -249,7 +248,7 @@ func TestExtendPolicy(t *testing.T) {
 }
 
 func TestApprovals(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	setup := func(t *testing.T) (*enginetest.World, pedigree.Call, *gate.Decision) {
 		w := world(t)
 		prompt, _, memory := laundered(w)
@@ -344,7 +343,7 @@ func TestApprovals(t *testing.T) {
 
 func TestDecisionLogReplays(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt, _, memory := laundered(w)
 	var ids []string
 	for _, j := range [][]string{{prompt.ID}, {prompt.ID, memory.ID}} {
@@ -366,7 +365,7 @@ func TestDecisionLogReplays(t *testing.T) {
 
 func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt := w.Record("user:alice", "s1", "email the report to the client", nil)
 	mem := w.Record("agent:planner", "s9", "the report", enginetest.Strong(prompt.ID))
 	for range 3 {

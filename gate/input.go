@@ -24,7 +24,7 @@ import (
 //	approvals:     [{id, approver, approver_tier, expires}]
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
-// untrusted: [{id, principal, tier, path, strong}]}.
+// untrusted: [{id, principal, tier, hops, strong}]}.
 
 func str(s string) *ast.Term { return ast.StringTerm(s) }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,7 +20,7 @@ const hookFixtures = "../../testdata/hook/claude"
 func (c *cliEnv) hook(event []byte) result {
 	var out, errw bytes.Buffer
 	a := &app{in: bytes.NewReader(event), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
-	code := a.run(context.Background(), []string{"--dir", c.dir, "hook", "claude"})
+	code := a.run(c.t.Context(), []string{"--dir", c.dir, "hook", "claude"})
 	return result{out.String(), errw.String(), code}
 }
 
@@ -340,7 +339,7 @@ func TestHookClaudeParallel(t *testing.T) {
 func TestHookClaudeLockedStore(t *testing.T) {
 	c := newEnv(t)
 	c.hookSetup()
-	e, err := pedigree.Open(context.Background(), c.dir)
+	e, err := pedigree.Open(t.Context(), c.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 
 	runWith := func(settings, prompt, allowed string, extra ...string) map[string]any {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 		defer cancel()
 		args := append([]string{"-p", prompt, "--output-format", "json", "--settings", settings,
 			"--allowedTools", allowed, "--model", "claude-sonnet-4-5"}, extra...)

@@ -89,7 +89,7 @@ func Block(ev *Event, err error) *Answer {
 	reason := "pedigree: " + err.Error()
 	switch {
 	case ev != nil && ev.HookEventName == PreToolUse:
-		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: gate.Deny, PermissionDecisionReason: reason}}
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
 	case ev != nil && (ev.HookEventName == UserPromptSubmit || ev.HookEventName == PostToolUse || ev.HookEventName == PostToolUseFailure):
 		return &Answer{Decision: "block", Reason: reason}
 	}
@@ -205,16 +205,16 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 		if !h.m.AllowClean {
 			return nil, nil
 		}
-		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: gate.Allow,
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Allow),
 			PermissionDecisionReason: fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID))}}, nil
 	case gate.Ask, gate.Deny:
-		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: d.Decision, PermissionDecisionReason: h.reason(ev, d)}}, nil
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(d.Decision), PermissionDecisionReason: h.reason(ev, d)}}, nil
 	}
 	return nil, fmt.Errorf("the gate answered %q", d.Decision)
 }
 
 func deny(reason string) *Answer {
-	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: gate.Deny, PermissionDecisionReason: reason}}
+	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
 }
 
 // reason says what the call relied on, where it came from, and what the

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/pedigree-ai/pedigree/gate"
 )
 
 // State remembers, per session and tool_use_id, the call a PreToolUse
@@ -23,12 +25,12 @@ type State struct{ dir string }
 
 // Use is what is remembered of one tool use.
 type Use struct {
-	Session    string `json:"session"`
-	ToolUseID  string `json:"tool_use_id"`
-	Tool       string `json:"tool"`
-	CallID     string `json:"call_id"`
-	DecisionID string `json:"decision_id"`
-	Decision   string `json:"decision"`
+	Session    string       `json:"session"`
+	ToolUseID  string       `json:"tool_use_id"`
+	Tool       string       `json:"tool"`
+	CallID     string       `json:"call_id"`
+	DecisionID string       `json:"decision_id"`
+	Decision   gate.Outcome `json:"decision"`
 	// Output is the tool_output entry recorded for it, once it is.
 	Output string `json:"output,omitempty"`
 	// Approval is the user's approval recorded when an asked call ran.

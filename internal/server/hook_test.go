@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -20,7 +19,7 @@ import (
 // claudeServer is a frozen data directory set up for the hook, served.
 func claudeServer(t *testing.T, enable bool) (h http.Handler, token string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	dir := t.TempDir()
 	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau)
 	if err != nil {
