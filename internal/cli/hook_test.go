@@ -12,6 +12,8 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/hook"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 const hookFixtures = "../../testdata/hook/claude"
@@ -479,5 +481,76 @@ func TestHookClaudeMentions(t *testing.T) {
 	prompt("m3", "look at @github:repos/x/issues/1")
 	if d, _ := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "m3"))); d != "ask" {
 		t.Fatalf("after an @-mentioned MCP resource: %q", d)
+	}
+}
+
+// A session can hold more entries than a call may name as parents: the
+// oldest are rolled up into the agent's summaries, and the gate still sees
+// the taint of every one of them.
+func TestHookClaudeLongSession(t *testing.T) { modes(t, testHookClaudeLongSession) }
+
+func testHookClaudeLongSession(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.hookSetup()
+	e, err := pedigree.Open(t.Context(), c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := registry.LoadSigner(filepath.Join(c.dir, hook.KeyDir, "user-claude.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := registry.LoadSigner(filepath.Join(c.dir, hook.KeyDir, "tool-claude-local.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The poisoned entry is the first of 1,300: only a rollup reaches it.
+	for i := range 1300 {
+		s, p, kind := user, "user:claude", lineage.KindPrompt
+		if i == 0 {
+			s, p, kind = local, "tool:claude-local", lineage.KindToolOutput
+		}
+		if _, err := e.Record(t.Context(), s, pedigree.Entry{Principal: p, Kind: kind, Session: "long", Content: fmt.Appendf(nil, "entry %d", i), Parents: []lineage.Parent{}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		if _, err := e.Record(t.Context(), user, pedigree.Entry{Principal: "user:claude", Kind: lineage.KindPrompt, Session: "clean-long", Content: fmt.Appendf(nil, "entry %d", i), Parents: []lineage.Parent{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Close()
+	if served {
+		c.serve()
+	}
+	for range 2 { // the second call reuses the rollups
+		d, reason := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "long")))
+		if d != "ask" || !strings.Contains(reason, "tool:claude-local") {
+			t.Fatalf("a long session whose first entry is untrusted: %q %s", d, reason)
+		}
+	}
+	if d, reason := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "clean-long"))); d != "" {
+		t.Fatalf("a long clean session: %q %s", d, reason)
+	}
+	// A result with no recorded call derives from the rollups too.
+	if r := c.hook(withSession(t, fixture(t, "post_tool_use_mcp"), "clean-long")); r.code != 0 {
+		t.Fatalf("exit %d %s", r.code, r.err)
+	}
+	// A remembered rollup that is not what it claims is not used.
+	st := filepath.Join(c.dir, hook.StateDir)
+	files, _ := filepath.Glob(filepath.Join(st, "claude", "*", "rollups.json"))
+	if len(files) != 2 {
+		t.Fatalf("%d rollup files", len(files))
+	}
+	a, _ := os.ReadFile(files[0])
+	b, _ := os.ReadFile(files[1])
+	os.WriteFile(files[0], b, 0o600) // each session gets the other's rollups
+	os.WriteFile(files[1], a, 0o600)
+	if d, _ := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "long"))); d != "ask" {
+		t.Fatalf("with another session's rollups swapped in: %q", d)
+	}
+	if rep := c.must("verify", "-o", "json").json(t); rep["ok"] != true {
+		t.Fatalf("verify: %v", rep)
 	}
 }

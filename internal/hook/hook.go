@@ -193,7 +193,11 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := h.b.Check(ctx, s, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args})
+	just, err := h.justification(ctx, ev.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := h.b.Check(ctx, s, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +341,7 @@ func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
 	if err != nil {
 		return err
 	}
-	just, err := h.justification(ctx, u)
+	just, err := h.askedJustification(ctx, u)
 	if err != nil {
 		return err
 	}
@@ -351,8 +355,8 @@ func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
 	return nil
 }
 
-// justification is the asked call's own justification.
-func (h *Handler) justification(ctx context.Context, u *Use) ([]string, error) {
+// askedJustification is the asked call's own justification.
+func (h *Handler) askedJustification(ctx context.Context, u *Use) ([]string, error) {
 	d, err := h.b.Decision(ctx, u.DecisionID)
 	if err != nil {
 		return nil, err
@@ -361,7 +365,7 @@ func (h *Handler) justification(ctx context.Context, u *Use) ([]string, error) {
 }
 
 func (h *Handler) contextParents(ctx context.Context, session string) ([]lineage.Parent, error) {
-	ids, err := h.b.Context(ctx, session)
+	ids, err := h.justification(ctx, session)
 	if err != nil {
 		return nil, err
 	}
