@@ -41,11 +41,12 @@ func TestOptionsValidated(t *testing.T) {
 	ctx := t.Context()
 	op := enginetest.New(t, nil).Operator
 	cases := map[string][]pedigree.Option{
-		"policy twice":      {pedigree.WithPolicy(nil), pedigree.WithPolicyDir("x")},
-		"catalog twice":     {pedigree.WithCatalog(&gate.Catalog{}), pedigree.WithToolsFile("x")},
-		"zero gate timeout": {pedigree.WithGateTimeout(0)},
-		"negative timeout":  {pedigree.WithGateTimeout(-time.Second)},
-		"no clock":          {pedigree.WithClock(nil)},
+		"policy twice":       {pedigree.WithPolicy(nil), pedigree.WithPolicyDir("x")},
+		"catalog twice":      {pedigree.WithCatalog(&gate.Catalog{}), pedigree.WithToolsFile("x")},
+		"zero gate timeout":  {pedigree.WithGateTimeout(0)},
+		"negative timeout":   {pedigree.WithGateTimeout(-time.Second)},
+		"no clock":           {pedigree.WithClock(nil)},
+		"extend and replace": {pedigree.WithPolicyDir("x"), pedigree.WithReplacementPolicyDir("y")},
 	}
 	for name, opts := range cases {
 		if name == "policy twice" {

@@ -35,7 +35,9 @@ a lowercase letter then up to 31 of [a-z0-9_-]; name is a letter or digit then u
 
 --new-key FILE writes a new Ed25519 private key (PEM, mode 0600; never overwrites)
 and registers its public half; --public-key FILE registers an existing key. The
-store keeps only public keys. After 'registry freeze' nothing can be added.`,
+store keeps only public keys. A key already registered for another principal, or
+the operator's key, is refused: each principal signs with a key of its own. After
+'registry freeze' nothing can be added.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]

@@ -111,11 +111,12 @@ func DefaultCatalog() *gate.Catalog {
 	// Claude Code's own permission prompt, with the reason; reading a
 	// repository's files taints the context, and a deny there would stop
 	// every edit and test run after the first Read.
-	act := gate.Tool{Sensitive: true, Irreversible: true, AskOnUntrusted: true, Role: trajectory.Other}
-	read := gate.Tool{Sensitive: false, Role: trajectory.Other}
+	yes, no := true, false
+	act := gate.Tool{Sensitive: &yes, Irreversible: true, AskOnUntrusted: true, Role: trajectory.Other}
+	read := gate.Tool{Sensitive: &no, Role: trajectory.Other}
 	c := &gate.Catalog{Tools: map[string]gate.Tool{
-		"Bash":     {Sensitive: true, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
-		"WebFetch": {Sensitive: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		"Bash":     {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		"WebFetch": {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
 	}}
 	for _, t := range []string{"Write", "Edit", "MultiEdit", "NotebookEdit"} {
 		c.Tools[t] = act

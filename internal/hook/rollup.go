@@ -36,10 +36,10 @@ func (h *Handler) justification(ctx context.Context, session string) ([]string, 
 	if err != nil {
 		return nil, err
 	}
+	if len(ids) == 0 {
+		return nil, nil // nothing in context: the engine decides what an empty one means
+	}
 	if len(ids) <= rollupAt {
-		if ids == nil {
-			ids = []string{}
-		}
 		return ids, nil
 	}
 	rs := h.verifiedRollups(ctx, session, ids)

@@ -17,7 +17,7 @@ import (
 )
 
 // claudeServer is a frozen data directory set up for the hook, served.
-func claudeServer(t *testing.T, enable bool) (h http.Handler, token string) {
+func claudeServer(t *testing.T, enable bool) (s *server.Server, token string) {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -42,19 +42,19 @@ func claudeServer(t *testing.T, enable bool) (h http.Handler, token string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	s := server.New(e, nil)
+	s = server.New(e, nil)
 	if enable {
 		if err := s.EnableClaudeHooks(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	token, _ = hook.Token(dir)
-	return s.Handler(), token
+	return s, token
 }
 
 func postHook(t *testing.T, h http.Handler, token, method, body string) hook.Answer {
 	t.Helper()
-	req := httptest.NewRequest(method, "/v1/hooks/claude", strings.NewReader(body))
+	req := httptest.NewRequest(method, "http://127.0.0.1:7777/v1/hooks/claude", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -80,7 +80,8 @@ func fixture(t *testing.T, name string) string {
 }
 
 func TestClaudeHookRoute(t *testing.T) {
-	h, token := claudeServer(t, true)
+	srv, token := claudeServer(t, true)
+	h := srv.Handler()
 	for _, name := range []string{"session_start", "user_prompt_submit", "pre_tool_use_read", "post_tool_use_read"} {
 		if a := postHook(t, h, token, "POST", fixture(t, name)); a != (hook.Answer{}) {
 			t.Fatalf("%s: %+v, want an empty answer", name, a)
@@ -94,7 +95,8 @@ func TestClaudeHookRoute(t *testing.T) {
 
 // Every failure is a 200 whose body blocks.
 func TestClaudeHookRouteBlocksOnErrors(t *testing.T) {
-	h, token := claudeServer(t, true)
+	srv, token := claudeServer(t, true)
+	h := srv.Handler()
 	pre := fixture(t, "pre_tool_use_bash")
 	stops := func(a hook.Answer) bool { return a.Continue != nil && !*a.Continue && a.StopReason != "" }
 	denies := func(a hook.Answer) bool {
@@ -118,8 +120,25 @@ func TestClaudeHookRouteBlocksOnErrors(t *testing.T) {
 			t.Errorf("%s: %+v does not block", tc.name, a)
 		}
 	}
+	// Behind the server's own authentication (as Run serves it), the
+	// route is reached with the hook's token alone, and a browser's request
+	// is answered with a block, not a 4xx.
+	auth := srv.Authenticated(strings.Repeat("f", 64))
+	if a := postHook(t, auth, token, "POST", fixture(t, "user_prompt_submit")); a != (hook.Answer{}) {
+		t.Fatalf("behind the server's token check: %+v", a)
+	}
+	req := httptest.NewRequest("POST", "http://127.0.0.1:7777/v1/hooks/claude", strings.NewReader(pre))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Origin", "https://evil.example")
+	rec := httptest.NewRecorder()
+	auth.ServeHTTP(rec, req)
+	var a hook.Answer
+	json.Unmarshal(rec.Body.Bytes(), &a)
+	if rec.Code != 200 || !stops(a) {
+		t.Fatalf("a browser's request: %d %s", rec.Code, rec.Body)
+	}
 	off, _ := claudeServer(t, false)
-	if a := postHook(t, off, token, "POST", pre); !stops(a) || !strings.Contains(a.StopReason, "--claude-hooks") {
+	if a := postHook(t, off.Handler(), token, "POST", pre); !stops(a) || !strings.Contains(a.StopReason, "--claude-hooks") {
 		t.Fatalf("a server without --claude-hooks: %+v", a)
 	}
 }

@@ -240,7 +240,7 @@ func (s *Server) routes() {
 		return reply(w, d)
 	})
 	s.route("GET", "/v1/trace/{id}", s.trace)
-	s.mux.HandleFunc("/v1/hooks/claude", s.claudeHook)
+	s.mux.HandleFunc(claudeHookPath, s.claudeHook)
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
 		// Verifying a large store takes longer than a write timeout.
 		http.NewResponseController(w).SetWriteDeadline(time.Time{})
@@ -302,6 +302,9 @@ func (s *Server) routes() {
 	})
 }
 
+// claudeHookPath is the route of Claude Code's http hooks.
+const claudeHookPath = "/v1/hooks/claude"
+
 // EnableClaudeHooks answers Claude Code's http hooks on POST
 // /v1/hooks/claude, signing with the hook's keys in the data directory
 // (written by 'pedigree hook claude init'): the one route through which the
@@ -331,6 +334,8 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method != "POST":
 			return fmt.Errorf("%s %s: use POST", r.Method, r.URL.Path)
+		case r.Header.Get("Origin") != "" || !loopbackHost(r.Host):
+			return errors.New("a request from a browser, or to a Host that is not loopback, is refused")
 		case s.claude == nil:
 			return errors.New("this server does not answer Claude Code hooks: start it with 'pedigree serve --claude-hooks'")
 		case !bearer(r, s.claudeToken):
