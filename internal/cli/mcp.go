@@ -329,6 +329,9 @@ Example (Claude Code):
 				if o.Approver, err = signer(ctx, b, approver, approverKey); err != nil {
 					return err
 				}
+				if p, _ := reg.Lookup(approver); !p.Approver || p.Tier != registry.User {
+					return fmt.Errorf("%w: --approver %s holds no approval authority (a user-tier principal registered as an approver)", registry.ErrBadApprover, approver)
+				}
 				o.ApproverID = approver
 				who = approver + " --key FILE"
 			}

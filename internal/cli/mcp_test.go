@@ -147,6 +147,7 @@ func TestMCPGateway(t *testing.T) {
 
 	c.must("init")
 	c.must("registry", "add", "user:alice", "--tier", "user", "--new-key", c.key("user_alice"))
+	c.must("registry", "add", "user:bob", "--tier", "user", "--new-key", c.key("user_bob"), "--approver=false")
 	if r := c.run("mcp", "add", "fs", "node", fsJS); r.code != ExitUsage {
 		t.Fatalf("mcp add without --: exit %d", r.code)
 	}
@@ -189,6 +190,10 @@ func TestMCPGateway(t *testing.T) {
 	c.must("registry", "freeze")
 	if r := c.run("mcp", "add", "x", "--", "node", fsJS, work); r.code != ExitError || !strings.Contains(r.err, "frozen") {
 		t.Fatalf("mcp add after freeze: exit %d %s", r.code, r.err)
+	}
+
+	if r := c.run("mcp", "run", "--approver", "user:bob", "--approver-key", c.key("user_bob")); r.code != ExitError || !strings.Contains(r.err, "approval authority") {
+		t.Fatalf("an approver without approval authority: exit %d %s", r.code, r.err)
 	}
 
 	// Two gateways at once on the directory: the first serves it, the
