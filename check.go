@@ -32,6 +32,9 @@ func (e *Engine) check(ctx context.Context, pending *lineage.Pending, refused er
 		// The call entry is not stored: it was refused.
 		return e.failClosed(ctx, d, nil, "the call entry was refused: "+refused.Error())
 	}
+	if err := e.checkParentless(ctx, st); err != nil {
+		return e.failClosed(ctx, d, nil, err.Error())
+	}
 	for attempt := 0; ; attempt++ {
 		f, err := e.facts(pending.Statement, pending.Node, argSources, now)
 		if err != nil {

@@ -69,6 +69,11 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 			return fail(err)
 		}
 	}
+	if c.policy == nil && c.replaceDir != "" {
+		if c.policy, err = gate.ReplacementPolicyFromDir(c.replaceDir); err != nil {
+			return fail(err)
+		}
+	}
 	if c.model == nil && dir != "" {
 		if p := filepath.Join(dir, ModelFile); fileExists(p) {
 			if c.model, err = trajectory.LoadModel(p); err != nil {

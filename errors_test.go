@@ -41,13 +41,14 @@ func TestOptionsValidated(t *testing.T) {
 	ctx := t.Context()
 	op := enginetest.New(t, nil).Operator
 	cases := map[string][]pedigree.Option{
-		"policy twice":      {pedigree.WithPolicy(nil), pedigree.WithPolicyDir("x")},
-		"catalog twice":     {pedigree.WithCatalog(&gate.Catalog{}), pedigree.WithToolsFile("x")},
-		"zero gate timeout": {pedigree.WithGateTimeout(0)},
-		"negative timeout":  {pedigree.WithGateTimeout(-time.Second)},
-		"no clock":          {pedigree.WithClock(nil)},
-		"operator twice":    {pedigree.WithOperatorSigner(op), pedigree.WithOperatorKeyFile("x")},
-		"empty trust root":  {pedigree.WithTrustRoot(pedigree.TrustRoot{})},
+		"policy twice":       {pedigree.WithPolicy(nil), pedigree.WithPolicyDir("x")},
+		"catalog twice":      {pedigree.WithCatalog(&gate.Catalog{}), pedigree.WithToolsFile("x")},
+		"zero gate timeout":  {pedigree.WithGateTimeout(0)},
+		"negative timeout":   {pedigree.WithGateTimeout(-time.Second)},
+		"no clock":           {pedigree.WithClock(nil)},
+		"extend and replace": {pedigree.WithPolicyDir("x"), pedigree.WithReplacementPolicyDir("y")},
+		"operator twice":     {pedigree.WithOperatorSigner(op), pedigree.WithOperatorKeyFile("x")},
+		"empty trust root":   {pedigree.WithTrustRoot(pedigree.TrustRoot{})},
 	}
 	for name, opts := range cases {
 		if name == "policy twice" {

@@ -92,13 +92,17 @@ const manifestVersion = 2
 // approval authority), τ, the approval cap and the operator key itself, so
 // that the freeze record's digest pins all of them.
 type manifest struct {
-	Version        int             `json:"version"`
-	Tau            float64         `json:"tau"`
-	MaxApprovalTTL string          `json:"max_approval_ttl"`
-	OperatorKey    string          `json:"operator_key_sha256"`
-	Principals     []manifestEntry `json:"principals"`
-	Digest         string          `json:"digest"`
-	Time           string          `json:"time"`
+	Version        int     `json:"version"`
+	Tau            float64 `json:"tau"`
+	MaxApprovalTTL string  `json:"max_approval_ttl"`
+	OperatorKey    string  `json:"operator_key_sha256"`
+	// Meta is the sha256 of the registry's meta row (τ, the operator key,
+	// the approval cap, its creation time) as frozen: a row rewritten after
+	// freeze is refused.
+	Meta       string          `json:"meta_sha256"`
+	Principals []manifestEntry `json:"principals"`
+	Digest     string          `json:"digest"`
+	Time       string          `json:"time"`
 }
 
 type manifestEntry struct {
@@ -126,6 +130,7 @@ type Registry struct {
 	principals map[string]Principal
 	verifiers  map[string]*Verifier
 	frozen     bool
+	metaDigest string
 }
 
 // ValidateTau checks a strong-edge threshold.
@@ -198,6 +203,8 @@ func Load(db kv.Store) (*Registry, error) {
 		if err := json.Unmarshal(b, &m); err != nil {
 			return fmt.Errorf("read registry: %w", err)
 		}
+		sum := sha256.Sum256(b)
+		r.metaDigest = hex.EncodeToString(sum[:])
 		r.tau = m.Tau
 		r.maxTTL = DefaultMaxApprovalTTL
 		if m.MaxApprovalTTL != "" {
@@ -271,6 +278,9 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 		return &TamperError{Differences: []string{fmt.Sprintf("the freeze record is version %d; this pedigree reads version %d", m.Version, manifestVersion)}}
 	}
 	var diffs []string
+	if m.Meta != r.metaDigest {
+		diffs = append(diffs, "the registry's meta row (tau, the operator key) was rewritten since freeze")
+	}
 	if m.Tau != r.tau {
 		diffs = append(diffs, fmt.Sprintf("tau is %v, frozen as %v", r.tau, m.Tau))
 	}
@@ -323,8 +333,8 @@ func (r *Registry) sortedIDs() []string {
 // authority), τ, the approval cap and the operator key, in ID order.
 func digest(m *manifest) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "pedigree-registry-v2\ntau=%s\nmax_approval_ttl=%s\noperator=%s\n",
-		strconv.FormatFloat(m.Tau, 'g', -1, 64), m.MaxApprovalTTL, m.OperatorKey)
+	fmt.Fprintf(h, "pedigree-registry-v2\ntau=%s\nmax_approval_ttl=%s\noperator=%s\nmeta=%s\n",
+		strconv.FormatFloat(m.Tau, 'g', -1, 64), m.MaxApprovalTTL, m.OperatorKey, m.Meta)
 	for _, p := range m.Principals {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%t\n", p.ID, p.Tier, p.Key, p.Approver)
 	}
@@ -356,6 +366,9 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 	if r.frozen {
 		return ErrFrozen
 	}
+	if err := r.checkKeyUnused(p); err != nil {
+		return err
+	}
 	key := append(slices.Clone(prefixPrincipal), p.ID...)
 	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
 		// The store is the authority: another process may have frozen it.
@@ -373,6 +386,22 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 	return r.put(p)
 }
 
+// checkKeyUnused refuses a key that already speaks for someone: one key for
+// two principals would let a user's key write as an internal agent (or the
+// other way round), and the operator key as a principal's would let whoever
+// holds it write as that principal. The caller holds r.mu.
+func (r *Registry) checkKeyUnused(p Principal) error {
+	if p.PublicKey.Equal(r.operator) {
+		return fmt.Errorf("%w: %s: that public key is the operator key; a principal needs a key of its own", ErrBadKey, p.ID)
+	}
+	for _, q := range r.principals {
+		if q.ID != p.ID && q.PublicKey.Equal(p.PublicKey) {
+			return fmt.Errorf("%w: %s: that public key is already registered for %s; each principal needs a key of its own", ErrBadKey, p.ID, q.ID)
+		}
+	}
+	return nil
+}
+
 // Freeze signs a manifest of every principal and τ with the operator key and
 // stores it. From then on the registry cannot change.
 func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) error {
@@ -385,7 +414,7 @@ func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) 
 		return ErrFrozen
 	}
 	m := manifest{Version: manifestVersion, Tau: r.tau, MaxApprovalTTL: r.maxTTL.String(),
-		OperatorKey: KeyFingerprint(r.operator), Time: now.UTC().Format(time.RFC3339Nano)}
+		OperatorKey: KeyFingerprint(r.operator), Meta: r.metaDigest, Time: now.UTC().Format(time.RFC3339Nano)}
 	for _, id := range r.sortedIDs() {
 		p := r.principals[id]
 		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey), Approver: p.Approver})

@@ -19,6 +19,9 @@ var errServed = errors.New("a pedigree server is running on this data directory"
 // ignored.
 func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (pedigree.Backend, error) {
 	c, err := server.Dial(ctx, a.dir, a.clock)
+	if err != nil && !errors.Is(err, server.ErrNoServer) {
+		return nil, err // serve.json names a server that cannot be trusted: never fall back silently
+	}
 	if err == nil {
 		if len(opts) > 0 {
 			c.Close()
@@ -37,8 +40,11 @@ func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (pedigree.Ba
 // changes): they need the store itself.
 func (a *app) refuseIfServed(ctx context.Context, verb string) error {
 	c, err := server.Dial(ctx, a.dir, a.clock)
-	if err != nil {
+	if errors.Is(err, server.ErrNoServer) {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	c.Close()
 	return fmt.Errorf("%w: stop it to %s (registry changes are never served, and impossible after freeze)", errServed, verb)

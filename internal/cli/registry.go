@@ -34,7 +34,9 @@ a lowercase letter then up to 31 of [a-z0-9_-]; name is a letter or digit then u
 
 --new-key FILE writes a new Ed25519 private key (PEM, mode 0600; never overwrites)
 and registers its public half; --public-key FILE registers an existing key. The
-store keeps only public keys. After 'registry freeze' nothing can be added.
+store keeps only public keys. A key already registered for another principal, or
+the operator's key, is refused: each principal signs with a key of its own. After
+'registry freeze' nothing can be added.
 
 --approver gives the principal approval authority: only such principals can
 approve a denied call ('gate approve'), and only a user-tier principal can hold it.

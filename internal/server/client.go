@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -33,24 +31,28 @@ var _ pedigree.Backend = (*Client)(nil)
 type Client struct {
 	hc    *http.Client
 	clock func() time.Time
+	token string // the server's bearer token (see auth.go)
 }
 
-// Dial finds the server of a data directory (through serve.json) and checks
-// that it answers. ErrNoServer when none does.
+// Dial finds the server of a data directory (through serve.json), checks
+// that it may be trusted and that it answers. ErrNoServer when none
+// answers; ErrUntrustedServer when serve.json names a socket that is not
+// the directory's own or a server that cannot prove it holds the token.
 func Dial(ctx context.Context, dir string, clock func() time.Time) (*Client, error) {
-	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	socket, err := discover(dir)
 	if err != nil {
-		return nil, ErrNoServer
+		return nil, err
 	}
-	var in info
-	if err := json.Unmarshal(b, &in); err != nil || in.Socket == "" {
-		return nil, ErrNoServer
+	token, err := ReadToken(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUntrustedServer, err)
 	}
-	return DialSocket(ctx, in.Socket, clock)
+	return DialSocket(ctx, socket, token, clock)
 }
 
-// DialSocket connects to a server's unix socket.
-func DialSocket(ctx context.Context, socket string, clock func() time.Time) (*Client, error) {
+// DialSocket connects to a server's unix socket and checks, before it sends
+// anything else, that the server holds token.
+func DialSocket(ctx context.Context, socket, token string, clock func() time.Time) (*Client, error) {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -61,11 +63,9 @@ func DialSocket(ctx context.Context, socket string, clock func() time.Time) (*Cl
 		},
 		MaxIdleConnsPerHost: 64,
 	}
-	c := &Client{hc: &http.Client{Transport: tr}, clock: clock}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := c.do(ctx, "GET", "/healthz", nil, nil); err != nil {
-		return nil, ErrNoServer
+	c := &Client{hc: &http.Client{Transport: tr}, clock: clock, token: token}
+	if err := c.prove(ctx, socket); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -85,10 +85,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://pedigree"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+clientHost+path, rd)
 	if err != nil {
 		return err
 	}
+	c.authorize(req)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
