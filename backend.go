@@ -35,6 +35,9 @@ type Backend interface {
 	Record(ctx context.Context, s *registry.Signer, en Entry) (*lineage.Node, error)
 	// Insert stores an entry signed elsewhere, after verifying it.
 	Insert(ctx context.Context, env, content []byte) (*lineage.Node, error)
+	// ByContent lists the memory entries whose signed content digest is
+	// digest ("sha256:<hex>"), at most lineage.MaxByContent.
+	ByContent(ctx context.Context, digest string) ([]string, error)
 	// Recall puts stored entries into a session's context.
 	Recall(ctx context.Context, session string, ids []string) error
 	// Check signs a proposed call with s and asks the gate.

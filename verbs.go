@@ -222,6 +222,13 @@ func (e *Engine) Registry(ctx context.Context) (*RegistryView, error) {
 		MaxApprovalTTL: e.reg.MaxApprovalTTL(), TrustRoot: e.TrustRoot()}, nil
 }
 
+// ByContent returns the memory entries whose signed content digest is
+// digest ("sha256:<hex>"): how the MCP gateway matches a memory server's
+// answer back to the entries that wrote it.
+func (e *Engine) ByContent(ctx context.Context, digest string) ([]string, error) {
+	return e.graph.ByContent(ctx, digest)
+}
+
 // Context is a session's context: every entry recorded in it or recalled
 // into it, in order.
 func (e *Engine) Context(ctx context.Context, session string) ([]string, error) {

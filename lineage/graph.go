@@ -235,6 +235,9 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	if err := t.Set(seqKey(seq), []byte(id)); err != nil {
 		return err
 	}
+	if err := indexContent(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
 	// the context) and approvals are for the gate, so neither joins it.

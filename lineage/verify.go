@@ -81,6 +81,9 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 	if err := g.verifyContexts(ctx, t, v, stmts, bad); err != nil {
 		return nil, err
 	}
+	if err := verifyContentIndex(ctx, t, stmts, bad); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

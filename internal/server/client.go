@@ -129,6 +129,13 @@ func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 	return out.ID, err
 }
 
+// ByContent returns the memory entries whose content digest is digest.
+func (c *Client) ByContent(ctx context.Context, digest string) ([]string, error) {
+	var out struct{ IDs []string }
+	err := c.do(ctx, "GET", "/v1/content/"+url.PathEscape(digest), nil, &out)
+	return out.IDs, err
+}
+
 // Registry returns the registry as the server has it.
 func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
 	var out registryResponse

@@ -197,6 +197,13 @@ func (s *Server) routes() {
 		return reply(w, map[string]any{"id": id})
 	})
 	s.route("POST", "/v1/entries", s.insert)
+	s.route("GET", "/v1/content/{digest}", func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := s.e.ByContent(r.Context(), r.PathValue("digest"))
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"ids": nonNil(ids)})
+	})
 	s.route("GET", "/v1/entries/{id}", s.show)
 	s.route("POST", "/v1/recall", func(w http.ResponseWriter, r *http.Request) error {
 		var req recallRequest

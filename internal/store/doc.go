@@ -60,6 +60,9 @@
 //	lin/       m/<session>\x00<id>          lineage              from the entries' signed sessions and the recall
 //	                                                            records, both ways
 //	lin/       r/<recall id>               lineage              logged: a leaf names it; it hashes to its ID
+//	lin/       cd/<digest>\x00<id>          lineage              derived: re-derived from the memory entries' signed
+//	                                                            content digests, both ways (the MCP gateway's
+//	                                                            look-up from a memory server's answer)
 //	l/         leaf/<index>                tlog                 logged: the leaves; their root at each
 //	                                                            checkpoint's size must match its signed root
 //	l/         n/<level><index>            tlog                 derived: every subtree hash is recomputed
