@@ -147,7 +147,7 @@ func TestMCPGateway(t *testing.T) {
 
 	c.must("init")
 	c.must("registry", "add", "user:alice", "--tier", "user", "--approver", "--new-key", c.key("user_alice"))
-	c.must("registry", "add", "user:bob", "--tier", "user", "--new-key", c.key("user_bob"))
+	c.must("registry", "add", "user:bob", "--tier", "user", "--approver=false", "--new-key", c.key("user_bob"))
 	if r := c.run("mcp", "add", "fs", "node", fsJS); r.code != ExitUsage {
 		t.Fatalf("mcp add without --: exit %d", r.code)
 	}
