@@ -401,6 +401,9 @@ type Signed struct {
 // of the statement, so that changing s afterwards cannot change what is
 // stored.
 func SignStatement(signer *registry.Signer, s *Statement) (*Signed, error) {
+	if s == nil || signer == nil {
+		return nil, fmt.Errorf("%w: nothing to sign, or no key to sign it with", ErrMalformed)
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
