@@ -491,6 +491,10 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 	}
 	srcs := map[string][]string{}
 	for name, ids := range c.ArgSources {
+		// An explicit empty list stays explicit: the agent says it composed
+		// the value itself, which the policy judges apart from "no
+		// provenance given".
+		srcs[name] = []string{}
 		for _, p := range ids {
 			id, err := r.Resolve(ctx, p)
 			if err != nil {

@@ -20,12 +20,17 @@ type ArgRule struct {
 
 // Tool is a tool's entry in the catalog.
 type Tool struct {
-	Sensitive      bool               `json:"sensitive"`
-	Irreversible   bool               `json:"irreversible"`
-	ExternalSink   bool               `json:"external_sink"`
-	Role           trajectory.Role    `json:"role,omitempty"`
-	AskOnUntrusted bool               `json:"ask_on_untrusted"`
-	Args           map[string]ArgRule `json:"args,omitempty"`
+	Sensitive      bool            `json:"sensitive"`
+	Irreversible   bool            `json:"irreversible"`
+	ExternalSink   bool            `json:"external_sink"`
+	Role           trajectory.Role `json:"role,omitempty"`
+	AskOnUntrusted bool            `json:"ask_on_untrusted"`
+	// OnSteered is the outcome of a call whose control justification is
+	// tainted but whose protected arguments all come from explicit, trusted
+	// sources: the decision may have been steered, the data was not.
+	// "ask" (the default, when empty), "deny" (delete-like tools) or "allow".
+	OnSteered string             `json:"on_steered,omitempty"`
+	Args      map[string]ArgRule `json:"args,omitempty"`
 	// RecipientArg names the argument that holds a send's recipient, for
 	// the trajectory detector's external-recipient signal.
 	RecipientArg string `json:"recipient_arg,omitempty"`
@@ -61,6 +66,9 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 			c.Tools[name] = t
 		}
 		if _, err := trajectory.ParseRole(string(t.Role)); err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
+		}
+		if err := checkOnSteered(t.OnSteered); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
 		}
 	}
@@ -115,4 +123,14 @@ func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Ca
 		}
 	}
 	return call
+}
+
+// checkOnSteered refuses an on_steered that is not an outcome: a typo must
+// not silently mean the default.
+func checkOnSteered(o string) error {
+	switch o {
+	case "", Ask, Deny, Allow:
+		return nil
+	}
+	return fmt.Errorf("on_steered %q: want ask, deny or allow", o)
 }

@@ -19,7 +19,7 @@ import (
 // evaluation itself.
 //
 //	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
-//	tool:          {known, sensitive, irreversible, external_sink, role, ask_on_untrusted, args: {NAME: {trusted}}}
+//	tool:          {known, sensitive, irreversible, external_sink, role, ask_on_untrusted, on_steered, args: {NAME: {trusted}}}
 //	justification: [entry]
 //	arguments:     {NAME: {explicit, sources: [entry]}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
@@ -162,7 +162,7 @@ func toolTerm(t Tool, known bool) *ast.Term {
 	}
 	return obj("known", ast.BooleanTerm(known), "sensitive", ast.BooleanTerm(t.Sensitive), "irreversible", ast.BooleanTerm(t.Irreversible),
 		"external_sink", ast.BooleanTerm(t.ExternalSink), "role", str(string(t.Role)), "ask_on_untrusted", ast.BooleanTerm(t.AskOnUntrusted),
-		"args", ast.ObjectTerm(args...))
+		"on_steered", str(t.OnSteered), "args", ast.ObjectTerm(args...))
 }
 
 func featuresTerm(s *trajectory.State) *ast.Term {
