@@ -117,8 +117,10 @@ errs. --verbose prints every decision with its reasons.`,
 
 func printSummary(w io.Writer, s *replay.Summary) {
 	fmt.Fprintf(w, "scenarios   %d (%d errors) in %.1fs\n", s.Scenarios, s.Errors, s.WallSeconds)
-	fmt.Fprintf(w, "attack      %d calls, %d allowed: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.ASR)
-	fmt.Fprintf(w, "benign      %d calls, %d allowed: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAllowRate)
+	fmt.Fprintf(w, "attack      %d calls, %d allowed, %d asked, %d denied: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.AttackAsked, s.AttackDenied, s.ASR)
+	fmt.Fprintf(w, "benign      %d calls, %d allowed, %d asked, %d denied: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAsked, s.BenignDenied, s.BenignAllowRate)
+	fmt.Fprintf(w, "completion  of %d scenarios with gated calls, every gated call allowed in %d (%.4f), allowed or asked in %d (%.4f)\n",
+		s.GatedScenarios, s.AllAllowed, s.AllAllowedShare, s.AllAllowedOrAsked, s.AllAllowedOrAskedShare)
 	fmt.Fprintf(w, "agreement   %d of %d calls with expect: %.4f\n", s.Agreed, s.Expected, s.Agreement)
 	for _, m := range s.Mismatches {
 		fmt.Fprintf(w, "  mismatch  %s %s: expected %s, got %s\n", m.Scenario, m.Call, m.Expect, m.Got)
