@@ -137,8 +137,8 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 			return nil, fmt.Errorf("%w: content does not match its signed digest", ErrMalformed)
 		}
 	}
-	if st.Kind == KindApproval && p.Tier != registry.User {
-		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
+	if (st.Kind == KindApproval || st.Kind == KindRejection) && p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: an entry of kind %s must be signed by a user-tier principal, %s is %s", ErrMalformed, st.Kind, p.ID, p.Tier)
 	}
 	var n *Node
 	err := g.db.View(func(t *store.Txn) error {
@@ -261,8 +261,9 @@ func (p *Pending) Write(t *store.Txn) error {
 	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
-	// the context) and approvals are for the gate, so neither joins it.
-	if st := p.Statement; st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall {
+	// the context) and approvals and rejections are for the gate, so none
+	// joins it.
+	if st := p.Statement; st.Session != "" && st.Kind != KindApproval && st.Kind != KindRejection && st.Kind != KindCall {
 		return addToContext(t, st.Session, id, seq)
 	}
 	return nil
