@@ -60,12 +60,20 @@ func (g *Gate) Approve(ctx context.Context, env []byte) (*lineage.Node, error) {
 	if !exp.After(g.clock()) {
 		return nil, fmt.Errorf("%w: the approval has already expired", ErrApproval)
 	}
+	if err := g.checkNotRejected(d.ID); err != nil {
+		return nil, err
+	}
 	n, err := g.graph.Insert(ctx, env, nil)
 	if err != nil {
 		return nil, err
 	}
 	k := append(approvalPrefix(st.Session, st.Approval.Action), n.ID...)
-	err = g.db.Update(func(t *store.Txn) error { return t.Set(k, []byte(st.Approval.Expires)) })
+	err = g.db.Update(func(t *store.Txn) error {
+		if err := recordReview(t, Review{DecisionID: d.ID, Outcome: Approved, Entry: n.ID, By: p.ID, Time: st.Time}); err != nil {
+			return err
+		}
+		return t.Set(k, []byte(st.Approval.Expires))
+	})
 	return n, err
 }
 

@@ -18,7 +18,7 @@ func newGateCommand(a *app) *cobra.Command {
 		Short: "Decide on sensitive tool calls, approve denied ones, read the decision log",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newGateCheck(a), newGateApprove(a), newGateLog(a))
+	cmd.AddCommand(newGateCheck(a), newGatePending(a), newGateApprove(a), newGateReject(a), newGateLog(a))
 	return cmd
 }
 
@@ -161,14 +161,23 @@ func paint(color bool, decision string) string {
 func newGateApprove(a *app) *cobra.Command {
 	var as, key string
 	var ttl time.Duration
+	var yes bool
 	cmd := &cobra.Command{
-		Use:   "approve DECISION_ID --as PRINCIPAL --key FILE [--ttl 15m]",
+		Use:   "approve DECISION_ID --as PRINCIPAL --key FILE [--ttl 15m] [--yes]",
 		Short: "Approve a denied call once, as a user-tier principal",
 		Long: `Record a signed approval of a denied (or ask) decision. The approval binds the
 decision's session and the sha256 of its exact tool and canonical arguments, and
 expires after --ttl. The next identical check in that session is allowed once and
 consumes it; other arguments, a second use or an expired approval have no effect.
-Only a user-tier principal can approve.`,
+Only a user-tier principal can approve; a rejected decision cannot be approved.
+
+Before it signs, approve prints exactly what is approved: the tool and its
+canonical arguments, the session, the proposer and the reasons (on stderr with
+-o json). When stdin is a terminal it then asks for confirmation, unless --yes;
+when it is not (a script, a pipe, CI), it never waits: the printed call is the
+record of what was approved.
+
+  pedigree gate approve 3f2a9c1d --as user:alice --key alice.key`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ttl <= 0 {
@@ -179,15 +188,30 @@ Only a user-tier principal can approve.`,
 				return err
 			}
 			defer e.Close()
-			n, err := e.Approve(cmd.Context(), s, as, args[0], ttl)
+			subj, err := subjectOf(cmd.Context(), e, args[0])
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "approval_id": n.ID, "decision_id": args[0], "approver": as, "ttl": ttl.String()}, func(w io.Writer) {
+			shown := a.out
+			if a.output == "json" {
+				shown = a.errw
+			}
+			subj.describe(shown)
+			if !yes && interactive(a.in) && !confirm(a.in, shown, "approve this call once?") {
+				return fmt.Errorf("%w: not confirmed; nothing was signed", gate.ErrApproval)
+			}
+			n, err := e.Approve(cmd.Context(), s, as, subj.Decision.ID, ttl)
+			if err != nil {
+				return err
+			}
+			out := map[string]any{"version": 1, "approval_id": n.ID, "decision_id": subj.Decision.ID, "approver": as, "ttl": ttl.String(),
+				"tool": subj.Decision.Tool, "args": subj.Args, "session": subj.Decision.Session}
+			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "approved once: %s (approval %s, expires in %s)\n", args[0], short(n.ID), ttl)
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation at a terminal")
 	cmd.Flags().StringVar(&as, "as", "", "the approving user-tier principal")
 	cmd.Flags().StringVar(&key, "key", "", "its private key file")
 	cmd.Flags().DurationVar(&ttl, "ttl", pedigree.DefaultApprovalTTL, "how long the approval stays usable")
@@ -201,7 +225,9 @@ func newGateLog(a *app) *cobra.Command {
 		Use:   "log [--limit N] [--session S]",
 		Short: "List logged decisions, oldest first",
 		Long: `List the decision log: decision ID, time, principal, session, tool, digest of the
-canonical arguments, justification, decision, reasons and policy version.`,
+canonical arguments, justification, decision, reasons and policy version, and for
+a deny or an ask that a person answered, the approval or rejection ("reviews" in
+-o json: decision_id, outcome approved|rejected, by, time, entry).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 0 {
@@ -216,11 +242,25 @@ canonical arguments, justification, decision, reasons and policy version.`,
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "decisions": ds}, func(w io.Writer) {
+			rs, err := e.Reviews(cmd.Context())
+			if err != nil {
+				return err
+			}
+			byDecision := reviewsByDecision(rs)
+			shown := []gate.Review{}
+			for _, d := range ds {
+				if r, ok := byDecision[d.ID]; ok {
+					shown = append(shown, r)
+				}
+			}
+			return a.print(map[string]any{"version": 1, "decisions": ds, "reviews": shown}, func(w io.Writer) {
 				for _, d := range ds {
 					fmt.Fprintf(w, "%s %s %-5s %-24s %s session %s policy %s\n", d.Time, short(d.ID), d.Decision, d.Tool, d.Principal, d.Session, d.PolicyVersion)
 					for _, r := range d.Reasons {
 						fmt.Fprintf(w, "    %s\n", r)
+					}
+					if r, ok := byDecision[d.ID]; ok {
+						fmt.Fprintf(w, "    %s by %s at %s (entry %s)\n", r.Outcome, r.By, r.Time, short(r.Entry))
 					}
 				}
 			})
