@@ -50,6 +50,9 @@ type Decision struct {
 	Time          string           `json:"time"`
 	ArgsDigest    string           `json:"args_digest"`
 	Justification []string         `json:"justification"`
+	// Plan is the plan step the call cites, and whether it stood as the
+	// control justification.
+	Plan *PlanUse `json:"plan,omitempty"`
 	// InputDigest is the sha256 of the policy input as logged, so that the
 	// decision's ID covers what the policy saw.
 	InputDigest string `json:"input_digest,omitempty"`

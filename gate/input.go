@@ -24,6 +24,10 @@ import (
 //	arguments:     {NAME: {explicit, sources: [entry]}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
 //	approvals:     [{id, approver, approver_tier, expires}]
+//	plan:          {cited, id, step, authority, why}
+//
+// and each argument also carries slot: "literal" or "data" for a call a
+// plan has authority over (see PlanUse), else "".
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
 // untrusted: [{id, principal, tier, path, strong}]}.
@@ -53,6 +57,16 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 			return nil, nil, fmt.Errorf("provenance given for argument %q, which the call does not have", n)
 		}
 	}
+	plan, err := g.planUse(st, argSources)
+	if err != nil {
+		return nil, nil, err
+	}
+	if plan != nil {
+		if plan.Authority {
+			d.Justification = plan.control
+		}
+		d.Plan = plan
+	}
 	// Every entry the input names, read in one transaction with the
 	// sources of its untrusted labels.
 	ids := slices.Clone(d.Justification)
@@ -69,12 +83,14 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	}
 	entries := make(map[string]*ast.Term, len(nodes))
 	untrustedOf := make(map[string]string, len(nodes)) // entry -> its effective tier, for the recipient signal
+	witnesses := make(map[string][]lineage.Source, len(nodes))
 	for i, n := range nodes {
 		if _, done := entries[n.ID]; done {
 			continue
 		}
 		entries[n.ID] = entryTerm(n, sources[i])
 		untrustedOf[n.ID] = n.Effective.String()
+		witnesses[n.ID] = sources[i]
 	}
 	d.Untrusted = d.Untrusted[:0]
 	just := make([]*ast.Term, 0, len(d.Justification))
@@ -96,6 +112,11 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	recipientUntrusted := false
 	for _, name := range names {
 		ids, explicit := argSources[name]
+		slot := plan.slot(name)
+		if slot == "literal" {
+			// The plan fixed the value: the plan is its source.
+			ids, explicit = []string{plan.ID}, true
+		}
 		srcs := justTerm
 		srcIDs := d.Justification
 		if explicit {
@@ -105,6 +126,16 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 			}
 			srcs, srcIDs = ast.ArrayTerm(ts...), ids
 		}
+		if slot == "data" {
+			// Data sources are not in the control justification: their
+			// untrusted roots are evidence of their own.
+			for _, id := range ids {
+				for _, s := range witnesses[id] {
+					s.Path = append([]string{call.ID}, s.Path...)
+					d.Untrusted = append(d.Untrusted, s)
+				}
+			}
+		}
 		if name == tool.RecipientArg {
 			for _, id := range srcIDs {
 				if t := untrustedOf[id]; t == "unverified" || t == "external" {
@@ -112,7 +143,7 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 				}
 			}
 		}
-		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.BooleanTerm(explicit), "sources", srcs)})
+		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.BooleanTerm(explicit), "sources", srcs, "slot", str(slot))})
 	}
 
 	// The trajectory as it will be once this call is appended.
@@ -139,8 +170,17 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		"arguments", ast.ObjectTerm(arguments...),
 		"trajectory", obj("features", featuresTerm(state), "alerts", alertsTerm(alerts)),
 		"approvals", approvals,
+		"plan", planTerm(plan),
 	)
 	return in.Value, &tc, nil
+}
+
+func planTerm(u *PlanUse) *ast.Term {
+	if u == nil {
+		return obj("cited", ast.BooleanTerm(false))
+	}
+	return obj("cited", ast.BooleanTerm(true), "id", str(u.ID), "step", ast.IntNumberTerm(u.Step),
+		"authority", ast.BooleanTerm(u.Authority), "why", str(u.Why))
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {

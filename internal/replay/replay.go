@@ -283,7 +283,7 @@ func runOne(ctx context.Context, s *Scenario, o Options) Result {
 				session = s.ID
 			}
 			principal := st.Principal
-			if principal == "" && st.Op == "call" {
+			if principal == "" && (st.Op == "call" || st.Op == "plan") {
 				principal = agent
 			}
 			key, ok := keys[principal]
@@ -309,10 +309,43 @@ func runOne(ctx context.Context, s *Scenario, o Options) Result {
 					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
 				}
 				ids[st.Ref] = n.ID
+			case "plan":
+				steps, err := lineage.PlanSteps(st.Steps)
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				just, err := resolve(st.Justification)
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				parents := make([]lineage.Parent, len(just))
+				for j, id := range just {
+					parents[j] = lineage.Parent{ID: id, Weight: 1}
+				}
+				n, err := e.Record(ctx, key, pedigree.Entry{Principal: principal, Kind: lineage.KindPlan, Session: session,
+					Content: st.Steps, Parents: parents, Steps: steps})
+				if err != nil {
+					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				ids[st.Ref] = n.ID
 			case "call":
 				just, err := resolve(st.Justification)
 				if err != nil {
 					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
+				}
+				plan, planStep := "", 0
+				if st.Plan != "" {
+					var ok bool
+					if plan, ok = ids[st.Plan]; !ok {
+						return fmt.Errorf("step %d (%s): %w: plan ref %q names no earlier step", i+1, st.Ref, lineage.ErrUnknownEntry, st.Plan)
+					}
+					planStep = *st.PlanStep
+					if st.Justification == nil {
+						// A call under a plan may omit its justification:
+						// if it does not match its step, the ordinary one
+						// is the session's context.
+						just = nil
+					}
 				}
 				srcs := map[string][]string{}
 				for name, refs := range st.ArgJustification {
@@ -324,7 +357,8 @@ func runOne(ctx context.Context, s *Scenario, o Options) Result {
 				if len(args) == 0 {
 					args = nil
 				}
-				d, err := e.Check(ctx, key, pedigree.Call{Principal: principal, Session: session, Tool: st.Tool, Args: args, Justification: just, ArgSources: srcs})
+				d, err := e.Check(ctx, key, pedigree.Call{Principal: principal, Session: session, Tool: st.Tool, Args: args, Justification: just, ArgSources: srcs,
+					Plan: plan, PlanStep: planStep})
 				if err != nil {
 					return fmt.Errorf("step %d (%s): %w", i+1, st.Ref, err)
 				}

@@ -244,6 +244,19 @@ func (c *Client) Reject(ctx context.Context, s *registry.Signer, rejecter, decis
 	return &n, nil
 }
 
+// Plan reads a stored plan through the server, for BuildCall; the gate
+// reads it again from its own store.
+func (c *Client) Plan(ctx context.Context, id string) (*lineage.Statement, error) {
+	v, err := c.Show(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, _, _, err := lineage.Open(v.Envelope)
+	return st, err
+}
+
+var _ pedigree.PlanReader = (*Client)(nil)
+
 // Pending lists the decisions a person can still approve or reject.
 func (c *Client) Pending(ctx context.Context) ([]gate.Pending, error) {
 	var out struct{ Pending []gate.Pending }

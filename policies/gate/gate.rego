@@ -17,11 +17,19 @@
 #                        has an explicit empty source list
 #   no-protected-argument tainted control, and the call has no      deny
 #                        protected argument at all
+#   unsourced-data       under a plan, a protected argument fills   deny
+#                        a data slot without naming its sources
 #   steered              tainted control, every protected argument  ask (catalog
 #                        comes from explicit, trusted sources       on_steered)
 #   weak-justification,  an untrusted ancestor through weak edges   ask
 #   weak-argument        only
 #   trusted              none of the above                          allow
+#
+# A plan (input.plan) the call matches, made from trusted entries, is the
+# control justification (the gate builds input.justification so); its
+# literals have the plan as their source (slot "literal") and each data
+# slot is judged by its own sources (slot "data"). plan reasons say whether
+# the plan was used, and why not.
 #
 # tainted-justification reasons list the untrusted control entries beside
 # the rule that fired. ask_on_untrusted turns the denies into asks; an
@@ -117,6 +125,20 @@ deny_reasons contains msg if {
 	count(arg.sources) == 0
 	msg := sprintf("empty-sources: protected argument %s has an empty source list: the agent composed it in a tainted context", [name])
 }
+
+# Under a plan, a protected argument that fills a data slot is judged by its
+# own sources alone: it must name them.
+deny_reasons contains msg if {
+	some name, arg in input.arguments
+	arg.slot == "data"
+	protected(name)
+	unsourced(arg)
+	msg := sprintf("unsourced-data: protected argument %s fills a data slot of the plan but names no source", [name])
+}
+
+unsourced(arg) if not arg.explicit
+
+unsourced(arg) if count(arg.sources) == 0
 
 deny_reasons contains msg if {
 	tainted

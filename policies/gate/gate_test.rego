@@ -281,3 +281,54 @@ test_plan_without_authority_says_why if {
 	d.decision == "deny"
 	has_reason(d, "plan plan0 step 1 gives no authority: the call's tool x is not the step's y")
 }
+
+plan_entry := object.union(prompt, {"id": "plan0", "kind": "plan", "principal": "agent:a"})
+
+under_plan := {"cited": true, "authority": true, "id": "plan0", "step": 0, "why": ""}
+
+# Issue 17 section 3: recipients literal in the plan, the body data from a
+# poisoned file: allowed.
+test_plan_literal_recipient_and_untrusted_body_allow if {
+	args := {
+		"to": {"explicit": true, "sources": [plan_entry], "slot": "literal"},
+		"memo": {"explicit": true, "sources": [mail], "slot": "data"},
+	}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "allow"
+}
+
+# The IBAN of the bill comes from the file: denied.
+test_plan_data_slot_from_untrusted_denies if {
+	args := {"to": {"explicit": true, "sources": [mail], "slot": "data"}}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	has_reason(d, "untrusted-argument: argument to")
+}
+
+test_plan_protected_data_slot_without_sources_denies if {
+	args := {"to": {"explicit": false, "sources": [plan_entry], "slot": "data"}}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	d.reasons[0] == "unsourced-data: protected argument to fills a data slot of the plan but names no source"
+}
+
+test_plan_protected_data_slot_with_empty_sources_denies if {
+	args := {"to": {"explicit": true, "sources": [], "slot": "data"}}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	has_reason(d, "unsourced-data: protected argument to")
+}
+
+test_plan_unprotected_data_slot_without_sources_allows if {
+	args := {
+		"to": {"explicit": true, "sources": [plan_entry], "slot": "literal"},
+		"memo": {"explicit": false, "sources": [plan_entry], "slot": "data"},
+	}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "allow"
+}
