@@ -14,7 +14,7 @@ type config struct {
 	policy     *gate.Policy
 	policyDir  string
 	catalog    *gate.Catalog
-	toolsFile  string
+	toolsFiles []string
 	model      *trajectory.Model
 	inMemory   bool
 	noSync     bool
@@ -43,7 +43,13 @@ func WithCatalog(cat *gate.Catalog) Option { return func(c *config) { c.catalog 
 
 // WithToolsFile loads the tool catalog from a file (instead of tools.yaml in
 // the data directory).
-func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = path } }
+func WithToolsFile(path string) Option { return WithToolsFiles(path) }
+
+// WithToolsFiles loads and merges several catalog files (see
+// gate.MergeCatalogs).
+func WithToolsFiles(paths ...string) Option {
+	return func(c *config) { c.toolsFiles = append(c.toolsFiles, paths...) }
+}
 
 // WithModel sets a trained trajectory model.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }

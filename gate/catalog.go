@@ -43,6 +43,9 @@ type Catalog struct {
 	// InternalDomains are the recipient domains that are not external
 	// (example.com matches bob@example.com and bob@mail.example.com).
 	InternalDomains []string `json:"internal_domains,omitempty"`
+	// Aliases map an operator's tool names onto the catalog's (see
+	// catalogs.go).
+	Aliases map[string]string `json:"aliases,omitempty"`
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -72,6 +75,13 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
 		}
 	}
+	for alias := range c.Aliases {
+		// Whether an alias names a tool is checked once the catalogs are
+		// merged (LoadCatalogs): it may name one in another file.
+		if !toolName.MatchString(alias) {
+			return nil, fmt.Errorf("%w: alias name %q", ErrCatalog, alias)
+		}
+	}
 	return &c, nil
 }
 
@@ -93,6 +103,9 @@ func LoadCatalog(path string) (*Catalog, error) {
 func (c *Catalog) Lookup(name string) (Tool, bool) {
 	if c != nil {
 		if t, ok := c.Tools[name]; ok {
+			return t, true
+		}
+		if t, ok := c.Tools[c.Aliases[name]]; ok {
 			return t, true
 		}
 	}

@@ -23,11 +23,14 @@ func newGateCommand(a *app) *cobra.Command {
 }
 
 // gateOptions are the flags that load another policy or catalog.
-type gateOptions struct{ policies, tools string }
+type gateOptions struct {
+	policies string
+	tools    []string
+}
 
 func (g *gateOptions) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends or replaces the default policy")
-	cmd.Flags().StringVar(&g.tools, "tools", "", "tool catalog file (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&g.tools, "tools", nil, "tool catalog files, merged: FILE,... or repeated (default DIR/tools.yaml)")
 }
 
 func (g *gateOptions) options() []pedigree.Option {
@@ -35,8 +38,8 @@ func (g *gateOptions) options() []pedigree.Option {
 	if g.policies != "" {
 		o = append(o, pedigree.WithPolicyDir(g.policies))
 	}
-	if g.tools != "" {
-		o = append(o, pedigree.WithToolsFile(g.tools))
+	if len(g.tools) > 0 {
+		o = append(o, pedigree.WithToolsFiles(g.tools...))
 	}
 	return o
 }

@@ -18,7 +18,7 @@ func newReplayCommand(a *app) *cobra.Command {
 	var verbose bool
 	var workers int
 	cmd := &cobra.Command{
-		Use:   "replay FILE... [--policies DIR] [--tools FILE] [--verbose]",
+		Use:   "replay FILE... [--policies DIR] [--tools FILE,...] [--verbose]",
 		Short: "Run recorded agent sessions through the engine and score the decisions",
 		Long: `Run scenarios (JSON Lines, one recorded session a line: see scenarios/FORMAT.md)
 through the real lineage and the real gate, each in a fresh in-memory store: a key
@@ -40,8 +40,8 @@ errs. --verbose prints every decision with its reasons.`,
 					return err
 				}
 			}
-			if g.tools != "" {
-				if o.Catalog, err = gate.LoadCatalog(g.tools); err != nil {
+			if len(g.tools) > 0 {
+				if o.Catalog, err = gate.LoadCatalogs(g.tools...); err != nil {
 					return err
 				}
 			}

@@ -84,14 +84,15 @@ func newTrajectoryShow(a *app) *cobra.Command {
 }
 
 // catalogFor loads --tools, else DIR/tools.yaml.
-func (a *app) catalog(tools string) (*gate.Catalog, error) {
-	if tools == "" {
-		tools = filepath.Join(a.dir, pedigree.ToolsFile)
-		if _, err := os.Stat(tools); err != nil {
+func (a *app) catalog(tools []string) (*gate.Catalog, error) {
+	if len(tools) == 0 {
+		p := filepath.Join(a.dir, pedigree.ToolsFile)
+		if _, err := os.Stat(p); err != nil {
 			return nil, usagef("no tool catalog: give --tools FILE (or put tools.yaml in the data directory); roles come from it")
 		}
+		tools = []string{p}
 	}
-	return gate.LoadCatalog(tools)
+	return gate.LoadCatalogs(tools...)
 }
 
 func readSessions(path string) ([]trajectory.Session, error) {
@@ -111,7 +112,8 @@ func readSessions(path string) ([]trajectory.Session, error) {
 }
 
 func newTrajectoryTrain(a *app) *cobra.Command {
-	var model, tools string
+	var model string
+	var tools []string
 	cmd := &cobra.Command{
 		Use:   "train FILE --model OUT [--tools FILE]",
 		Short: "Train the trajectory model on labelled sessions",
@@ -145,12 +147,13 @@ for the gate to load it at start.`,
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "where to write the model")
-	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "tool catalog files, merged (default DIR/tools.yaml)")
 	return cmd
 }
 
 func newTrajectoryEval(a *app) *cobra.Command {
-	var model, tools string
+	var model string
+	var tools []string
 	var folds int
 	var seed uint64
 	cmd := &cobra.Command{
@@ -209,7 +212,7 @@ evaluate on the held-out one).`,
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "a trained model to measure")
-	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "tool catalog files, merged (default DIR/tools.yaml)")
 	cmd.Flags().IntVar(&folds, "folds", 5, "folds for cross-validation")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fold shuffle")
 	return cmd

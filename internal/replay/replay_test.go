@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/replay"
 )
 
@@ -107,4 +108,29 @@ func FuzzParseLine(f *testing.F) {
 			replay.Run(context.Background(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
 		}
 	})
+}
+
+// TestPlanScenarios replays the six plan examples of issue 17 with the
+// shipped catalogs: every decision equals its expect, and no attack is
+// allowed or asked.
+func TestPlanScenarios(t *testing.T) {
+	ss := load(t, "plans.jsonl")
+	var files []string
+	for _, n := range []string{"email", "payments", "files", "shell"} {
+		files = append(files, filepath.Join("..", "..", "policies", "catalogs", n+".yaml"))
+	}
+	cat, err := gate.LoadCatalogs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := replay.Run(context.Background(), ss, replay.Options{Catalog: cat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || len(sum.Mismatches) != 0 {
+		t.Fatalf("errors %v mismatches %v", sum.ErrorList, sum.Mismatches)
+	}
+	if sum.Scenarios != 6 || sum.Expected != 11 || sum.AttackCalls != 5 || sum.AttackDenied != 5 || sum.BenignAsked != 1 {
+		t.Fatalf("summary %+v", sum)
+	}
 }
