@@ -45,11 +45,12 @@ func (g *gateOptions) options() []pedigree.Option {
 }
 
 func newGateCheck(a *app) *cobra.Command {
-	var as, key, session, tool, args string
+	var as, key, session, tool, args, plan string
+	var step int
 	var just, argSpecs []string
 	var g gateOptions
 	cmd := &cobra.Command{
-		Use:   "check --as PRINCIPAL --key FILE --session S --tool NAME [--args JSON] [--justification ID,...] [--arg NAME=ID,...]",
+		Use:   "check --as PRINCIPAL --key FILE --session S --tool NAME [--args JSON] [--justification ID,...] [--arg NAME=ID,...] [--plan ID --step N]",
 		Short: "Ask the gate whether a proposed tool call may run",
 		Long: `Record the proposed call as a signed call entry and decide on it: allow (exit 0),
 deny (exit 3) or ask, needs a human (exit 4). The call's ID (call_id) is the
@@ -60,6 +61,12 @@ justification is the session's whole context. --arg NAME=ID,... says which entri
 an argument's value came from (repeatable); an argument without it comes from the
 whole justification. Per-argument rules in the tool catalog decide which arguments
 must be trusted.
+
+--plan ID --step N cites step N (0-based) of a plan recorded with 'plan record'.
+When the call matches the step exactly, its justification is the plan and the
+sources of its data arguments (--arg), not the session's context; otherwise the
+ordinary rules apply and the decision says why the plan was not used. An unknown
+plan, a plan of another session or a step the plan does not have is an error.
 
 The gate fails closed: an unknown or unverifiable justification, a policy error,
 an undefined decision or a timeout all deny, with the cause in the reasons.`,
@@ -81,7 +88,16 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 				return err
 			}
 			defer e.Close()
-			c := pedigree.Call{Principal: as, Session: session, Tool: tool, ArgSources: srcs}
+			if cmd.Flags().Changed("step") && plan == "" {
+				return usagef("--step needs --plan")
+			}
+			if plan != "" && !cmd.Flags().Changed("step") {
+				return usagef("--plan needs --step N")
+			}
+			if step < 0 {
+				return usagef("--step must not be negative")
+			}
+			c := pedigree.Call{Principal: as, Session: session, Tool: tool, ArgSources: srcs, Plan: plan, PlanStep: step}
 			if args != "" {
 				c.Args = []byte(args)
 			}
@@ -106,6 +122,8 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 	f.StringVar(&args, "args", "", "the call's arguments, a JSON object")
 	f.StringSliceVar(&just, "justification", nil, "entries the call relies on, ID,... (default: the session's context)")
 	f.StringArrayVar(&argSpecs, "arg", nil, "where an argument came from, NAME=ID,... (repeatable)")
+	f.StringVar(&plan, "plan", "", "the plan (ID or prefix) whose step this call carries out")
+	f.IntVar(&step, "step", 0, "the plan step, 0-based (with --plan)")
 	g.add(cmd)
 	return cmd
 }
@@ -135,6 +153,13 @@ func printDecision(w io.Writer, d *gate.Decision, color bool) {
 	fmt.Fprintf(w, "%s %s (decision %s, call %s)\n", paint(color, d.Decision), d.Tool, short(d.ID), short(d.CallID))
 	for _, r := range d.Reasons {
 		fmt.Fprintf(w, "  reason: %s\n", r)
+	}
+	if p := d.Plan; p != nil {
+		if p.Authority {
+			fmt.Fprintf(w, "  plan: %s step %d, the control justification\n", short(p.ID), p.Step)
+		} else {
+			fmt.Fprintf(w, "  plan: %s step %d, no authority: %s\n", short(p.ID), p.Step, p.Why)
+		}
 	}
 	for _, u := range d.Untrusted {
 		path := make([]string, len(u.Path))

@@ -113,7 +113,7 @@ Start with 'pedigree demo'.
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
-		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a),
+		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newPlanCommand(a),
 	)
 	return root
 }
