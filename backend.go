@@ -7,6 +7,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -61,11 +62,11 @@ type Backend interface {
 	// Trajectory is a session's trajectory, with its calls and alerts.
 	Trajectory(ctx context.Context, session string) (*trajectory.State, error)
 	// Checkpoint signs the log's head with the operator key and stores it.
-	Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error)
+	Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error)
 	// Prove is an inclusion proof of an entry or decision, verified.
-	Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error)
+	Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error)
 	// Consistency is a consistency proof between two checkpoints, verified.
-	Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error)
+	Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error)
 	// Close releases the backend.
 	Close() error
 }

@@ -53,7 +53,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if err != nil {
 		return undo(err)
 	}
-	if err := registry.Bootstrap(db, tau, op.Public(), c.clock()); err != nil {
+	if err := registry.Bootstrap(ctx, db.Space(store.Registry), tau, op.Public(), c.clock()); err != nil {
 		return undo(err)
 	}
 	if err := registry.WritePrivateKeyFile(filepath.Join(dir, OperatorKeyFile), priv); err != nil {
@@ -71,7 +71,7 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 	if err != nil {
 		return nil, err
 	}
-	if err := registry.Bootstrap(db, tau, operator.Public(), c.clock()); err != nil {
+	if err := registry.Bootstrap(ctx, db.Space(store.Registry), tau, operator.Public(), c.clock()); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.reg.Add(p)
+	return e.reg.Add(ctx, p)
 }
 
 // Freeze freezes the registry with the operator key, and keeps a copy of
@@ -108,7 +108,7 @@ func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.reg.Freeze(operator, e.cfg.clock()); err != nil {
+	if err := e.reg.Freeze(ctx, operator, e.cfg.clock()); err != nil {
 		return err
 	}
 	if e.dir == "" {

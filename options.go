@@ -9,16 +9,16 @@ import (
 )
 
 type config struct {
-	clock      func() time.Time
-	log        *slog.Logger
-	policy     *gate.Policy
-	policyDir  string
-	catalog    *gate.Catalog
-	toolsFiles []string
-	model      *trajectory.Model
-	inMemory   bool
-	noSync     bool
-	gateTimout time.Duration
+	clock       func() time.Time
+	log         *slog.Logger
+	policy      *gate.Policy
+	policyDir   string
+	catalog     *gate.Catalog
+	toolsFiles  []string
+	model       *trajectory.Model
+	inMemory    bool
+	noSync      bool
+	gateTimeout time.Duration
 }
 
 // Option configures an Engine.
@@ -55,7 +55,7 @@ func WithToolsFiles(paths ...string) Option {
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
 // WithGateTimeout bounds one policy evaluation.
-func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimout = d } }
+func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimeout = d } }
 
 // InMemory keeps the store in memory: the same code paths, no directory.
 func InMemory() Option { return func(c *config) { c.inMemory = true } }

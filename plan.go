@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/kv"
+
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -68,4 +71,21 @@ func planJustification(ctx context.Context, r Reader, c Call, args []byte, srcs 
 		just = append(just, srcs[name]...)
 	}
 	return ref, append(just, c.Justification...), nil
+}
+
+// planFact reads, inside t, the plan a call cites (nil when it cites none).
+// The plan is one of the call's parents, so its node is among nodes.
+func (e *Engine) planFact(t kv.Txn, st *lineage.Statement, nodes map[string]*lineage.Node) (*gate.PlanFact, error) {
+	if st.Plan == nil {
+		return nil, nil
+	}
+	pst, err := e.graph.PlanIn(t, st.Plan.ID)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", st.Plan.ID[:12], err)
+	}
+	n, ok := nodes[st.Plan.ID]
+	if !ok {
+		return nil, fmt.Errorf("%w: plan %s is not among the call's parents", lineage.ErrPlan, st.Plan.ID[:12])
+	}
+	return &gate.PlanFact{ID: st.Plan.ID, Statement: pst, Node: n}, nil
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -34,15 +32,14 @@ const (
 	Ask   = "ask"
 )
 
-// Gate decides on proposed tool calls. It is safe for concurrent use: the
-// prepared query is shared, and each check builds its own input.
+// Gate decides on proposed tool calls: a pure evaluator of the policy over
+// facts the engine read from lineage and the decision log. It stores
+// nothing. It is safe for concurrent use: the prepared query is shared, and
+// each decision builds its own input.
 type Gate struct {
-	graph   *lineage.Graph
-	db      *store.DB
 	catalog *Catalog
 	query   rego.PreparedEvalQuery
 	version string
-	clock   func() time.Time
 	timeout time.Duration
 	model   *trajectory.Model
 	log     *slog.Logger
@@ -51,7 +48,6 @@ type Gate struct {
 type config struct {
 	policy  *Policy
 	catalog *Catalog
-	clock   func() time.Time
 	timeout time.Duration
 	model   *trajectory.Model
 	log     *slog.Logger
@@ -65,10 +61,6 @@ func WithPolicy(p *Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithCatalog sets the tool catalog. Without one, every tool is sensitive.
 func WithCatalog(cat *Catalog) Option { return func(c *config) { c.catalog = cat } }
-
-// WithClock sets the engine clock: decision times, approval expiry, and
-// the time the policy sees (rego.EvalTime), so decisions replay exactly.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithTimeout bounds one policy evaluation; past it the check denies.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
@@ -85,8 +77,8 @@ const DefaultTimeout = 500 * time.Millisecond
 // New compiles the policy once and checks that it yields a well-formed
 // decision. A policy that does not compile, or whose decision has the wrong
 // shape, stops the gate from starting.
-func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option) (*Gate, error) {
-	c := config{clock: time.Now, timeout: DefaultTimeout}
+func New(ctx context.Context, opts ...Option) (*Gate, error) {
+	c := config{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -110,8 +102,7 @@ func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{graph: graph, db: db, catalog: c.catalog, query: q, clock: c.clock,
-		timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
+	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
 	if err := g.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -155,11 +146,18 @@ func (g *Gate) probe(ctx context.Context) error {
 		"trajectory", obj("features", featuresTerm(&trajectory.State{}), "alerts", ast.ArrayTerm()),
 		"approvals", ast.ArrayTerm(),
 	)
-	if _, err := g.eval(ctx, in.Value, g.clock()); err != nil {
+	if _, err := g.eval(ctx, in.Value, probeTime); err != nil {
 		return fmt.Errorf("%w: the policy does not yield a well-formed decision: %v", ErrPolicy, err)
 	}
 	return nil
 }
+
+// probeTime is the clock the probe's evaluation sees: any fixed instant.
+var probeTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Model is the trajectory model the gate scores sessions with (nil: the
+// invariant rules only).
+func (g *Gate) Model() *trajectory.Model { return g.model }
 
 // PolicyVersion digests the loaded policies, their data and the catalog.
 func (g *Gate) PolicyVersion() string { return g.version }

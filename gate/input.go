@@ -2,11 +2,9 @@ package gate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -21,13 +19,13 @@ import (
 //	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
 //	tool:          {known, sensitive, irreversible, external_sink, role, ask_on_untrusted, on_steered, args: {NAME: {trusted}}}
 //	justification: [entry]
-//	arguments:     {NAME: {explicit, sources: [entry]}}
+//	arguments:     {NAME: {explicit, sources: [entry], slot}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
 //	approvals:     [{id, approver, approver_tier, expires}]
 //	plan:          {cited, id, step, authority, why}
 //
-// and each argument also carries slot: "literal" or "data" for a call a
-// plan has authority over (see PlanUse), else "".
+// slot is "literal" or "data" for an argument of a call a plan has
+// authority over (see PlanUse), else "".
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
 // untrusted: [{id, principal, tier, path, strong}]}.
@@ -42,9 +40,10 @@ func obj(kv ...any) *ast.Term {
 	return ast.ObjectTerm(items...)
 }
 
-// input builds the policy input from lineage. It returns the trajectory call
-// that the decision will append.
-func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, d *Decision) (ast.Value, *trajectory.Call, error) {
+// input builds the policy input from the facts. It returns the trajectory
+// call that the decision will append.
+func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error) {
+	st, call := f.Statement, f.Call
 	tool, known := g.catalog.Lookup(st.Tool)
 	dec := json.NewDecoder(bytes.NewReader(st.Args))
 	dec.UseNumber()
@@ -52,12 +51,12 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	if err := dec.Decode(&args); err != nil {
 		return nil, nil, fmt.Errorf("call arguments: %v", err)
 	}
-	for n := range argSources {
+	for n := range f.ArgSources {
 		if _, ok := args[n]; !ok {
 			return nil, nil, fmt.Errorf("provenance given for argument %q, which the call does not have", n)
 		}
 	}
-	plan, err := g.planUse(st, argSources)
+	plan, err := g.planUse(f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,36 +66,28 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		}
 		d.Plan = plan
 	}
-	// Every entry the input names, read in one transaction with the
-	// sources of its untrusted labels.
-	ids := slices.Clone(d.Justification)
-	for _, srcs := range argSources {
-		ids = append(ids, srcs...)
-	}
-	nodes, err := g.graph.Nodes(ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	sources, err := g.graph.Witnesses(nodes)
-	if err != nil {
-		return nil, nil, err
-	}
-	entries := make(map[string]*ast.Term, len(nodes))
-	untrustedOf := make(map[string]string, len(nodes)) // entry -> its effective tier, for the recipient signal
-	witnesses := make(map[string][]lineage.Source, len(nodes))
-	for i, n := range nodes {
-		if _, done := entries[n.ID]; done {
-			continue
+	entries := make(map[string]*ast.Term, len(f.Nodes))
+	term := func(id string) (*ast.Term, error) {
+		if t, ok := entries[id]; ok {
+			return t, nil
 		}
-		entries[n.ID] = entryTerm(n, sources[i])
-		untrustedOf[n.ID] = n.Effective.String()
-		witnesses[n.ID] = sources[i]
+		n, ok := f.Nodes[id]
+		if !ok {
+			return nil, fmt.Errorf("%w %s", lineage.ErrUnknownEntry, id)
+		}
+		t := entryTerm(n, f.Sources[id])
+		entries[id] = t
+		return t, nil
 	}
 	d.Untrusted = d.Untrusted[:0]
 	just := make([]*ast.Term, 0, len(d.Justification))
-	for i, id := range d.Justification {
-		just = append(just, entries[id])
-		for _, s := range sources[i] {
+	for _, id := range d.Justification {
+		t, err := term(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		just = append(just, t)
+		for _, s := range f.Sources[id] {
 			s.Path = append([]string{call.ID}, s.Path...)
 			d.Untrusted = append(d.Untrusted, s)
 		}
@@ -111,34 +102,38 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	arguments := make([][2]*ast.Term, 0, len(names))
 	recipientUntrusted := false
 	for _, name := range names {
-		ids, explicit := argSources[name]
+		ids, explicit := f.ArgSources[name]
 		slot := plan.slot(name)
 		if slot == "literal" {
 			// The plan fixed the value: the plan is its source.
 			ids, explicit = []string{plan.ID}, true
+		}
+		if slot == "data" {
+			// Data sources are not in the control justification: their
+			// untrusted roots are evidence of their own.
+			for _, id := range ids {
+				for _, s := range f.Sources[id] {
+					s.Path = append([]string{call.ID}, s.Path...)
+					d.Untrusted = append(d.Untrusted, s)
+				}
+			}
 		}
 		srcs := justTerm
 		srcIDs := d.Justification
 		if explicit {
 			ts := make([]*ast.Term, len(ids))
 			for i, id := range ids {
-				ts[i] = entries[id]
+				t, err := term(id)
+				if err != nil {
+					return nil, nil, err
+				}
+				ts[i] = t
 			}
 			srcs, srcIDs = ast.ArrayTerm(ts...), ids
 		}
-		if slot == "data" {
-			// Data sources are not in the control justification: their
-			// untrusted roots are evidence of their own.
-			for _, id := range ids {
-				for _, s := range witnesses[id] {
-					s.Path = append([]string{call.ID}, s.Path...)
-					d.Untrusted = append(d.Untrusted, s)
-				}
-			}
-		}
 		if name == tool.RecipientArg {
 			for _, id := range srcIDs {
-				if t := untrustedOf[id]; t == "unverified" || t == "external" {
+				if !f.Nodes[id].Effective.Trusted() {
 					recipientUntrusted = true
 				}
 			}
@@ -149,14 +144,14 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	// The trajectory as it will be once this call is appended.
 	tc := g.catalog.TrajectoryCall(st.Tool, args)
 	tc.RecipientUntrusted = tc.Role == trajectory.Send && recipientUntrusted
-	state, err := g.Trajectory(ctx, st.Session)
-	if err != nil {
-		return nil, nil, err
+	state := f.Trajectory
+	if state == nil {
+		state = &trajectory.State{}
 	}
 	alerts := state.Observe(tc, g.model)
-	approvals, err := g.approvals(st.Session, d.ArgsDigest, now)
-	if err != nil {
-		return nil, nil, err
+	approvals := make([]*ast.Term, 0, len(f.Approvals))
+	for _, a := range f.Approvals {
+		approvals = append(approvals, obj("id", str(a.ID), "approver", str(a.Approver), "approver_tier", str(a.Tier.String()), "expires", str(a.Expires)))
 	}
 	argsVal, err := ast.InterfaceToValue(args)
 	if err != nil {
@@ -169,7 +164,7 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		"justification", justTerm,
 		"arguments", ast.ObjectTerm(arguments...),
 		"trajectory", obj("features", featuresTerm(state), "alerts", alertsTerm(alerts)),
-		"approvals", approvals,
+		"approvals", ast.ArrayTerm(approvals...),
 		"plan", planTerm(plan),
 	)
 	return in.Value, &tc, nil

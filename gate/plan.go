@@ -28,23 +28,19 @@ type PlanUse struct {
 	data    []string
 }
 
-// planUse judges a call's plan citation against the stored plan. A citation
-// that names no stored plan of the call's session, or a step the plan does
-// not have, is an error: the check fails closed.
-func (g *Gate) planUse(st *lineage.Statement, argSources map[string][]string) (*PlanUse, error) {
+// planUse judges a call's plan citation against the stored plan the engine
+// read. A citation that names no stored plan of the call's session, or a
+// step the plan does not have, is an error: the check fails closed.
+func (g *Gate) planUse(f *Facts) (*PlanUse, error) {
+	st := f.Statement
 	ref := st.Plan
 	if ref == nil {
 		return nil, nil
 	}
-	env, _, err := g.graph.Envelope(ref.ID)
-	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", ref.ID[:12], err)
+	if f.Plan == nil || f.Plan.ID != ref.ID || f.Plan.Statement == nil || f.Plan.Node == nil {
+		return nil, fmt.Errorf("%w: plan %s was not read", lineage.ErrPlan, ref.ID[:12])
 	}
-	pst, _, _, err := lineage.Open(env)
-	if err != nil {
-		return nil, fmt.Errorf("plan %s: %w", ref.ID[:12], err)
-	}
-	step, err := lineage.PlanStepOf(pst, ref.ID, st.Session, ref.Step)
+	step, err := lineage.PlanStepOf(f.Plan.Statement, ref.ID, st.Session, ref.Step)
 	if err != nil {
 		return nil, err
 	}
@@ -57,18 +53,14 @@ func (g *Gate) planUse(st *lineage.Statement, argSources map[string][]string) (*
 		u.Why = m.Why
 		return u, nil
 	}
-	n, err := g.graph.Node(ref.ID)
-	if err != nil {
-		return nil, err
-	}
-	if !n.Effective.Trusted() {
+	if n := f.Plan.Node; !n.Effective.Trusted() {
 		u.Why = fmt.Sprintf("the plan's effective tier is %s: it was made from untrusted content", n.Effective)
 		return u, nil
 	}
 	u.Authority, u.literal, u.data = true, m.Literal, m.Data
 	data := map[string]bool{}
 	for _, name := range m.Data {
-		for _, id := range argSources[name] {
+		for _, id := range f.ArgSources[name] {
 			data[id] = true
 		}
 	}

@@ -13,10 +13,7 @@ import (
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
-var (
-	strong = enginetest.Strong
-	weak   = enginetest.Weak
-)
+var strong = enginetest.Strong
 
 func TestSummaryChainStaysExternal(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
@@ -122,7 +119,7 @@ func TestSignatureBinding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.E.UnsafeGraph().InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
+		if _, err := w.E.InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("got %v, want ErrBadSignature", err)
 		}
 		if _, err := w.E.UnsafeGraph().Node(signed.ID()); !errors.Is(err, lineage.ErrUnknownEntry) {
@@ -139,7 +136,7 @@ func TestSignatureBinding(t *testing.T) {
 		// The caller rewrites its statement: what is stored is still what
 		// was signed, and verifies.
 		s2.Principal, s2.Parents[0].Weight, s2.ContentDigest = "user:mallory", 0.01, ""
-		n, err := w.E.UnsafeGraph().InsertSigned(ctx, signed, nil)
+		n, err := w.E.InsertSigned(ctx, signed, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 // ErrPlan: a call cites a plan step that cannot be used (not a plan, from
@@ -84,4 +86,25 @@ func MatchStep(step PlanStep, tool string, args json.RawMessage) (Match, error) 
 	}
 	m.OK = true
 	return m, nil
+}
+
+// PlanIn reads a stored entry a call cites as its plan, inside t, and
+// verifies its envelope against the frozen registry. Whether it is a plan
+// of the call's session with that step is PlanStepOf's to say.
+func (g *Graph) PlanIn(t kv.Txn, id string) (*Statement, error) {
+	env, err := t.Get(key(pEnvelope, id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, fmt.Errorf("%w %s", ErrUnknownEntry, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, _, gotID, err := g.verify(env)
+	if err != nil {
+		return nil, err
+	}
+	if gotID != id {
+		return nil, fmt.Errorf("%w: entry %s is not the entry it is stored as", ErrMalformed, id)
+	}
+	return st, nil
 }

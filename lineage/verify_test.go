@@ -26,7 +26,7 @@ func tampered(t *testing.T, fn func(tx *store.Txn, ids map[string]string) error)
 	if err != nil || !clean.OK() || clean.Entries != 4 {
 		t.Fatalf("before tampering: %+v %v", clean, err)
 	}
-	w.Tamper(func(tx *store.Txn) error { return fn(tx, ids) })
+	w.Tamper(func(tx *store.Txn) error { return fn(tx.In(store.Lineage), ids) })
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package policies_test
 
 import (
-	"context"
 	"io/fs"
 	"strings"
 	"testing"
@@ -82,7 +81,7 @@ func runRego(t *testing.T, policy, tests string) (int, error) {
 		return 0, err
 	}
 	ch, err := tester.NewRunner().SetDefaultRegoVersion(ast.RegoV1).RaiseBuiltinErrors(true).
-		Run(context.Background(), map[string]*ast.Module{"gate/gate.rego": pm, "gate/gate_test.rego": tm})
+		SetModules(map[string]*ast.Module{"gate/gate.rego": pm, "gate/gate_test.rego": tm}).RunTests(t.Context(), nil)
 	if err != nil {
 		return 0, err
 	}

@@ -29,6 +29,24 @@ type SessionCall struct {
 // and what is known of a send's recipient), from the tool catalog.
 type Mapper func(tool string, args map[string]any) Call
 
+// StructureOnly is m with every call's arguments left out: what the
+// detector sees when a harness logs tool names alone.
+func StructureOnly(m Mapper) Mapper {
+	return func(tool string, _ map[string]any) Call { return m(tool, nil) }
+}
+
+// HasArguments reports whether any call of the sessions carries arguments.
+func HasArguments(sessions []Session) bool {
+	for _, s := range sessions {
+		for _, c := range s.Calls {
+			if len(c.Args) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ReadSessions reads labelled sessions.
 func ReadSessions(r io.Reader) ([]Session, error) {
 	sc := bufio.NewScanner(r)

@@ -1,7 +1,10 @@
 package trajectory
 
 import (
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -70,29 +73,70 @@ func TestFeaturesOfEveryPrefix(t *testing.T) {
 }
 
 func TestRules(t *testing.T) {
+	internal := Call{Tool: "email_send", Role: Send, RecipientKnown: true}
+	external := Call{Tool: "email_send", Role: Send, RecipientKnown: true, RecipientExternal: true}
+	unknown := Call{Tool: "email_send", Role: Send}
+	untrusted := Call{Tool: "email_send", Role: Send, RecipientKnown: true, RecipientUntrusted: true}
+	recall, other := Call{Role: Recall}, Call{Role: Other}
+	cases := []struct {
+		name   string
+		before []Call
+		call   Call
+		want   []string
+	}{
+		{"internal send after recall", []Call{recall}, internal, nil},
+		{"external send after recall", []Call{recall}, external, []string{RuleRecallThenExternalSend}},
+		{"external send without recall", nil, external, nil},
+		{"external send, recall only after it", []Call{external, recall}, internal, nil},
+		{"any recall before any send", []Call{external, recall, other}, external, []string{RuleRecallThenExternalSend}},
+		{"burst of recalls, then external send", []Call{recall, recall, recall}, external, []string{RuleRecallThenExternalSend, RuleRecallBurstSend}},
+		{"untrusted recipient without recall", nil, untrusted, []string{RuleUntrustedRecipient}},
+		// The structure-only fallback: recipients unknown.
+		{"unknown recipient after recall", []Call{recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"unknown recipient after a burst", []Call{recall, recall, recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"unknown recipient without recall", []Call{other}, unknown, nil},
+		{"unknown recipient, recall only after a send", []Call{unknown, recall}, other, nil},
+		{"unknown recipient, recall before a later send", []Call{unknown, recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"external implies known", []Call{recall}, Call{Role: Send, RecipientExternal: true}, []string{RuleRecallThenExternalSend}},
+		{"a recall raises nothing", []Call{recall, recall, recall}, recall, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &State{}
+			for _, b := range c.before {
+				s.Observe(b, nil)
+			}
+			n := len(s.Alerts)
+			got := s.Observe(c.call, nil)
+			var rules []string
+			for _, a := range got {
+				rules = append(rules, a.Rule)
+				if a.At != len(c.before) {
+					t.Errorf("alert at %d, want %d", a.At, len(c.before))
+				}
+			}
+			if !slices.Equal(rules, c.want) {
+				t.Fatalf("rules %v, want %v (%+v)", rules, c.want, got)
+			}
+			if len(s.Alerts)-n != len(got) {
+				t.Fatalf("stored %d alerts, raised %d", len(s.Alerts)-n, len(got))
+			}
+			for _, a := range got {
+				if a.Rule == RuleRecallThenSendUnknown && !strings.Contains(a.Message, "recipient was unknown") {
+					t.Fatalf("the fallback must say the recipient was unknown: %q", a.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownSendsCounted(t *testing.T) {
 	s := &State{}
-	s.Observe(Call{Role: Recall}, nil)
-	if a := s.Observe(Call{Tool: "email_send", Role: Send}, nil); len(a) != 0 {
-		t.Fatalf("internal send after recall raised %v", a)
+	for _, c := range []Call{{Role: Send}, {Role: Send, RecipientKnown: true}, {Role: Send, RecipientExternal: true}, {Role: Recall}} {
+		s.Append(c)
 	}
-	a := s.Observe(Call{Tool: "email_send", Role: Send, RecipientExternal: true}, nil)
-	if len(a) != 1 || a[0].Rule != RuleRecallThenExternalSend || a[0].At != 2 {
-		t.Fatalf("external send after recall: %+v", a)
-	}
-	s = &State{}
-	if a := s.Observe(Call{Role: Send, RecipientExternal: true}, nil); len(a) != 0 {
-		t.Fatalf("send without recall raised %v", a)
-	}
-	if a := s.Observe(Call{Role: Send, RecipientUntrusted: true}, nil); len(a) != 1 || a[0].Rule != RuleUntrustedRecipient {
-		t.Fatalf("untrusted recipient: %+v", a)
-	}
-	s = run(Recall, Recall, Recall)
-	a = s.Observe(Call{Role: Send, RecipientExternal: true}, nil)
-	if len(a) != 2 || a[1].Rule != RuleRecallBurstSend {
-		t.Fatalf("burst: %+v", a)
-	}
-	if len(s.Alerts) != 2 {
-		t.Fatalf("stored alerts %d", len(s.Alerts))
+	if s.UnknownSends != 1 || s.ExternalSends != 1 {
+		t.Fatalf("unknown %d external %d, want 1 and 1", s.UnknownSends, s.ExternalSends)
 	}
 }
 
@@ -111,6 +155,9 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// mapper stands in for the catalog (gate.Catalog.TrajectoryCall, which
+// this package cannot import) on generated sessions: a send is known when
+// it has arguments, and external unless every recipient is a colleague.
 func mapper(tool string, args map[string]any) Call {
 	roles := map[string]Role{"memory_recall": Recall, "memory_list": List, "memory_save": Save, "email_draft": Draft, "email_send": Send, "web_search": RAG}
 	r, ok := roles[tool]
@@ -118,10 +165,67 @@ func mapper(tool string, args map[string]any) Call {
 		r = Other
 	}
 	c := Call{Tool: tool, Role: r}
-	if to, ok := args["to"].(string); ok {
-		c.RecipientExternal = len(to) < 12 || to[len(to)-12:] != "@example.com"
+	if to, ok := args["to"]; ok && r == Send {
+		c.RecipientKnown = true
+		rest := fmt.Sprint(to)
+		for _, a := range colleagues {
+			rest = strings.ReplaceAll(rest, a, "")
+		}
+		c.RecipientExternal = strings.Contains(rest, "@") || !strings.Contains(fmt.Sprint(to), "@")
 	}
 	return c
+}
+
+// shapeOf names the shape a generated send logged its recipients in.
+func shapeOf(args map[string]any) string {
+	switch to := args["to"].(type) {
+	case nil:
+		return "missing"
+	case []any:
+		return "list"
+	case string:
+		switch {
+		case !strings.Contains(to, "@"):
+			return "names"
+		case strings.Contains(to, "<"):
+			return "named"
+		case strings.Contains(to, ";"):
+			return "semicolon"
+		case strings.Contains(to, ","):
+			return "comma"
+		}
+		return "address"
+	}
+	return "other"
+}
+
+func TestGenerateShapes(t *testing.T) {
+	seen := map[string]map[string]int{"attack": {}, "benign": {}}
+	mixed := 0
+	for _, s := range Generate(GenerateOptions{Sessions: 1000, Seed: 3}) {
+		for _, c := range s.Calls {
+			if c.Tool != "email_send" {
+				continue
+			}
+			seen[s.Label][shapeOf(c.Args)]++
+			if list, ok := c.Args["to"].([]any); ok && len(list) > 1 && slices.Contains(colleagues, list[1].(string)) && !slices.Contains(colleagues, list[0].(string)) {
+				mixed++
+			}
+		}
+	}
+	for label, counts := range seen {
+		for _, shape := range shapes {
+			if counts[shape] == 0 {
+				t.Errorf("%s sessions have no %s send (%v)", label, shape, counts)
+			}
+		}
+		if counts["other"] != 0 {
+			t.Errorf("%s: %d sends of no known shape", label, counts["other"])
+		}
+	}
+	if mixed == 0 {
+		t.Error("no list mixes internal and external recipients")
+	}
 }
 
 func TestModelLearnsAndRoundTrips(t *testing.T) {

@@ -285,7 +285,7 @@ func storeSnapshot(t *testing.T, dir string) string {
 	defer db.Close()
 	var b strings.Builder
 	err = db.View(func(tx *store.Txn) error {
-		for _, p := range []string{"reg/", "e/", "n/", "q/", "s/", "m/", "g", "a", "t", "c/", "l/"} {
+		for _, p := range []string{"reg/", "lin/", "dec/", "l/"} {
 			if err := tx.Iterate([]byte(p), true, func(k, v []byte) error {
 				if string(k) != "meta/seq" {
 					b.WriteString(string(k) + "=" + string(v) + "\n")
@@ -494,7 +494,7 @@ func TestVerifyExitCodeOnTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Update(func(tx *store.Txn) error { return tx.Delete([]byte("e/" + id)) })
+	db.Commit(t.Context(), 0, func(tx *store.Txn) error { return tx.Delete([]byte("lin/e/" + id)) })
 	db.Close()
 	r := c.run("-o", "json", "verify")
 	if r.code != ExitNegative || r.json(t)["ok"] != false {
@@ -506,7 +506,7 @@ func TestTamperedRegistryRefusedByCLI(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
 	db, _ := store.Open(c.dir, store.Options{})
-	db.Update(func(tx *store.Txn) error {
+	db.Commit(t.Context(), 0, func(tx *store.Txn) error {
 		b, _ := tx.Get([]byte("reg/p/tool:web"))
 		return tx.Set([]byte("reg/p/tool:web"), bytes.Replace(b, []byte(`"unverified"`), []byte(`"internal"`), 1))
 	})

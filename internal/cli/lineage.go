@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/dominikbraun/graph"
-	"github.com/dominikbraun/graph/draw"
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -61,7 +59,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 				defer func() { a.output = saved }()
 				return a.print(traceJSON(tr), nil)
 			case "dot":
-				return traceDOT(a.out, tr)
+				return tr.DOT(a.out)
 			}
 			printTrace(a.out, tr)
 			return nil
@@ -130,32 +128,6 @@ func printTrace(w io.Writer, tr *lineage.Trace) {
 		fmt.Fprint(w, " (TRUNCATED: raise --max-depth or --max-nodes to see more)")
 	}
 	fmt.Fprintln(w)
-}
-
-// traceDOT draws the bounded subgraph with the graph library: it is small,
-// so the library's copying costs nothing here.
-func traceDOT(w io.Writer, tr *lineage.Trace) error {
-	g := graph.New(graph.StringHash, graph.Directed())
-	for _, n := range tr.Nodes {
-		color := "black"
-		if !n.Effective.Trusted() {
-			color = "red"
-		}
-		label := fmt.Sprintf("%s\\n%s %s\\n%s/%s", short(n.ID), n.Principal, n.Kind, n.Tier, n.Effective)
-		if err := g.AddVertex(n.ID, graph.VertexAttribute("label", label), graph.VertexAttribute("color", color)); err != nil {
-			return err
-		}
-	}
-	for _, e := range tr.Edges {
-		style := "solid"
-		if !e.Strong {
-			style = "dashed"
-		}
-		if err := g.AddEdge(e.Child, e.Parent, graph.EdgeAttribute("label", fmt.Sprint(e.Weight)), graph.EdgeAttribute("style", style)); err != nil {
-			return err
-		}
-	}
-	return draw.DOT(g, w)
 }
 
 func newLineageShow(a *app) *cobra.Command {

@@ -189,7 +189,7 @@ func TestCrash(t *testing.T) {
 			if kind == "entry" {
 				_, err = e.UnsafeGraph().Node(id)
 			} else {
-				_, err = e.UnsafeGate().Decision(id)
+				_, err = e.Decision(ctx, id)
 			}
 			if err != nil {
 				t.Fatalf("kill %d: acknowledged %s %s is gone: %v", k, kind, id, err)

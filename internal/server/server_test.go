@@ -25,7 +25,7 @@ func counts(t *testing.T, e *pedigree.Engine) [2]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := e.UnsafeGraph().LogSize()
+	size, err := e.UnsafeLog().Size()
 	if err != nil {
 		t.Fatal(err)
 	}
