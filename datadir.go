@@ -31,9 +31,9 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if err := registry.ValidateTau(tau); err != nil {
 		return nil, err
 	}
-	c := newConfig(opts)
-	if c.inMemory {
-		return nil, errors.New("pedigree: Init makes a data directory; use NewInMemory for an in-memory engine")
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	if fileExists(filepath.Join(dir, OperatorKeyFile)) {
 		return nil, fmt.Errorf("%s: %w", dir, store.ErrExists)
@@ -65,8 +65,10 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 // NewInMemory makes a fresh in-memory engine whose operator is the given
 // signer (replays and tests): register principals, Freeze, then use it.
 func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, opts ...Option) (*Engine, error) {
-	opts = append(opts, InMemory())
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Create("", store.Options{InMemory: true})
 	if err != nil {
 		return nil, err
@@ -81,7 +83,10 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 // Open opens an existing data directory. It refuses a store whose registry
 // was changed behind the engine's back since freeze (*registry.TamperError).
 func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err

@@ -213,7 +213,7 @@ func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decisio
 // Reevaluate runs the policy again on a logged decision's input, at the
 // logged time, and returns the outcome and reasons. With the same policy
 // version the outcome is the decision's.
-func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (string, []string, error) {
+func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (gate.Outcome, []string, error) {
 	r, err := e.decisions.Record(decisionID)
 	if err != nil {
 		return "", nil, err

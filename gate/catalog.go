@@ -29,7 +29,7 @@ type Tool struct {
 	// tainted but whose protected arguments all come from explicit, trusted
 	// sources: the decision may have been steered, the data was not.
 	// "ask" (the default, when empty), "deny" (delete-like tools) or "allow".
-	OnSteered string             `json:"on_steered,omitempty"`
+	OnSteered Outcome            `json:"on_steered,omitempty"`
 	Args      map[string]ArgRule `json:"args,omitempty"`
 	// RecipientArg names the argument that holds a send's recipient, for
 	// the trajectory detector's external-recipient signal.
@@ -158,7 +158,7 @@ func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Ca
 
 // checkOnSteered refuses an on_steered that is not an outcome: a typo must
 // not silently mean the default.
-func checkOnSteered(o string) error {
+func checkOnSteered(o Outcome) error {
 	switch o {
 	case "", Ask, Deny, Allow:
 		return nil

@@ -17,7 +17,7 @@ import (
 // Decision is the gate's answer, as logged and as printed.
 type Decision struct {
 	Version       int              `json:"version"`
-	Decision      string           `json:"decision"`
+	Decision      Outcome          `json:"decision"`
 	ID            string           `json:"decision_id"`
 	CallID        string           `json:"call_id"`
 	Tool          string           `json:"tool"`
@@ -138,7 +138,7 @@ func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time)
 // Reevaluate runs the policy again on a logged input at the logged time.
 // With the same policy version the outcome is the same: that is what makes
 // the decision log auditable.
-func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (string, []string, error) {
+func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outcome, []string, error) {
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()

@@ -28,7 +28,7 @@ import (
 // authority over (see PlanUse), else "".
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
-// untrusted: [{id, principal, tier, path, strong}]}.
+// untrusted: [{id, principal, tier, hops, strong}]}.
 
 func str(s string) *ast.Term { return ast.StringTerm(s) }
 
@@ -197,7 +197,7 @@ func toolTerm(t Tool, known bool) *ast.Term {
 	}
 	return obj("known", ast.BooleanTerm(known), "sensitive", ast.BooleanTerm(t.Sensitive), "irreversible", ast.BooleanTerm(t.Irreversible),
 		"external_sink", ast.BooleanTerm(t.ExternalSink), "role", str(string(t.Role)), "ask_on_untrusted", ast.BooleanTerm(t.AskOnUntrusted),
-		"on_steered", str(t.OnSteered), "args", ast.ObjectTerm(args...))
+		"on_steered", str(string(t.OnSteered)), "args", ast.ObjectTerm(args...))
 }
 
 func featuresTerm(s *trajectory.State) *ast.Term {

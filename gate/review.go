@@ -40,7 +40,7 @@ type Review struct {
 // the evidence they decide on.
 type Pending struct {
 	DecisionID string           `json:"decision_id"`
-	Decision   string           `json:"decision"`
+	Decision   Outcome          `json:"decision"`
 	Tool       string           `json:"tool"`
 	Args       json.RawMessage  `json:"args"`
 	Session    string           `json:"session"`

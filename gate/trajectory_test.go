@@ -38,7 +38,7 @@ func TestTrajectoryRecipientsInTheGate(t *testing.T) {
 		tool     string
 		args     string
 		rule     string // the alert the send raises; "" for none
-		withMod  string
+		withMod  gate.Outcome
 		warnings string // in the warning
 	}{
 		{"internal address", "email_send", `{"to":"bob@example.com"}`, "", gate.Allow, ""},

@@ -22,7 +22,7 @@ var (
 	// ErrFrozen: the registry is frozen and no principal can be added, removed or changed.
 	ErrFrozen = errors.New("the registry is frozen: no principal can be added or changed")
 	// ErrNotFrozen: entries can only be recorded against a frozen registry.
-	ErrNotFrozen = errors.New("the registry is not frozen yet: run 'pedigree registry freeze'")
+	ErrNotFrozen = errors.New("the registry is not frozen yet")
 	// ErrUnknownPrincipal: no principal with that ID is registered.
 	ErrUnknownPrincipal = errors.New("unknown principal")
 	// ErrDuplicate: a principal with that ID is already registered.
@@ -37,8 +37,14 @@ var (
 	ErrBadTau = errors.New("tau must be in (0, 1]")
 )
 
+// ErrTampered is what every "the evidence is bad" error wraps: stored
+// facts that were changed behind the engine's back. Keep it apart from an
+// error that means the engine could not check (an I/O error, a closed
+// store): both refuse, but they read differently.
+var ErrTampered = errors.New("tampered with")
+
 // TamperError says that the registry in the store differs from what the
-// operator froze. Open refuses such a store.
+// operator froze. Open refuses such a store. It wraps ErrTampered.
 type TamperError struct {
 	Differences []string
 }
@@ -46,6 +52,9 @@ type TamperError struct {
 func (e *TamperError) Error() string {
 	return "registry tampered with since freeze: " + strings.Join(e.Differences, "; ")
 }
+
+// Unwrap makes errors.Is(err, ErrTampered) true.
+func (e *TamperError) Unwrap() error { return ErrTampered }
 
 // Rows of the registry's namespace.
 var (

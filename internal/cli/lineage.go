@@ -54,10 +54,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 			}
 			switch format {
 			case "json":
-				saved := a.output
-				a.output = "json"
-				defer func() { a.output = saved }()
-				return a.print(traceJSON(tr), nil)
+				return a.printJSON(traceJSON(tr))
 			case "dot":
 				return tr.DOT(a.out)
 			}
@@ -71,10 +68,10 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 	return cmd
 }
 
-func traceJSON(tr *lineage.Trace) map[string]any {
-	nodes := make([]map[string]any, 0, len(tr.Nodes))
+func traceJSON(tr *lineage.Trace) traceOutput {
+	nodes := make([]traceNodeOutput, 0, len(tr.Nodes))
 	for _, n := range tr.Nodes {
-		nodes = append(nodes, map[string]any{"id": n.ID, "principal": n.Principal, "kind": n.Kind, "tier": n.Tier.String(), "effective_tier": n.Effective.String(), "reach_tier": n.Reach.String()})
+		nodes = append(nodes, traceNodeOutput{ID: n.ID, Principal: n.Principal, Kind: n.Kind, Tier: n.Tier.String(), EffectiveTier: n.Effective.String(), ReachTier: n.Reach.String()})
 	}
 	edges := tr.Edges
 	if edges == nil {
@@ -84,10 +81,8 @@ func traceJSON(tr *lineage.Trace) map[string]any {
 	if untrusted == nil {
 		untrusted = []lineage.Source{}
 	}
-	return map[string]any{
-		"version": 1, "id": tr.Root.ID, "effective_tier": tr.Root.Effective.String(), "reach_tier": tr.Root.Reach.String(),
-		"nodes": nodes, "edges": edges, "untrusted": untrusted, "truncated": tr.Truncated,
-	}
+	return traceOutput{v: v1, ID: tr.Root.ID, EffectiveTier: tr.Root.Effective.String(), ReachTier: tr.Root.Reach.String(),
+		Nodes: nodes, Edges: edges, Untrusted: untrusted, Truncated: tr.Truncated}
 }
 
 func printTrace(w io.Writer, tr *lineage.Trace) {
@@ -154,17 +149,14 @@ func newLineageShow(a *app) *cobra.Command {
 			if v.SignatureError != "" {
 				sigErr = errors.New(v.SignatureError)
 			}
-			extra := map[string]any{
-				"signature_valid": sigErr == nil, "time": st.Time, "content_digest": st.ContentDigest,
-				"effective_via": n.EffectiveVia, "reach_via": n.ReachVia,
-			}
-			if st.Tool != "" {
-				extra["tool"], extra["args"] = st.Tool, st.Args
-			}
+			out := entryJSON(n, edges)
+			out.showFields = &showFields{SignatureValid: sigErr == nil, Time: st.Time, ContentDigest: st.ContentDigest,
+				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args}
 			if content != nil {
-				extra["content"] = string(content)
+				c := string(content)
+				out.Content = &c
 			}
-			return a.print(nodeJSON(n, edges, extra), func(w io.Writer) {
+			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "entry     %s\nprincipal %s (tier %s)\nkind      %s\n", n.ID, n.Principal, n.Tier, n.Kind)
 				if n.Session != "" {
 					fmt.Fprintf(w, "session   %s\n", n.Session)
@@ -224,7 +216,7 @@ is opened.`,
 			if err != nil {
 				return err
 			}
-			err = a.print(map[string]any{"version": 1, "ok": r.OK(), "entries": r.Entries, "problems": r.Problems}, func(w io.Writer) {
+			err = a.print(verifyOutput{v: v1, OK: r.OK(), Entries: r.Entries, Problems: r.Problems}, func(w io.Writer) {
 				if r.OK() {
 					fmt.Fprintf(w, "ok: %d entries verified\n", r.Entries)
 					return

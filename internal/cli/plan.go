@@ -82,7 +82,7 @@ the ordinary rules.
 			if err != nil {
 				return err
 			}
-			return a.print(nodeJSON(n, n.Edges(reg.Tau), nil), func(w io.Writer) {
+			return a.print(entryJSON(n, n.Edges(reg.Tau)), func(w io.Writer) {
 				fmt.Fprintln(w, n.ID)
 				if !n.Effective.Trusted() {
 					fmt.Fprintf(a.errw, "warning: the plan's effective tier is %s: it gives its calls no authority\n", n.Effective)

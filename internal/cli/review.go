@@ -18,12 +18,6 @@ import (
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
-// pendingOutput is `gate pending -o json`.
-type pendingOutput struct {
-	Version int            `json:"version"`
-	Pending []gate.Pending `json:"pending"`
-}
-
 func newGatePending(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "pending",
@@ -50,7 +44,7 @@ the path from the call to each, and the reasons. Close one with
 			if ps == nil {
 				ps = []gate.Pending{}
 			}
-			return a.print(pendingOutput{Version: 1, Pending: ps}, func(w io.Writer) {
+			return a.print(pendingOutput{v: v1, Pending: ps}, func(w io.Writer) {
 				if len(ps) == 0 {
 					fmt.Fprintln(w, "nothing pending")
 				}
@@ -63,7 +57,7 @@ the path from the call to each, and the reasons. Close one with
 }
 
 func printPending(w io.Writer, p gate.Pending) {
-	fmt.Fprintf(w, "%s %s %s %s session %s by %s\n", short(p.DecisionID), strings.ToUpper(p.Decision), p.Tool, p.Args, p.Session, p.Principal)
+	fmt.Fprintf(w, "%s %s %s %s session %s by %s\n", short(p.DecisionID), strings.ToUpper(string(p.Decision)), p.Tool, p.Args, p.Session, p.Principal)
 	fmt.Fprintf(w, "  at %s, call %s\n", p.Time, short(p.CallID))
 	if p.Plan != nil {
 		fmt.Fprintf(w, "  cites plan %s step %d\n", short(p.Plan.ID), p.Plan.Step)
@@ -122,7 +116,7 @@ rejects; a decision already approved or rejected is refused.
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "rejection_id": n.ID, "decision_id": args[0], "rejecter": as}, func(w io.Writer) {
+			return a.print(rejectOutput{v: v1, RejectionID: n.ID, DecisionID: args[0], Rejecter: as}, func(w io.Writer) {
 				fmt.Fprintf(w, "rejected: %s (rejection %s)\n", args[0], short(n.ID))
 			})
 		},

@@ -55,7 +55,7 @@ func newTrajectoryShow(a *app) *cobra.Command {
 			if alerts == nil {
 				alerts = []trajectory.Alert{}
 			}
-			out := map[string]any{"version": 1, "session": session, "calls": calls, "features": st.FeatureMap(), "alerts": alerts}
+			out := trajectoryShowOutput{v: v1, Session: session, Calls: calls, Features: st.FeatureMap(), Alerts: alerts}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "session %s: %d calls\n", session, st.Len)
 				for i, c := range calls {
@@ -155,7 +155,7 @@ Example:
 			if err := m.Save(model); err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "model": model, "sessions": len(ss), "threshold": m.Threshold}, func(w io.Writer) {
+			return a.print(trainOutput{v: v1, Model: model, Sessions: len(ss), Threshold: m.Threshold}, func(w io.Writer) {
 				fmt.Fprintf(w, "trained on %d sessions: %s (threshold %.2f)\n", len(ss), model, m.Threshold)
 			})
 		},

@@ -29,12 +29,12 @@ type Options struct {
 
 // CallResult is one call's decision.
 type CallResult struct {
-	Scenario string `json:"scenario"`
-	Call     string `json:"call"`
-	Tool     string `json:"tool"`
-	Expect   string `json:"expect,omitempty"`
-	Label    string `json:"label,omitempty"`
-	Got      string `json:"got"`
+	Scenario string       `json:"scenario"`
+	Call     string       `json:"call"`
+	Tool     string       `json:"tool"`
+	Expect   string       `json:"expect,omitempty"`
+	Label    string       `json:"label,omitempty"`
+	Got      gate.Outcome `json:"got"`
 	// Gated: the tool is sensitive in the scenario, so the gate decided.
 	Gated    bool     `json:"gated"`
 	Reasons  []string `json:"reasons"`
@@ -164,10 +164,10 @@ func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)
 			}
 			if c.Expect != "" {
 				sum.Expected++
-				if c.Expect == c.Got {
+				if gate.Outcome(c.Expect) == c.Got {
 					sum.Agreed++
 				} else {
-					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: c.Got})
+					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: string(c.Got)})
 				}
 			}
 		}
@@ -191,7 +191,7 @@ func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)
 }
 
 // count adds one decision to the allowed, asked or denied tally.
-func count(got string, allowed, asked, denied *int) {
+func count(got gate.Outcome, allowed, asked, denied *int) {
 	switch got {
 	case gate.Allow:
 		*allowed++

@@ -29,7 +29,7 @@ var (
 	// ErrLocked means another process holds the data directory.
 	ErrLocked = errors.New("the data directory is in use by another pedigree process")
 	// ErrNotInitialized means the directory holds no pedigree store yet.
-	ErrNotInitialized = errors.New("no pedigree store here: run 'pedigree init' first")
+	ErrNotInitialized = errors.New("no pedigree store here")
 	// ErrExists means init was asked to create a store that is already there.
 	ErrExists = errors.New("a pedigree store already exists here")
 	// ErrConflict means a transaction lost a race with a concurrent one and
