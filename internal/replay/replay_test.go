@@ -134,3 +134,30 @@ func TestPlanScenarios(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 }
+
+// TestRuleOfTwoEnabledByConfiguration: loaded as an operator policy
+// directory, the Rule of Two module asks before the one plan call that
+// holds untrusted input (the poisoned file), private data (the file read)
+// and an external send; without it the same call is allowed.
+func TestRuleOfTwoEnabledByConfiguration(t *testing.T) {
+	ss := load(t, "plans.jsonl")
+	var files []string
+	for _, n := range []string{"email", "payments", "files", "shell"} {
+		files = append(files, filepath.Join("..", "..", "policies", "catalogs", n+".yaml"))
+	}
+	cat, err := gate.LoadCatalogs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gate.PolicyFromDir(filepath.Join("..", "..", "policies", "ruleoftwo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := replay.Run(context.Background(), ss, replay.Options{Catalog: cat, Policy: p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Mismatches) != 1 || sum.Mismatches[0].Scenario != "plans/summarise-and-email" || sum.Mismatches[0].Got != string(gate.Ask) || sum.AttackDenied != 5 {
+		t.Fatalf("mismatches %+v summary %+v", sum.Mismatches, sum)
+	}
+}
