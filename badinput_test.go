@@ -1,7 +1,6 @@
 package pedigree_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -29,7 +28,7 @@ func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := e.Decisions(context.Background(), pedigree.DecisionQuery{})
+	ds, err := e.Decisions(t.Context(), pedigree.DecisionQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +39,7 @@ func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 // error and that nothing was stored.
 func TestLibraryBadInput(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	e := w.E
 	prompt := w.Record("user:alice", "s", "p", nil)
 	denied := w.Check("agent:planner", pedigree.Call{Session: "s", Tool: "pay", Justification: []string{w.Record("tool:gmail_read", "s", "m", nil).ID}})

@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -155,7 +154,7 @@ func TestEmptySourceListExcusesNothing(t *testing.T) {
 	}
 	// The same through the gate's own request, as the server passes it.
 	call.Principal = "agent:planner"
-	st, srcs, err := w.E.CallStatement(context.Background(), call)
+	st, srcs, err := w.E.CallStatement(t.Context(), call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +165,7 @@ func TestEmptySourceListExcusesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err = w.E.CheckEnvelope(context.Background(), signed.Envelope(), srcs)
+	d, err = w.E.CheckEnvelope(t.Context(), signed.Envelope(), srcs)
 	if err != nil || d.Decision != gate.Deny {
 		t.Fatalf("gate request: %v %v", d, err)
 	}
@@ -203,7 +202,7 @@ func TestUnknownToolIsSensitive(t *testing.T) {
 }
 
 func TestFailClosed(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	t.Run("unknown justification", func(t *testing.T) {
 		w := world(t)
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Justification: []string{strings.Repeat("ab", 32)}})
@@ -270,7 +269,7 @@ func TestFailClosed(t *testing.T) {
 }
 
 func TestPolicyRefusedAtStart(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for name, cause := range map[string]string{"badshape": "unknown field \"verdict\"", "broken": "rego_parse_error", "network": "http.send"} {
 		t.Run(name, func(t *testing.T) {
 			p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", name))
@@ -303,7 +302,7 @@ func TestExtendPolicy(t *testing.T) {
 }
 
 func TestApprovals(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	setup := func(t *testing.T) (*enginetest.World, pedigree.Call, *gate.Decision) {
 		w := world(t)
 		prompt, _, memory := laundered(w)
@@ -398,7 +397,7 @@ func TestApprovals(t *testing.T) {
 
 func TestDecisionLogReplays(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt, _, memory := laundered(w)
 	var ids []string
 	for _, j := range [][]string{{prompt.ID}, {prompt.ID, memory.ID}} {
@@ -420,7 +419,7 @@ func TestDecisionLogReplays(t *testing.T) {
 
 func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt := w.Record("user:alice", "s1", "email the report to the client", nil)
 	mem := w.Record("agent:planner", "s9", "the report", enginetest.Strong(prompt.ID))
 	for range 3 {

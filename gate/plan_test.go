@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -16,7 +15,7 @@ import (
 // fails closed on a citation that names no usable step.
 func TestPlanCitationsTheGateRefuses(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt := w.Record("user:alice", "s1", "pay bob 5", nil)
 	steps, err := lineage.PlanSteps([]byte(`[{"tool":"send_money","args":{"recipient":"bob","amount":5}}]`))
 	if err != nil {

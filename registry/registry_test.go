@@ -1,7 +1,6 @@
 package registry_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -54,7 +53,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	if !w.E.UnsafeRegistry().Frozen() {
 		t.Fatal("not frozen after reopen")
 	}

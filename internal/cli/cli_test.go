@@ -58,11 +58,11 @@ func modes(t *testing.T, test func(t *testing.T, served bool)) {
 // function that stops it (it is stopped at cleanup in any case).
 func (c *cliEnv) serve() (stop func()) {
 	c.t.Helper()
-	e, err := pedigree.Open(context.Background(), c.dir, pedigree.WithClock(c.clock))
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock))
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.t.Context())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -113,7 +113,7 @@ func (r result) json(t *testing.T) map[string]any {
 func (c *cliEnv) run(args ...string) result {
 	var out, errw bytes.Buffer
 	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
-	code := a.run(context.Background(), append([]string{"--dir", c.dir}, args...))
+	code := a.run(c.t.Context(), append([]string{"--dir", c.dir}, args...))
 	return result{out.String(), errw.String(), code}
 }
 
@@ -464,7 +464,7 @@ func TestDataDirectoryProblems(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errw bytes.Buffer
 			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: time.Now}
-			code := a.run(context.Background(), append([]string{"--dir", tc.dir}, tc.args...))
+			code := a.run(t.Context(), append([]string{"--dir", tc.dir}, tc.args...))
 			if code != ExitError || !strings.Contains(errw.String(), tc.msg) {
 				t.Fatalf("exit %d: %s", code, errw.String())
 			}
@@ -475,7 +475,7 @@ func TestDataDirectoryProblems(t *testing.T) {
 func TestLockedDirectory(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	e, err := pedigree.Open(context.Background(), c.dir) // another holder of the directory
+	e, err := pedigree.Open(t.Context(), c.dir) // another holder of the directory
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +555,7 @@ func TestServeVerb(t *testing.T) {
 	if r := c.run("serve", "--addr", "0.0.0.0:7070"); r.code != ExitUsage || !strings.Contains(r.err, "loopback") {
 		t.Fatalf("non-loopback addr: exit %d %s", r.code, r.err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	var out, errw bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
@@ -564,7 +564,7 @@ func TestServeVerb(t *testing.T) {
 	}()
 	sock := filepath.Join(c.dir, server.SocketFile)
 	for i := 0; ; i++ {
-		if _, err := server.Dial(context.Background(), c.dir, nil); err == nil {
+		if _, err := server.Dial(t.Context(), c.dir, nil); err == nil {
 			break
 		}
 		if i > 200 {

@@ -11,6 +11,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/trajectory"
+	"github.com/pedigree-ai/pedigree/trajectory/offline"
 )
 
 func newTrajectoryCommand(a *app) *cobra.Command {
@@ -99,18 +100,18 @@ func (a *app) catalog(tools []string) (*gate.Catalog, error) {
 	return gate.LoadCatalogs(tools...)
 }
 
-func readSessions(path string) ([]trajectory.Session, error) {
+func readSessions(path string) ([]offline.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ss, err := trajectory.ReadSessions(f)
+	ss, err := offline.ReadSessions(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(ss) == 0 {
-		return nil, fmt.Errorf("%s: %w", path, trajectory.ErrNoSessions)
+		return nil, fmt.Errorf("%s: %w", path, offline.ErrNoSessions)
 	}
 	return ss, nil
 }
@@ -148,7 +149,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			m, err := trajectory.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
+			m, err := offline.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
 			if err != nil {
 				return err
 			}
@@ -186,9 +187,9 @@ type evalOutput struct {
 // evalFigures are one view's figures: the rules, and the model measured
 // either as given (--model) or by cross-validation.
 type evalFigures struct {
-	Rules   trajectory.Metrics  `json:"rules"`
-	Model   *trajectory.Metrics `json:"model,omitempty"`
-	ModelCV *trajectory.Metrics `json:"model_cv,omitempty"`
+	Rules   offline.Metrics  `json:"rules"`
+	Model   *offline.Metrics `json:"model,omitempty"`
+	ModelCV *offline.Metrics `json:"model_cv,omitempty"`
 }
 
 // demoNote is what train and eval say of the model trained on generated
@@ -234,14 +235,14 @@ Example:
 					return err
 				}
 			}
-			measure := func(mapper trajectory.Mapper) (evalFigures, error) {
-				f := evalFigures{Rules: trajectory.EvaluateRules(ss, mapper)}
+			measure := func(mapper offline.Mapper) (evalFigures, error) {
+				f := evalFigures{Rules: offline.EvaluateRules(ss, mapper)}
 				if m != nil {
-					got := trajectory.EvaluateModel(m, ss, mapper)
+					got := offline.EvaluateModel(m, ss, mapper)
 					f.Model = &got
 					return f, nil
 				}
-				got, err := trajectory.CrossValidate(ss, mapper, folds, seed, trajectory.TrainOptions{})
+				got, err := offline.CrossValidate(ss, mapper, folds, seed, trajectory.TrainOptions{})
 				f.ModelCV = &got
 				return f, err
 			}
@@ -251,12 +252,12 @@ Example:
 			}
 			r := full.Rules
 			out := evalOutput{Version: 1, Sessions: r.Sessions, Attack: r.Attack, Benign: r.Benign,
-				AUC: r.AUC, Recall: r.Recall, FPR: r.FPR, Arguments: trajectory.HasArguments(ss), evalFigures: full}
+				AUC: r.AUC, Recall: r.Recall, FPR: r.FPR, Arguments: offline.HasArguments(ss), evalFigures: full}
 			if m == nil {
 				out.Folds = folds
 			}
 			if out.Arguments {
-				so, err := measure(trajectory.StructureOnly(cat.TrajectoryCall))
+				so, err := measure(offline.StructureOnly(cat.TrajectoryCall))
 				if err != nil {
 					return err
 				}
@@ -265,7 +266,7 @@ Example:
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "%d sessions (%d attack, %d benign)\n", r.Sessions, r.Attack, r.Benign)
 				lines := func(prefix string, f evalFigures) {
-					line := func(name string, m trajectory.Metrics) {
+					line := func(name string, m offline.Metrics) {
 						fmt.Fprintf(w, "%-40s AUC %.3f  recall %.3f  false-positive rate %.3f\n", prefix+name, m.AUC, m.Recall, m.FPR)
 					}
 					line("rules", f.Rules)
@@ -293,7 +294,7 @@ Example:
 }
 
 func newTrajectoryGenerate(a *app) *cobra.Command {
-	var o trajectory.GenerateOptions
+	var o offline.GenerateOptions
 	cmd := &cobra.Command{
 		Use:   "generate [--sessions N] [--seed S] [--attack-share F]",
 		Short: "Write synthetic labelled sessions (JSON Lines) to measure the detector",
@@ -314,7 +315,7 @@ Example:
 				return usagef("--sessions must be positive")
 			}
 			enc := jsonLines(a.out)
-			for _, s := range trajectory.Generate(o) {
+			for _, s := range offline.Generate(o) {
 				if err := enc.Encode(s); err != nil {
 					return err
 				}

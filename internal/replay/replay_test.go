@@ -1,7 +1,6 @@
 package replay_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +28,7 @@ func load(t *testing.T, name string) []replay.Scenario {
 // we know; each call's decision must equal its expect.
 func TestLaunderingChannels(t *testing.T) {
 	ss := load(t, "laundering.jsonl")
-	sum, err := replay.Run(context.Background(), ss, replay.Options{}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +49,7 @@ func TestLaunderingChannels(t *testing.T) {
 // never skipped.
 func TestRefusedScenarios(t *testing.T) {
 	ss := load(t, "refused.jsonl")
-	sum, err := replay.Run(context.Background(), ss, replay.Options{}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +104,7 @@ func FuzzParseLine(f *testing.F) {
 		// Whatever parses must replay to a result or a reported error,
 		// never a panic.
 		if len(s.Steps) <= 20 {
-			replay.Run(context.Background(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
+			replay.Run(t.Context(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
 		}
 	})
 }
@@ -123,7 +122,7 @@ func TestPlanScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := replay.Run(context.Background(), ss, replay.Options{Catalog: cat}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{Catalog: cat}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +152,7 @@ func TestRuleOfTwoEnabledByConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := replay.Run(context.Background(), ss, replay.Options{Catalog: cat, Policy: p}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{Catalog: cat, Policy: p}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

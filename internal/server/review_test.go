@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +20,7 @@ import (
 func TestReviewRoutes(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
 	h := server.New(w.E, nil).Handler()
-	ctx := context.Background()
+	ctx := t.Context()
 	do := func(method, path string, body any) (int, []byte) {
 		var rd *bytes.Reader
 		if body != nil {
