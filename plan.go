@@ -79,7 +79,7 @@ func (e *Engine) planFact(t kv.Txn, st *lineage.Statement, nodes map[string]*lin
 	if st.Plan == nil {
 		return nil, nil
 	}
-	pst, err := e.graph.PlanIn(t, st.Plan.ID)
+	pst, err := e.graph.StatementIn(t, st.Plan.ID)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", st.Plan.ID[:12], err)
 	}

@@ -122,7 +122,7 @@ func (e *Engine) Reviews(ctx context.Context) ([]gate.Review, error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := e.checkReview(r); err != nil {
+			if err := e.checkReview(t.In(store.Lineage), r); err != nil {
 				return err
 			}
 		}
@@ -139,15 +139,12 @@ func (e *Engine) Reviews(ctx context.Context) ([]gate.Review, error) {
 	return out, nil
 }
 
-// checkReview checks a review row against the signed entry it names.
-func (e *Engine) checkReview(r gate.Review) error {
-	env, _, err := e.graph.Envelope(r.Entry)
+// checkReview checks a review row, inside t, against the signed entry it
+// names.
+func (e *Engine) checkReview(t kv.Txn, r gate.Review) error {
+	st, err := e.graph.StatementIn(t, r.Entry)
 	if err != nil {
 		return fmt.Errorf("%w: the review of decision %s names entry %s: %v", gate.ErrReviewTampered, r.DecisionID, r.Entry, err)
-	}
-	st, _, _, err := lineage.Open(env)
-	if err != nil {
-		return err
 	}
 	ok := st.Principal == r.By && st.Time == r.Time
 	switch r.Outcome {
@@ -231,4 +228,43 @@ func BuildRejection(d *gate.Decision, rejecter string, now time.Time) *lineage.S
 		ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
 		Rejection: &lineage.Rejection{Decision: d.ID, Action: d.ArgsDigest},
 	}
+}
+
+// verifyReviews checks, inside one read transaction, every review row
+// against the signed entry it names, and that every rejection entry has its
+// review row: deleting the row would make a rejected decision approvable.
+func (e *Engine) verifyReviews(lt, dt kv.Txn, entries map[string]uint64, bad func(id, f string, a ...any)) error {
+	rs, err := e.decisions.Reviews(dt)
+	if err != nil {
+		bad("", "%v", err)
+		return nil
+	}
+	byEntry := make(map[string]gate.Review, len(rs))
+	for _, r := range rs {
+		if err := e.checkReview(lt, r); err != nil {
+			bad(r.DecisionID, "%v", err)
+		}
+		byEntry[r.Entry] = r
+	}
+	ids := make([]string, 0, len(entries))
+	for id := range entries {
+		ids = append(ids, id)
+	}
+	nodes, err := e.graph.NodesIn(lt, ids)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.Kind != lineage.KindRejection {
+			continue
+		}
+		st, err := e.graph.StatementIn(lt, n.ID)
+		if err != nil {
+			continue // lineage's verify reports the entry itself
+		}
+		if r, ok := byEntry[n.ID]; !ok || r.DecisionID != st.Rejection.Decision || r.Outcome != gate.Rejected {
+			bad(n.ID, "rejection of decision %s has no review row: the decision could be approved", st.Rejection.Decision)
+		}
+	}
+	return nil
 }

@@ -88,10 +88,11 @@ func MatchStep(step PlanStep, tool string, args json.RawMessage) (Match, error) 
 	return m, nil
 }
 
-// PlanIn reads a stored entry a call cites as its plan, inside t, and
-// verifies its envelope against the frozen registry. Whether it is a plan
-// of the call's session with that step is PlanStepOf's to say.
-func (g *Graph) PlanIn(t kv.Txn, id string) (*Statement, error) {
+// StatementIn reads a stored entry inside t and verifies its envelope
+// against the frozen registry: what a check may rely on (the plan a call
+// cites; whether it is a plan of the call's session with that step is
+// PlanStepOf's to say) and what a review row is checked against.
+func (g *Graph) StatementIn(t kv.Txn, id string) (*Statement, error) {
 	env, err := t.Get(key(pEnvelope, id))
 	if errors.Is(err, kv.ErrNotFound) {
 		return nil, fmt.Errorf("%w %s", ErrUnknownEntry, id)

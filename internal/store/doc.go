@@ -54,6 +54,10 @@
 //	                                                            names it, and verify checks both ways
 //	dec/       a/<session>\x00<action>\x00<id>  decisionlog     hint: a check reads the signed approval entry
 //	                                                            and the logged decision it names, never this row
+//	dec/       gr/<decision id>            decisionlog          hint, checked: who approved or rejected the
+//	                                                            decision; every read and verify checks it
+//	                                                            against the signed entry it names, and verify
+//	                                                            that every rejection entry has its row
 //	dec/       t/<session>, tc/…, ta/…     decisionlog          NOT yet re-derived by verify: the session's
 //	                                                            trajectory features, calls and alerts. They
 //	                                                            feed only soft alerts under the default policy
