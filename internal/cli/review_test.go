@@ -100,3 +100,26 @@ func testPendingApproveReject(t *testing.T, served bool) {
 		t.Fatalf("verify %v", v)
 	}
 }
+
+// TestConfirm: only y or yes confirms, and a buffer or a pipe is never a
+// terminal, so a script's approve never waits for an answer.
+func TestConfirm(t *testing.T) {
+	for in, want := range map[string]bool{"y\n": true, "YES\n": true, " yes \n": true, "n\n": false, "\n": false, "": false, "yess\n": false} {
+		var out strings.Builder
+		if got := confirm(strings.NewReader(in), &out, "approve?"); got != want || out.String() != "approve? [y/N] " {
+			t.Errorf("confirm(%q) = %v, printed %q", in, got, out.String())
+		}
+	}
+	if interactive(strings.NewReader("y\n")) {
+		t.Error("a reader that is not a file is interactive")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if interactive(r) {
+		t.Error("a pipe is interactive")
+	}
+}
