@@ -87,6 +87,11 @@ type (
 		Tool           string          `json:"tool,omitempty"`
 		Args           json.RawMessage `json:"args,omitempty"`
 		Content        *string         `json:"content,omitempty"`
+		// A plan's steps; the plan step a call cites; what a rejection
+		// rejects.
+		Steps     []lineage.PlanStep `json:"steps,omitempty"`
+		Plan      *lineage.PlanRef   `json:"plan,omitempty"`
+		Rejection *lineage.Rejection `json:"rejection,omitempty"`
 	}
 	recallOutput struct {
 		v
