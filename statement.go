@@ -18,9 +18,11 @@ type Entry struct {
 	Session   string
 	Content   []byte
 	// Parents, when not nil, are the harness's attribution. When nil, an
-	// agent's entry in a session derives from the session's whole context
-	// with strong edges (the agent read all of it); other principals'
-	// entries have no parents.
+	// entry in a session derives from the session's whole context with
+	// strong edges: an agent read all of it, and a tool's output is made
+	// from what the agent handed it, so neither starts clean in a tainted
+	// session. Only a user principal's entries (what a person typed) and
+	// entries outside any session have no parents by default.
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
@@ -62,7 +64,7 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 		return nil, fmt.Errorf("%w: a plan names its parents explicitly (what it was made from), never the whole context", lineage.ErrMalformed)
 	}
 	parents := en.Parents
-	if parents == nil && en.Session != "" && isAgent(en.Principal) {
+	if parents == nil && en.Session != "" && !isUser(en.Principal) {
 		ids, err := r.Context(ctx, en.Session)
 		if err != nil {
 			return nil, err
@@ -83,7 +85,8 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	return st, st.Validate()
 }
 
-func isAgent(principal string) bool { return strings.HasPrefix(principal, "agent:") }
+// isUser: a user principal's entries take no default parents.
+func isUser(principal string) bool { return strings.HasPrefix(principal, "user:") }
 
 // Call is a proposed tool call.
 type Call struct {
@@ -92,7 +95,10 @@ type Call struct {
 	Tool      string
 	Args      []byte // JSON object; nil for none
 	// Justification is what the agent relied on (IDs or prefixes). When
-	// nil, it is the session's whole context.
+	// nil, it is the session's whole context. An explicit empty list (or an
+	// empty ID in it) is refused with lineage.ErrMalformed: it never means
+	// "nothing", which would let a call in a tainted session rest on no
+	// entry at all.
 	Justification []string
 	// ArgSources maps an argument to the entries its value came from.
 	ArgSources map[string][]string
@@ -123,6 +129,9 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 		return nil, nil, err
 	}
 	just := c.Justification
+	if err := checkJustification(just); err != nil {
+		return nil, nil, err
+	}
 	var ref *lineage.PlanRef
 	if c.Plan != "" {
 		if ref, just, err = planJustification(ctx, r, c, args, srcs); err != nil {

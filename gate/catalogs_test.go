@@ -40,7 +40,7 @@ func TestShippedCatalogs(t *testing.T) {
 	}
 	for tool, args := range protected {
 		tl, ok := c.Lookup(tool)
-		if !ok || tl.Sensitive == false {
+		if !ok || (tl.Sensitive != nil && !*tl.Sensitive) {
 			t.Errorf("%s: missing or not sensitive", tool)
 		}
 		for _, a := range args {

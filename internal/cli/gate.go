@@ -26,16 +26,37 @@ func newGateCommand(a *app) *cobra.Command {
 type gateOptions struct {
 	policies string
 	tools    []string
+	replace  bool
 }
 
 func (g *gateOptions) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends or replaces the default policy")
+	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends the default policy (rules in package pedigree.ext)")
+	cmd.Flags().BoolVar(&g.replace, "replace-policy", false, "the --policies directory replaces the default policy (it defines package pedigree.gate)")
 	cmd.Flags().StringSliceVar(&g.tools, "tools", nil, "tool catalog files, merged: FILE,... or repeated (default DIR/tools.yaml)")
+}
+
+// check refuses --replace-policy without a directory to replace it with.
+func (g *gateOptions) check() error {
+	if g.replace && g.policies == "" {
+		return usagef("--replace-policy needs --policies DIR")
+	}
+	return nil
+}
+
+// load reads the --policies directory as the flags say: extension or
+// replacement.
+func (g *gateOptions) load() (*gate.Policy, error) {
+	if g.replace {
+		return gate.ReplacementPolicyFromDir(g.policies)
+	}
+	return gate.PolicyFromDir(g.policies)
 }
 
 func (g *gateOptions) options() []pedigree.Option {
 	var o []pedigree.Option
-	if g.policies != "" {
+	if g.policies != "" && g.replace {
+		o = append(o, pedigree.WithReplacementPolicyDir(g.policies))
+	} else if g.policies != "" {
 		o = append(o, pedigree.WithPolicyDir(g.policies))
 	}
 	if len(g.tools) > 0 {
@@ -57,7 +78,8 @@ deny (exit 3) or ask, needs a human (exit 4). The call's ID (call_id) is the
 parent that the tool's output names when it is recorded.
 
 --justification lists the entries the agent relied on; without it, the
-justification is the session's whole context. --arg NAME=ID,... says which entries
+justification is the session's whole context. An empty list (--justification ""
+or ",") is a usage error, never "nothing". --arg NAME=ID,... says which entries
 an argument's value came from (repeatable); an argument without it comes from the
 whole justification. Per-argument rules in the tool catalog decide which arguments
 must be trusted.
@@ -69,11 +91,25 @@ ordinary rules apply and the decision says why the plan was not used. An unknown
 plan, a plan of another session or a step the plan does not have is an error.
 
 The gate fails closed: an unknown or unverifiable justification, a policy error,
-an undefined decision or a timeout all deny, with the cause in the reasons.`,
+an undefined decision or a timeout all deny, with the cause in the reasons. A call
+proposed by an unverified or external principal is denied. --args with a key
+twice in one object, or that is not valid UTF-8, is refused (exit 1): the gate
+decides on exactly the arguments the tool gets.
+
+--policies DIR extends the default policy with deny and ask rules in package
+pedigree.ext; a module anywhere else under package pedigree is refused, unless
+--replace-policy says DIR is the whole policy. Policies may call pure builtins
+only (no network, files, environment or randomness).
+
+  pedigree gate check --as agent:assistant --key agent.key --session s1 \
+      --tool send_money --args '{"to":"123-456"}' --justification 3f2a9c1e`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" || tool == "" {
 				return usagef("--session and --tool are required")
+			}
+			if err := g.check(); err != nil {
+				return err
 			}
 			srcs := map[string][]string{}
 			for _, spec := range argSpecs {
@@ -102,7 +138,9 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 				c.Args = []byte(args)
 			}
 			if cmd.Flags().Changed("justification") {
-				c.Justification = splitList(strings.Join(just, ","))
+				if c.Justification, err = justificationFlag(just); err != nil {
+					return err
+				}
 			}
 			d, err := e.Check(cmd.Context(), s, c)
 			if err != nil {
@@ -126,6 +164,24 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 	f.IntVar(&step, "step", 0, "the plan step, 0-based (with --plan)")
 	g.add(cmd)
 	return cmd
+}
+
+// justificationFlag reads --justification: an empty list, or an empty item,
+// is a usage error (it would otherwise mean "relies on nothing").
+func justificationFlag(vals []string) ([]string, error) {
+	out := []string{}
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				return nil, usagef("--justification %q names an empty ID: list the entries the call relies on, or leave the flag out for the session's whole context", strings.Join(vals, ","))
+			}
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("--justification is empty: list the entries the call relies on, or leave the flag out for the session's whole context")
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
@@ -193,12 +249,16 @@ func newGateApprove(a *app) *cobra.Command {
 	var yes bool
 	cmd := &cobra.Command{
 		Use:   "approve DECISION_ID --as PRINCIPAL --key FILE [--ttl 15m] [--yes]",
-		Short: "Approve a denied call once, as a user-tier principal",
-		Long: `Record a signed approval of a denied (or ask) decision. The approval binds the
-decision's session and the sha256 of its exact tool and canonical arguments, and
-expires after --ttl. The next identical check in that session is allowed once and
-consumes it; other arguments, a second use or an expired approval have no effect.
-Only a user-tier principal can approve; a rejected decision cannot be approved.
+		Short: "Approve a denied call once, as a principal registered with --approver",
+		Long: `Record a signed approval of a denied (or ask) decision. The approval names the
+decision, whose ID hashes its proposer, session, justification and the sha256 of its
+exact tool and canonical arguments, so it binds all of them; it expires after --ttl,
+which may not exceed the cap set at init (--max-approval-ttl, 24h by default). The
+next identical check (same proposer, session, action and justification) is allowed
+once and consumes it; anything else, a second use or an expired approval has no
+effect. A decision gets one approval: a second is refused, and so is an approval of a
+rejected decision ('gate reject'). Only a user-tier principal registered with
+'registry add ... --approver' can approve.
 
 Before it signs, approve prints exactly what is approved: the tool and its
 canonical arguments, the session, the proposer and the reasons (on stderr with
@@ -206,7 +266,8 @@ canonical arguments, the session, the proposer and the reasons (on stderr with
 when it is not (a script, a pipe, CI), it never waits: the printed call is the
 record of what was approved.
 
-  pedigree gate approve 3f2a9c1d --as user:alice --key alice.key`,
+Example:
+  pedigree gate approve 3f2a9c1e --as user:alice --key alice.key --ttl 10m`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ttl <= 0 {
@@ -241,7 +302,7 @@ record of what was approved.
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation at a terminal")
-	cmd.Flags().StringVar(&as, "as", "", "the approving user-tier principal")
+	cmd.Flags().StringVar(&as, "as", "", "the approving principal (user tier, registered with --approver)")
 	cmd.Flags().StringVar(&key, "key", "", "its private key file")
 	cmd.Flags().DurationVar(&ttl, "ttl", pedigree.DefaultApprovalTTL, "how long the approval stays usable")
 	return cmd

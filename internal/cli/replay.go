@@ -35,8 +35,11 @@ errs. --verbose prints every decision with its reasons.`,
 			var o replay.Options
 			o.Workers = workers
 			var err error
+			if err := g.check(); err != nil {
+				return err
+			}
 			if g.policies != "" {
-				if o.Policy, err = gate.PolicyFromDir(g.policies); err != nil {
+				if o.Policy, err = g.load(); err != nil {
 					return err
 				}
 			}

@@ -8,6 +8,8 @@
 # that the call happens) and, per argument, data provenance
 # (input.arguments). The rules, each named at the start of its reasons:
 #
+#   untrusted-proposer   the call's proposer is an unverified or    deny
+#                        external principal (whatever the tool)
 #   not-sensitive        the catalog says sensitive: false          allow
 #   untrusted-argument   a protected argument's explicit source     deny
 #                        is untrusted (in any context)
@@ -195,9 +197,13 @@ blocked if {
 	steered_outcome != "allow"
 }
 
-# Only a tool the catalog says is not sensitive skips the checks: a missing
-# field is not "false".
-verdict := {"decision": "allow", "reasons": [sprintf("not-sensitive: tool %s is not sensitive", [input.action.tool])]} if {
+# A call proposed by an untrusted principal (a tool that reads mail, a web
+# fetcher) is denied whatever it relies on: its own words are untrusted.
+verdict := {"decision": "deny", "reasons": [sprintf("untrusted-proposer: the call is proposed by %s principal %s: an untrusted principal may not propose calls", [input.action.principal_tier, input.action.principal])]} if {
+	untrusted_tier[input.action.principal_tier]
+} else := {"decision": "allow", "reasons": [sprintf("not-sensitive: tool %s is not sensitive", [input.action.tool])]} if {
+	# Only a tool the catalog says is not sensitive skips the checks: a
+	# missing field (or "unknown") is not "false".
 	input.tool.sensitive == false
 } else := {
 	"decision": "allow",
