@@ -38,6 +38,7 @@ var regoMutants = []struct{ name, old, new string }{
 	{"trusted ends in allow even when tainted", "\ttainted\n} else := {\"decision\": \"ask\", \"reasons\": array.concat(sort(ask_reasons)", "\tfalse\n} else := {\"decision\": \"ask\", \"reasons\": array.concat(sort(ask_reasons)"},
 	{"data slot needs no sources", "\targ.slot == \"data\"\n", "\targ.slot == \"none\"\n"},
 	{"empty data sources pass", "unsourced(arg) if count(arg.sources) == 0\n", ""},
+	{"untrusted proposer allowed", "\tuntrusted_tier[input.action.principal_tier]\n} else", "\tfalse\n} else"},
 	{"warnings dropped", "decision := object.union(verdict, {\"warnings\": warnings})", "decision := object.union(verdict, {\"warnings\": []})"},
 	{"reasons lose the tainted justification", "\tmsg := sprintf(\"tainted-justification: justification %s %s\", [short(e.id), describe(e)])\n", "\tmsg := \"tainted\"\n"},
 }
