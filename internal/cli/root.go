@@ -120,7 +120,8 @@ Start with 'pedigree demo'.
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
-		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a), newPlanCommand(a),
+		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
+		newHookCommand(a), newPlanCommand(a),
 	)
 	return root
 }

@@ -152,3 +152,27 @@ func TestServedTrustRoot(t *testing.T) {
 		t.Fatalf("a server against another root: exit %d %s", r.code, r.err)
 	}
 }
+
+// TestApprovalAuthorityDefaults: a person (user:NAME at the user tier) holds
+// approval authority unless --approver=false withholds it; a tool registered
+// at the user tier holds none unless --approver gives it.
+func TestApprovalAuthorityDefaults(t *testing.T) {
+	c := newEnv(t)
+	c.must("init")
+	for _, args := range [][]string{
+		{"user:bob", "--tier", "user"},
+		{"user:carol", "--tier", "user", "--approver=false"},
+		{"tool:usertool", "--tier", "user"},
+	} {
+		c.must(append([]string{"registry", "add", args[0], "--new-key", c.key(strings.ReplaceAll(args[0], ":", "_"))}, args[1:]...)...)
+	}
+	list := c.must("-o", "json", "registry", "list").json(t)
+	got := map[string]bool{}
+	for _, p := range list["principals"].([]any) {
+		m := p.(map[string]any)
+		got[m["id"].(string)], _ = m["approver"].(bool)
+	}
+	if !got["user:bob"] || got["user:carol"] || got["tool:usertool"] {
+		t.Fatalf("approval authority %v: want user:bob only", got)
+	}
+}

@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
+	"strings"
 
 	"encoding/json"
 	"errors"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -31,6 +34,9 @@ type Server struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	metrics  *metrics
+	// claude answers Claude Code's http hooks, when enabled.
+	claude      *hook.Handler
+	claudeToken string
 }
 
 type metrics struct {
@@ -292,6 +298,7 @@ func (s *Server) routes() {
 		}
 		return reply(w, refusalsResponse{Refusals: rs})
 	})
+	s.mux.HandleFunc(claudeHookPath, s.claudeHook)
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
 		var req verifyRequest
 		if err := decode(r, &req); err != nil {
@@ -377,6 +384,73 @@ func (s *Server) routes() {
 		}
 		return reply(w, p)
 	})
+}
+
+// claudeHookPath is the route of Claude Code's http hooks.
+const claudeHookPath = "/v1/hooks/claude"
+
+// EnableClaudeHooks answers Claude Code's http hooks on POST
+// /v1/hooks/claude, signing with the hook's keys in the data directory
+// (written by 'pedigree hook claude init'): the one route through which the
+// server signs. Requests must carry the directory's bearer token.
+func (s *Server) EnableClaudeHooks() error {
+	dir := s.e.Dir()
+	token, err := hook.Token(dir)
+	if err != nil {
+		return err
+	}
+	h, err := hook.New(s.e, dir)
+	if err != nil {
+		return err
+	}
+	s.claude, s.claudeToken = h, token
+	return nil
+}
+
+// claudeHook answers one Claude Code http hook event. Claude Code lets a
+// call through when an http hook fails (a non-2xx status, a timeout), so
+// every failure is answered with status 200 and a body that blocks: a
+// PreToolUse is denied, a prompt is blocked, and an event that cannot be
+// read stops Claude Code.
+func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
+	var ev *hook.Event
+	err := func() error {
+		switch {
+		case r.Method != "POST":
+			return fmt.Errorf("%s %s: use POST", r.Method, r.URL.Path)
+		case r.Header.Get("Origin") != "" || !loopbackHost(r.Host):
+			return errors.New("a request from a browser, or to a Host that is not loopback, is refused")
+		case s.claude == nil:
+			return errors.New("this server does not answer Claude Code hooks: start it with 'pedigree serve --claude-hooks'")
+		case !bearer(r, s.claudeToken):
+			return errors.New("the request does not carry this data directory's hook token (see 'pedigree hook claude settings --http')")
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, hook.MaxEventBytes))
+		if err != nil {
+			return fmt.Errorf("%w: %v", hook.ErrEvent, err)
+		}
+		if ev, err = hook.ParseEvent(b); err != nil {
+			return err
+		}
+		ans, err := s.claude.Handle(r.Context(), ev)
+		if err != nil {
+			return err
+		}
+		if ans == nil {
+			ans = &hook.Answer{}
+		}
+		return reply(w, ans)
+	}()
+	if err != nil {
+		s.metrics.errors.WithLabelValues("hook").Inc()
+		s.log.Warn("claude hook blocked", "error", err.Error())
+		reply(w, hook.Block(ev, err))
+	}
+}
+
+func bearer(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 func intParam(r *http.Request, name string) (int, error) {
