@@ -27,6 +27,17 @@ func TestInitKeyAndTrustRoot(t *testing.T) {
 	if v["trust_root"] != "pinned key" {
 		t.Fatalf("verify: %v", v)
 	}
+	// A registration after freeze is refused, logged, and writes no key.
+	if r := c.run("registry", "add", "user:eve", "--tier", "user", "--new-key", c.key("eve")); r.code != ExitError {
+		t.Fatalf("registration after freeze: exit %d", r.code)
+	}
+	if _, err := os.Stat(c.key("eve")); err == nil {
+		t.Fatal("a key was written for a refused registration")
+	}
+	rs := c.must("-o", "json", "log", "refusals").json(t)["refusals"].([]any)
+	if len(rs) != 1 || rs[0].(map[string]any)["kind"] != "frozen" || rs[0].(map[string]any)["principal"] != "user:eve" {
+		t.Fatalf("refusals: %v", rs)
+	}
 	// Another keys directory: nothing pinned, and verify says so.
 	c.env = map[string]string{"PEDIGREE_KEYS": filepath.Join(c.tmp, "elsewhere")}
 	if r := c.must("verify"); !strings.Contains(r.out, "no trust root is pinned") {
