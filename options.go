@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -23,6 +24,11 @@ type config struct {
 	noSync      bool
 	gateTimeout time.Duration
 	timeoutSet  bool
+	trustRoot   *TrustRoot
+	// Init only.
+	operatorKeyFile string
+	operator        *registry.Signer
+	maxApprovalTTL  time.Duration
 }
 
 // Option configures an Engine.
@@ -98,6 +104,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithCatalog and WithToolsFile both give the tool catalog", ErrOptions)
 	case c.timeoutSet && c.gateTimeout <= 0:
 		return fmt.Errorf("%w: WithGateTimeout(%s): the evaluation timeout must be positive", ErrOptions, c.gateTimeout)
+	case c.operatorKeyFile != "" && c.operator != nil:
+		return fmt.Errorf("%w: WithOperatorKeyFile and WithOperatorSigner both give the operator key", ErrOptions)
+	case c.trustRoot != nil && (len(c.trustRoot.Key) == 0) == (c.trustRoot.Digest == ""):
+		return fmt.Errorf("%w: WithTrustRoot: a trust root is a key or a digest, exactly one", ErrOptions)
 	}
 	return nil
 }

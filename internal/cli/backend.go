@@ -27,6 +27,10 @@ func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (pedigree.Ba
 			c.Close()
 			return nil, usagef("%v: --policies and --tools apply to 'pedigree serve', not to a client", errServed)
 		}
+		if err := a.checkServedRoot(ctx, c); err != nil {
+			c.Close()
+			return nil, err
+		}
 		return c, nil
 	}
 	return a.open(ctx, opts...)
@@ -44,4 +48,24 @@ func (a *app) refuseIfServed(ctx context.Context, verb string) error {
 	}
 	c.Close()
 	return fmt.Errorf("%w: stop it to %s (registry changes are never served, and impossible after freeze)", errServed, verb)
+}
+
+// checkServedRoot holds a running server to the trust root this command
+// pins: the registry it reports must match, as a store opened here would.
+// (That the server holds this directory at all is the socket's and the
+// server's credential's business.)
+func (a *app) checkServedRoot(ctx context.Context, b pedigree.Backend) error {
+	f, err := a.trustRootFile()
+	if err != nil || f == "" {
+		return err
+	}
+	root, err := pedigree.ReadTrustRoot(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f, err)
+	}
+	view, err := b.Registry(ctx)
+	if err != nil {
+		return err
+	}
+	return root.Matches(view)
 }

@@ -222,12 +222,18 @@ func newGateApprove(a *app) *cobra.Command {
 	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "approve DECISION_ID --as PRINCIPAL --key FILE [--ttl 15m]",
-		Short: "Approve a denied call once, as a user-tier principal",
-		Long: `Record a signed approval of a denied (or ask) decision. The approval binds the
-decision's session and the sha256 of its exact tool and canonical arguments, and
-expires after --ttl. The next identical check in that session is allowed once and
-consumes it; other arguments, a second use or an expired approval have no effect.
-Only a user-tier principal can approve.`,
+		Short: "Approve a denied call once, as a principal registered with --approver",
+		Long: `Record a signed approval of a denied (or ask) decision. The approval names the
+decision, whose ID hashes its proposer, session, justification and the sha256 of its
+exact tool and canonical arguments, so it binds all of them; it expires after --ttl,
+which may not exceed the cap set at init (--max-approval-ttl, 24h by default). The
+next identical check (same proposer, session, action and justification) is allowed
+once and consumes it; anything else, a second use or an expired approval has no
+effect. A decision gets one approval: a second is refused. Only a user-tier
+principal registered with 'registry add ... --approver' can approve.
+
+Example:
+  pedigree gate approve 3f2a9c1e --as user:alice --key alice.key --ttl 10m`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ttl <= 0 {
@@ -247,7 +253,7 @@ Only a user-tier principal can approve.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "the approving user-tier principal")
+	cmd.Flags().StringVar(&as, "as", "", "the approving principal (user tier, registered with --approver)")
 	cmd.Flags().StringVar(&key, "key", "", "its private key file")
 	cmd.Flags().DurationVar(&ttl, "ttl", pedigree.DefaultApprovalTTL, "how long the approval stays usable")
 	return cmd

@@ -24,9 +24,11 @@ import (
 type app struct {
 	dir    string
 	output string
-	in     io.Reader
-	out    io.Writer
-	errw   io.Writer
+	// trustRoot is --trust-root (see keys.go).
+	trustRoot string
+	in        io.Reader
+	out       io.Writer
+	errw      io.Writer
 	// clock is the engine clock; tests set it.
 	clock func() time.Time
 	// getenv reads the environment; tests set it.
@@ -113,11 +115,12 @@ Start with 'pedigree demo'.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().StringVar(&a.trustRoot, "trust-root", "", "the operator public key (PEM) or freeze digest (hex) the store must match (default $PEDIGREE_TRUST_ROOT, else the keys directory's operator-<h>.pub)")
 	root.SetHelpTemplate(root.HelpTemplate())
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
-		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a),
+		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
 		newHookCommand(a),
 	)
 	return root
@@ -149,9 +152,13 @@ func noArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// open opens the data directory.
+// open opens the data directory, pinned to the trust root when one is.
 func (a *app) open(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
-	opts = append([]pedigree.Option{pedigree.WithClock(a.clock)}, opts...)
+	root, err := a.trustRootOption()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...), opts...)
 	return pedigree.Open(ctx, a.dir, opts...)
 }
 

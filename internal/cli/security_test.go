@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/server"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -84,7 +83,7 @@ func TestRegistryAddRefusesSharedKeys(t *testing.T) {
 	if r := c.run("registry", "add", "agent:planner", "--tier", "internal", "--public-key", pub); r.code != ExitError || !strings.Contains(r.err, "already registered for user:alice") {
 		t.Fatalf("a key registered twice: exit %d %s", r.code, r.err)
 	}
-	op, err := registry.LoadSigner(filepath.Join(c.dir, pedigree.OperatorKeyFile))
+	op, err := registry.LoadSigner(c.operatorKey())
 	if err != nil {
 		t.Fatal(err)
 	}

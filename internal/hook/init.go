@@ -101,7 +101,8 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 			return undo(err)
 		}
 		written = append(written, path)
-		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public()})
+		// The user approves at Claude Code's prompt (see Handler.approve).
+		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: id == m.User})
 	}
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {

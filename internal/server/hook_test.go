@@ -21,15 +21,15 @@ func claudeServer(t *testing.T, enable bool) (s *server.Server, token string) {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
-	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau)
+	op, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := hook.Init(ctx, e, hook.DefaultMapping(hook.DefaultUser)); err != nil {
-		t.Fatal(err)
-	}
-	op, err := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
-	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Freeze(ctx, op); err != nil {

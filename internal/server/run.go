@@ -150,7 +150,10 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	for _, l := range listeners {
 		go func() { errs <- hs.Serve(l) }()
 	}
-	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr)
+	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr, "trust_root", e.TrustRoot())
+	if e.TrustRoot() == pedigree.TrustRootNone {
+		o.Log.Warn("no trust root is pinned: whoever can write the data directory can rebuild its registry unnoticed; pin the operator public key or the freeze digest (--trust-root)")
+	}
 	if o.Ready != nil {
 		o.Ready(o.Socket, o.Addr)
 	}
