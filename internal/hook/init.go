@@ -101,8 +101,10 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 			return undo(err)
 		}
 		written = append(written, path)
-		// The user approves at Claude Code's prompt (see Handler.approve).
-		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: id == m.User})
+		// The user answers Claude Code's permission prompt: when an asked
+		// call then runs, the hook records that as the user's approval, so
+		// the user principal holds approval authority.
+		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: tier == registry.User})
 	}
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {
