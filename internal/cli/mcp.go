@@ -246,7 +246,8 @@ func newMCPList(a *app) *cobra.Command {
 }
 
 func newMCPRun(a *app) *cobra.Command {
-	var tools, policies, mode, approver, approverKey, listen string
+	var policies, mode, approver, approverKey, listen string
+	var tools []string
 	cmd := &cobra.Command{
 		Use:   "run [--tools FILE] [--mode enforce|shadow] [--approver PRINCIPAL --approver-key FILE] [--listen 127.0.0.1:PORT]",
 		Short: "Run the gateway: one MCP server on stdio in front of every added server",
@@ -351,7 +352,7 @@ Example (Claude Code):
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tools, "tools", "", "tool catalog file (default DIR/tools.yaml)")
+	f.StringSliceVar(&tools, "tools", nil, "tool catalog files, merged: FILE,... (default DIR/tools.yaml)")
 	f.StringVar(&policies, "policies", "", "Rego directory that extends or replaces the default policy")
 	f.StringVar(&mode, "mode", "enforce", "enforce (refuse and ask) or shadow (forward everything, log what enforce would do)")
 	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")

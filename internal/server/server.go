@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"strings"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -44,6 +46,9 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 	check     prometheus.Histogram
 	record    prometheus.Histogram
+	// reviews: decisions pending, approved and rejected, read from the
+	// store at each scrape (they outlive the process).
+	reviews *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -54,7 +59,9 @@ func newMetrics() *metrics {
 	buckets := prometheus.ExponentialBuckets(50e-6, 2, 14) // 50 µs to 0.4 s
 	m.check = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_check_seconds", Help: "Whole gate checks.", Buckets: buckets})
 	m.record = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_record_seconds", Help: "Entry inserts.", Buckets: buckets})
-	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record)
+	m.reviews = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pedigree_decisions_reviewed",
+		Help: "Denies and asks by review state: pending (nobody answered yet), approved, rejected."}, []string{"state"})
+	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record, m.reviews)
 	return m
 }
 
@@ -184,6 +191,9 @@ func (s *Server) routes() {
 	})
 	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 	s.route("GET", "/metrics", func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.countReviews(r.Context()); err != nil {
+			return err
+		}
 		metricsHandler.ServeHTTP(w, r)
 		return nil
 	})
@@ -232,6 +242,31 @@ func (s *Server) routes() {
 			return err
 		}
 		return reply(w, n)
+	})
+	s.route("POST", "/v1/rejections", func(w http.ResponseWriter, r *http.Request) error {
+		var req approveRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		n, err := s.e.RejectEnvelope(r.Context(), req.Envelope)
+		if err != nil {
+			return err
+		}
+		return reply(w, n)
+	})
+	s.route("GET", "/v1/pending", func(w http.ResponseWriter, r *http.Request) error {
+		ps, err := s.e.Pending(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"pending": nonNil(ps)})
+	})
+	s.route("GET", "/v1/reviews", func(w http.ResponseWriter, r *http.Request) error {
+		rs, err := s.e.Reviews(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"reviews": nonNil(rs)})
 	})
 	s.route("GET", "/v1/decisions", func(w http.ResponseWriter, r *http.Request) error {
 		limit, err := intParam(r, "limit")
@@ -497,6 +532,26 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	s.metrics.check.Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues(string(d.Decision)).Inc()
 	return reply(w, d)
+}
+
+// countReviews sets the review gauges from the store.
+func (s *Server) countReviews(ctx context.Context) error {
+	ps, err := s.e.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := s.e.Reviews(ctx)
+	if err != nil {
+		return err
+	}
+	n := map[string]int{gate.Approved: 0, gate.Rejected: 0}
+	for _, r := range rs {
+		n[r.Outcome]++
+	}
+	s.metrics.reviews.WithLabelValues("pending").Set(float64(len(ps)))
+	s.metrics.reviews.WithLabelValues(gate.Approved).Set(float64(n[gate.Approved]))
+	s.metrics.reviews.WithLabelValues(gate.Rejected).Set(float64(n[gate.Rejected]))
+	return nil
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {

@@ -128,6 +128,8 @@ var errorKinds = []struct {
 	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
+	{"rejected", gate.ErrRejected, http.StatusConflict},
+	{"review_tampered", gate.ErrReviewTampered, http.StatusInternalServerError},
 	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},
 }
 
