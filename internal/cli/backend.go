@@ -42,20 +42,29 @@ var errServed = errors.New("a pedigree server is running on this data directory"
 // backend connects to the directory's server when one runs, else opens the
 // store. Options that configure an engine (another policy or catalog) cannot
 // reach a running server: they are refused rather than silently ignored.
-func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (backend, error) {
-	c, err := server.Dial(ctx, a.dir, a.clock)
-	if err == nil {
-		if len(opts) > 0 {
-			c.Close()
-			return nil, usagef("%v: --policies and --tools apply to 'pedigree serve', not to a client", errServed)
+//
+// While another process holds the directory, it waits up to --lock-wait,
+// looking for a server each time: a server that is starting holds the
+// directory a moment before its socket answers.
+func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (b backend, err error) {
+	err = a.waitForDirectory(ctx, func() error {
+		c, err := server.Dial(ctx, a.dir, a.clock)
+		if err == nil {
+			if len(opts) > 0 {
+				c.Close()
+				return usagef("%v: --policies and --tools apply to 'pedigree serve', not to a client", errServed)
+			}
+			b = c
+			return nil
 		}
-		return c, nil
-	}
-	e, err := a.open(ctx, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return local{e}, nil
+		e, err := a.openOnce(ctx, opts...)
+		if err != nil {
+			return err
+		}
+		b = local{e}
+		return nil
+	})
+	return b, err
 }
 
 // refuseIfServed stops the verbs a server does not serve (init, registry

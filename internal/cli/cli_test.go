@@ -474,8 +474,8 @@ func TestLockedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	r := c.run("registry", "list")
-	if r.code != ExitError || !strings.Contains(r.err, "in use by another pedigree process") || strings.Contains(r.err, "Cannot acquire") {
+	r := c.run("--lock-wait", "0", "registry", "list")
+	if r.code != ExitError || !strings.Contains(r.err, "in use by another pedigree process") || !strings.Contains(r.err, "pedigree serve") || strings.Contains(r.err, "Cannot acquire") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 }

@@ -24,6 +24,8 @@ import (
 type app struct {
 	dir    string
 	output string
+	// lockWait is how long to wait for a data directory another process holds.
+	lockWait time.Duration
 	in     io.Reader
 	out    io.Writer
 	errw   io.Writer
@@ -100,6 +102,9 @@ Start with 'pedigree demo'.
 			if a.dir == "" {
 				a.dir = ".pedigree"
 			}
+			if a.lockWait < 0 {
+				return usagef("--lock-wait must not be negative, not %v", a.lockWait)
+			}
 			return nil
 		},
 	}
@@ -109,6 +114,7 @@ Start with 'pedigree demo'.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().DurationVar(&a.lockWait, "lock-wait", DefaultLockWait, "how long to wait for a data directory another pedigree process holds (without 'pedigree serve', one process at a time)")
 	root.SetHelpTemplate(root.HelpTemplate())
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
@@ -144,8 +150,18 @@ func noArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// open opens the data directory.
-func (a *app) open(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
+// open opens the data directory, waiting up to --lock-wait for another
+// process to release it.
+func (a *app) open(ctx context.Context, opts ...pedigree.Option) (e *pedigree.Engine, err error) {
+	err = a.waitForDirectory(ctx, func() error {
+		e, err = a.openOnce(ctx, opts...)
+		return err
+	})
+	return e, err
+}
+
+// openOnce opens the data directory or fails at once.
+func (a *app) openOnce(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
 	opts = append([]pedigree.Option{pedigree.WithClock(a.clock)}, opts...)
 	return pedigree.Open(ctx, a.dir, opts...)
 }
