@@ -26,9 +26,9 @@ type app struct {
 	output string
 	// lockWait is how long to wait for a data directory another process holds.
 	lockWait time.Duration
-	in     io.Reader
-	out    io.Writer
-	errw   io.Writer
+	in       io.Reader
+	out      io.Writer
+	errw     io.Writer
 	// clock is the engine clock; tests set it.
 	clock func() time.Time
 	// getenv reads the environment; tests set it.
