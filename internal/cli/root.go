@@ -93,8 +93,12 @@ Start with 'pedigree demo'.
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if a.output != "text" && a.output != "json" {
-				return usagef("--output must be text or json, not %q", a.output)
+			switch {
+			case a.output == "dot" && cmd.Annotations[outputDot] != "":
+			case a.output == "dot":
+				return usagef("--output dot is for 'lineage trace' only; %s takes text or json", cmd.CommandPath())
+			case a.output != "text" && a.output != "json":
+				return usagef("--output must be text or json (or dot, for 'lineage trace'), not %q", a.output)
 			}
 			if a.dir == "" {
 				a.dir = a.getenv("PEDIGREE_DIR")
@@ -113,7 +117,7 @@ Start with 'pedigree demo'.
 	root.SetErr(a.errw)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
-	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json (lineage trace: also dot)")
 	root.PersistentFlags().DurationVar(&a.lockWait, "lock-wait", DefaultLockWait, "how long to wait for a data directory another pedigree process holds (without 'pedigree serve', one process at a time)")
 	root.SetHelpTemplate(root.HelpTemplate())
 	root.AddCommand(
