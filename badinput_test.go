@@ -20,15 +20,15 @@ import (
 // snapshot counts what a refused call must not change.
 func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 	t.Helper()
-	n, err := e.Graph().Count(0)
+	n, err := e.UnsafeGraph().Count(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := e.Graph().LogSize()
+	size, err := e.UnsafeGraph().LogSize()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := e.Gate().Decisions(context.Background(), 0)
+	ds, err := e.UnsafeGate().Decisions(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,17 +130,17 @@ func TestLibraryBadInput(t *testing.T) {
 			_, _, err := lineage.Sign(w.Keys["user:alice"], st)
 			return err
 		}, lineage.ErrMalformed},
-		{"gate check of a non-call", func() error { _, err := e.Gate().Check(ctx, gate.Request{Call: good}); return err }, lineage.ErrMalformed},
+		{"gate check of a non-call", func() error { _, err := e.UnsafeGate().Check(ctx, gate.Request{Call: good}); return err }, lineage.ErrMalformed},
 		{"insert of a Signed not made by SignStatement", func() error {
-			_, err := e.Graph().InsertSigned(ctx, &lineage.Signed{}, nil)
+			_, err := e.UnsafeGraph().InsertSigned(ctx, &lineage.Signed{}, nil)
 			return err
 		}, lineage.ErrMalformed},
 		{"gate check of a Signed not made by SignStatement", func() error {
-			_, err := e.Gate().Check(ctx, gate.Request{Signed: &lineage.Signed{}})
+			_, err := e.UnsafeGate().Check(ctx, gate.Request{Signed: &lineage.Signed{}})
 			return err
 		}, lineage.ErrMalformed},
-		{"gate check of garbage", func() error { _, err := e.Gate().Check(ctx, gate.Request{Call: []byte("x")}); return err }, lineage.ErrMalformed},
-		{"gate approve of a non-approval", func() error { _, err := e.Gate().Approve(ctx, good); return err }, gate.ErrApproval},
+		{"gate check of garbage", func() error { _, err := e.UnsafeGate().Check(ctx, gate.Request{Call: []byte("x")}); return err }, lineage.ErrMalformed},
+		{"gate approve of a non-approval", func() error { _, err := e.UnsafeGate().Approve(ctx, good); return err }, gate.ErrApproval},
 		{"approval by an agent", func() error {
 			_, err := e.Approve(ctx, w.Keys["agent:planner"], "agent:planner", denied.ID, time.Minute)
 			return err
@@ -168,13 +168,13 @@ func TestLibraryBadInput(t *testing.T) {
 		{"decide on an unregistered principal", func() error {
 			st := *callStmt
 			st.Principal = "agent:ghost"
-			_, err := e.Gate().Decide(ctx, &st, nil)
+			_, err := e.UnsafeGate().Decide(ctx, &st, nil)
 			return err
 		}, registry.ErrUnknownPrincipal},
 		{"recall of an unknown entry", func() error { return e.Recall(ctx, "s", []string{strings.Repeat("9", 64)}) }, lineage.ErrUnknownEntry},
 		{"recall into a malformed session", func() error { return e.Recall(ctx, "bad session", []string{prompt.ID}) }, lineage.ErrMalformed},
-		{"resolve a short prefix", func() error { _, err := e.Resolve("abc"); return err }, lineage.ErrMalformed},
-		{"resolve an upper-case ID", func() error { _, err := e.Resolve(strings.ToUpper(prompt.ID)); return err }, lineage.ErrMalformed},
+		{"resolve a short prefix", func() error { _, err := e.Resolve(ctx, "abc"); return err }, lineage.ErrMalformed},
+		{"resolve an upper-case ID", func() error { _, err := e.Resolve(ctx, strings.ToUpper(prompt.ID)); return err }, lineage.ErrMalformed},
 		{"trace an unknown entry", func() error { _, err := e.Trace(ctx, strings.Repeat("7", 64), lineage.TraceOptions{}); return err }, lineage.ErrUnknownEntry},
 		{"add a principal after freeze", func() error {
 			return e.AddPrincipal(ctx, registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: w.Keys["user:alice"].Public()})
@@ -184,8 +184,8 @@ func TestLibraryBadInput(t *testing.T) {
 		}, registry.ErrBadID},
 		{"freeze again", func() error { return e.Freeze(ctx, w.Operator) }, registry.ErrFrozen},
 		{"checkpoint with another key", func() error { _, err := e.Checkpoint(ctx, w.Keys["user:alice"]); return err }, registry.ErrBadKey},
-		{"prove before any checkpoint", func() error { _, err := e.Graph().Prove(prompt.ID, 0); return err }, lineage.ErrNoCheckpoint},
-		{"consistency backwards", func() error { _, err := e.Graph().Consistency(5, 2); return err }, lineage.ErrMalformed},
+		{"prove before any checkpoint", func() error { _, err := e.UnsafeGraph().Prove(prompt.ID, 0); return err }, lineage.ErrNoCheckpoint},
+		{"consistency backwards", func() error { _, err := e.UnsafeGraph().Consistency(5, 2); return err }, lineage.ErrMalformed},
 		{"init on an existing store", func() error { _, err := pedigree.Init(ctx, w.Dir, 0.5); return err }, store.ErrExists},
 		{"open a directory with no store", func() error { _, err := pedigree.Open(ctx, t.TempDir()); return err }, store.ErrNotInitialized},
 		{"init with tau 0", func() error { _, err := pedigree.Init(ctx, t.TempDir(), 0); return err }, registry.ErrBadTau},

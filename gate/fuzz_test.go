@@ -33,7 +33,7 @@ func FuzzDecide(f *testing.F) {
 		if err != nil {
 			return
 		}
-		d, err := w.E.Gate().Decide(ctx, st, srcs)
+		d, err := w.E.UnsafeGate().Decide(ctx, st, srcs)
 		if err != nil {
 			t.Fatalf("decide: %v", err)
 		}

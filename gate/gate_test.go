@@ -156,10 +156,10 @@ func TestFailClosed(t *testing.T) {
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "unknown parent") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
-		if _, err := w.E.Graph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
+		if _, err := w.E.UnsafeGraph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("the refused call was stored: %v", err)
 		}
-		if logged, err := w.E.Gate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
+		if logged, err := w.E.UnsafeGate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
 			t.Fatalf("fail-closed decision not logged: %v", err)
 		}
 	})
@@ -170,7 +170,7 @@ func TestFailClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		env, _, _ := lineage.Sign(w.Keys["user:mallory"], st) // not the planner's key
-		d, err := w.E.Gate().Check(ctx, gate.Request{Call: env})
+		d, err := w.E.UnsafeGate().Check(ctx, gate.Request{Call: env})
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
@@ -181,10 +181,10 @@ func TestFailClosed(t *testing.T) {
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature: the signing key is not the one registered for agent:planner") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
-		if _, err := w.E.Graph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
+		if _, err := w.E.UnsafeGraph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("the refused call was stored: %v", err)
 		}
-		if logged, err := w.E.Gate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
+		if logged, err := w.E.UnsafeGate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
 			t.Fatalf("fail-closed decision not logged: %v", err)
 		}
 	})
@@ -333,7 +333,7 @@ func TestApprovals(t *testing.T) {
 			ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
 			Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(time.Hour))}}
 		env, _, _ := lineage.Sign(w.Keys["user:mallory"], st) // alice's name, mallory's key
-		if _, err := w.E.Gate().Approve(ctx, env); !errors.Is(err, registry.ErrBadSignature) {
+		if _, err := w.E.UnsafeGate().Approve(ctx, env); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("forged approval: %v", err)
 		}
 		if got := w.Check("agent:planner", call); got.Decision != gate.Deny {
@@ -350,12 +350,12 @@ func TestDecisionLogReplays(t *testing.T) {
 	for _, j := range [][]string{{prompt.ID}, {prompt.ID, memory.ID}} {
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"1"}`), Justification: j})
 		ids = append(ids, d.ID)
-		got, reasons, err := w.E.Gate().Reevaluate(ctx, d.ID)
+		got, reasons, err := w.E.UnsafeGate().Reevaluate(ctx, d.ID)
 		if err != nil || got != d.Decision || strings.Join(reasons, "|") != strings.Join(d.Reasons, "|") {
 			t.Fatalf("reevaluate %s: %s %v %v, logged %s %v", d.ID[:12], got, reasons, err, d.Decision, d.Reasons)
 		}
 	}
-	log, err := w.E.Gate().Decisions(ctx, 0)
+	log, err := w.E.UnsafeGate().Decisions(ctx, 0)
 	if err != nil || len(log) != 2 || log[0].ID != ids[0] || log[1].ID != ids[1] {
 		t.Fatalf("log %v %v", log, err)
 	}
@@ -382,7 +382,7 @@ func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	if !strings.Contains(got, "recall before send to an external recipient") || !strings.Contains(got, "3 recalls in a row") {
 		t.Fatalf("warnings %q", got)
 	}
-	st, err := w.E.Gate().TrajectoryLog(ctx, "s1")
+	st, err := w.E.UnsafeGate().TrajectoryLog(ctx, "s1")
 	if err != nil || st.Len != 4 || len(st.Alerts) != 2 {
 		t.Fatalf("stored trajectory: len %d alerts %d (%v)", st.Len, len(st.Alerts), err)
 	}

@@ -430,13 +430,7 @@ func (g *Graph) parents(t *store.Txn, id string) ([]Edge, error) {
 }
 
 // Edges are n's parent edges, in the signed statement's order.
-func (g *Graph) Edges(n *Node) []Edge {
-	out := make([]Edge, len(n.Parents))
-	for i, p := range n.Parents {
-		out[i] = Edge{Child: n.ID, Parent: p.ID, Weight: p.Weight, Strong: g.Strong(p.Weight)}
-	}
-	return out
-}
+func (g *Graph) Edges(n *Node) []Edge { return n.Edges(g.reg.Tau()) }
 
 // Resolve turns an ID or a unique prefix of at least MinPrefix hex
 // characters into a full ID.

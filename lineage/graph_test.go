@@ -31,7 +31,7 @@ func TestSummaryChainStaysExternal(t *testing.T) {
 	if cur.Tier != registry.Internal {
 		t.Fatalf("own tier %s, want internal", cur.Tier)
 	}
-	s, err := w.E.Graph().Witness(cur, false)
+	s, err := w.E.UnsafeGraph().Witness(cur, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,10 +122,10 @@ func TestSignatureBinding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.E.Graph().InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
+		if _, err := w.E.UnsafeGraph().InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("got %v, want ErrBadSignature", err)
 		}
-		if _, err := w.E.Graph().Node(signed.ID()); !errors.Is(err, lineage.ErrUnknownEntry) {
+		if _, err := w.E.UnsafeGraph().Node(signed.ID()); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("refused entry was stored: %v", err)
 		}
 	})
@@ -139,7 +139,7 @@ func TestSignatureBinding(t *testing.T) {
 		// The caller rewrites its statement: what is stored is still what
 		// was signed, and verifies.
 		s2.Principal, s2.Parents[0].Weight, s2.ContentDigest = "user:mallory", 0.01, ""
-		n, err := w.E.Graph().InsertSigned(ctx, signed, nil)
+		n, err := w.E.UnsafeGraph().InsertSigned(ctx, signed, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func TestResolvePrefix(t *testing.T) {
 		{n.ID, nil}, {n.ID[:8], nil}, {n.ID[:7], lineage.ErrMalformed}, {"ZZZZZZZZ", lineage.ErrMalformed},
 		{strings.Repeat("0", 8), lineage.ErrUnknownEntry},
 	} {
-		got, err := w.E.Resolve(c.in)
+		got, err := w.E.Resolve(t.Context(), c.in)
 		if !errors.Is(err, c.want) || (err == nil && got != n.ID) {
 			t.Errorf("Resolve(%q) = %q, %v; want %v", c.in, got, err, c.want)
 		}

@@ -40,11 +40,11 @@ func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
 
 func TestLogRootMatchesReference(t *testing.T) {
 	w, ids, decisions := logWorld(t, 13)
-	cps, err := w.E.Graph().Checkpoints()
+	cps, err := w.E.UnsafeGraph().Checkpoints()
 	if err != nil || len(cps) != 2 {
 		t.Fatalf("checkpoints %v %v", cps, err)
 	}
-	size, _ := w.E.Graph().LogSize()
+	size, _ := w.E.UnsafeGraph().LogSize()
 	// Each check logs its call entry and its decision.
 	if want := uint64(len(ids) + 2*len(decisions)); size != want || cps[1].Size != size {
 		t.Fatalf("log size %d, checkpoint %d, want %d", size, cps[1].Size, want)
@@ -78,7 +78,7 @@ func TestLogRootMatchesReference(t *testing.T) {
 
 func TestInclusionAndConsistency(t *testing.T) {
 	w, ids, decisions := logWorld(t, 21)
-	g := w.E.Graph()
+	g := w.E.UnsafeGraph()
 	cps, _ := g.Checkpoints()
 	for _, id := range append(append([]string{}, ids...), decisions...) {
 		p, err := g.Prove(id, 0)

@@ -30,11 +30,11 @@ type Node struct {
 	EffectiveRoot string `json:"effective_root,omitempty"`
 	ReachVia      string `json:"reach_via,omitempty"`
 	ReachRoot     string `json:"reach_root,omitempty"`
-	NParents      int    `json:"parents"`
+	NParents      int    `json:"n_parents"`
 	// Parents are the signed parents with their weights, in the
 	// statement's order: walks read them from here, one row per step,
 	// instead of iterating edge keys.
-	Parents []Parent `json:"-"`
+	Parents []Parent `json:"parents"`
 }
 
 // Edge is a derivation edge as read back from the graph.
@@ -49,7 +49,7 @@ type Edge struct {
 // key prefix.
 const (
 	pEnvelope = "e/" // e/<id> -> DSSE envelope
-	pNode     = "n/" // n/<id> -> Node (JSON)
+	pNode     = "n/" // n/<id> -> Node (binary, see encodeNode)
 	pContent  = "c/" // c/<id> -> content
 	pSeq      = "q/" // q/<seq, 8 bytes big-endian> -> id
 	pSession  = "s/" // s/<session>\x00<seq> -> id: the session's context in order
@@ -232,4 +232,14 @@ func decodeNode(b []byte) (*Node, error) {
 		return nil, r.err
 	}
 	return n, nil
+}
+
+// Edges are n's parent edges, in the signed statement's order, each marked
+// strong when its weight is at least tau.
+func (n *Node) Edges(tau float64) []Edge {
+	out := make([]Edge, len(n.Parents))
+	for i, p := range n.Parents {
+		out[i] = Edge{Child: n.ID, Parent: p.ID, Weight: p.Weight, Strong: p.Weight >= tau}
+	}
+	return out
 }

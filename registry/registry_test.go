@@ -55,7 +55,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if !w.E.Registry().Frozen() {
+	if !w.E.UnsafeRegistry().Frozen() {
 		t.Fatal("not frozen after reopen")
 	}
 	s, _, _ := registry.GenerateSigner(nil)
@@ -63,7 +63,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.E.AddPrincipal(ctx, p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("engine AddPrincipal: %v", err)
 	}
-	if err := w.E.Registry().Add(p); !errors.Is(err, registry.ErrFrozen) {
+	if err := w.E.UnsafeRegistry().Add(p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("registry Add: %v", err)
 	}
 	if err := w.E.Freeze(ctx, w.Operator); !errors.Is(err, registry.ErrFrozen) {
@@ -88,7 +88,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := w.E.Registry().Lookup("user:eve"); ok {
+	if _, ok := w.E.UnsafeRegistry().Lookup("user:eve"); ok {
 		t.Fatal("user:eve was registered after freeze")
 	}
 }

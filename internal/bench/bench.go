@@ -209,7 +209,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		t0 := time.Now()
-		if _, err := e.Gate().Decide(ctx, st, srcs); err != nil {
+		if _, err := e.UnsafeGate().Decide(ctx, st, srcs); err != nil {
 			return nil, err
 		}
 		decideLat = append(decideLat, time.Since(t0))
@@ -223,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Denied++
 		}
 		t0 = time.Now()
-		tr, err := e.Graph().Trace(ctx, just[0], lineage.TraceOptions{})
+		tr, err := e.UnsafeGraph().Trace(ctx, just[0], lineage.TraceOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +247,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var tree []time.Duration
 	for range 50 {
 		t0 := time.Now()
-		tr, err := e.Graph().Trace(ctx, top, lineage.TraceOptions{})
+		tr, err := e.UnsafeGraph().Trace(ctx, top, lineage.TraceOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -120,7 +120,7 @@ func BenchmarkEngine(b *testing.B) {
 							b.Fatal(err)
 						}
 						b.StartTimer()
-						if _, err := g.w.E.Gate().Decide(ctx, st, srcs); err != nil {
+						if _, err := g.w.E.UnsafeGate().Decide(ctx, st, srcs); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -131,7 +131,7 @@ func BenchmarkEngine(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					in, err := g.w.E.Gate().Input(ctx, st, srcs)
+					in, err := g.w.E.UnsafeGate().Input(ctx, st, srcs)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -150,7 +150,7 @@ func BenchmarkEngine(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					tr, err := g.w.E.Graph().Trace(ctx, top, lineage.TraceOptions{})
+					tr, err := g.w.E.UnsafeGraph().Trace(ctx, top, lineage.TraceOptions{})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -164,7 +164,7 @@ func BenchmarkEngine(b *testing.B) {
 				nodes := 0
 				b.ReportAllocs()
 				for b.Loop() {
-					tr, err := g.w.E.Graph().Trace(ctx, g.ids[r.IntN(len(g.ids))], lineage.TraceOptions{MaxNodes: 1000})
+					tr, err := g.w.E.UnsafeGraph().Trace(ctx, g.ids[r.IntN(len(g.ids))], lineage.TraceOptions{MaxNodes: 1000})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -196,8 +196,9 @@ Only a user-tier principal can approve.`,
 
 func newGateLog(a *app) *cobra.Command {
 	var limit int
+	var session string
 	cmd := &cobra.Command{
-		Use:   "log [--limit N]",
+		Use:   "log [--limit N] [--session S]",
 		Short: "List logged decisions, oldest first",
 		Long: `List the decision log: decision ID, time, principal, session, tool, digest of the
 canonical arguments, justification, decision, reasons and policy version.`,
@@ -211,7 +212,7 @@ canonical arguments, justification, decision, reasons and policy version.`,
 				return err
 			}
 			defer e.Close()
-			ds, err := e.Decisions(cmd.Context(), limit)
+			ds, err := e.Decisions(cmd.Context(), pedigree.DecisionQuery{Limit: limit, Session: session})
 			if err != nil {
 				return err
 			}
@@ -226,5 +227,6 @@ canonical arguments, justification, decision, reasons and policy version.`,
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the last N decisions (0: all)")
+	cmd.Flags().StringVar(&session, "session", "", "show only this session's decisions")
 	return cmd
 }

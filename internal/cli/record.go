@@ -65,11 +65,15 @@ entries have exactly the parents given. Content is stored only as a digest unles
 					return err
 				}
 			}
-			n, edges, err := e.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: k, Session: session, Content: body, Parents: ps, StoreContent: storeContent})
+			n, err := e.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: k, Session: session, Content: body, Parents: ps, StoreContent: storeContent})
 			if err != nil {
 				return err
 			}
-			return a.print(nodeJSON(n, edges, nil), func(w io.Writer) { fmt.Fprintln(w, n.ID) })
+			reg, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.print(nodeJSON(n, n.Edges(reg.Tau), nil), func(w io.Writer) { fmt.Fprintln(w, n.ID) })
 		},
 	}
 	f := cmd.Flags()
@@ -84,7 +88,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 	return cmd
 }
 
-func parseParents(ctx context.Context, e backend, specs []string) ([]lineage.Parent, error) {
+func parseParents(ctx context.Context, e pedigree.Backend, specs []string) ([]lineage.Parent, error) {
 	out := make([]lineage.Parent, 0, len(specs))
 	for _, spec := range specs {
 		idPart, wPart, hasW := strings.Cut(spec, "=")

@@ -60,10 +60,14 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 				return err
 			}
 			defer e.Close()
-			if e.Registry().Frozen() {
+			reg, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if reg.Frozen {
 				return registry.ErrFrozen
 			}
-			if _, dup := e.Registry().Lookup(id); dup {
+			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
 			}
 			var pub ed25519.PublicKey
@@ -123,7 +127,9 @@ engine's back refuses to open. Entries can be recorded only after freeze.`,
 				return err
 			}
 			defer e.Close()
-			if e.Registry().Frozen() {
+			if reg, err := e.Registry(cmd.Context()); err != nil {
+				return err
+			} else if reg.Frozen {
 				return registry.ErrFrozen
 			}
 			op, err := registry.LoadSigner(opKey)
@@ -133,9 +139,13 @@ engine's back refuses to open. Entries can be recorded only after freeze.`,
 			if err := e.Freeze(cmd.Context(), op); err != nil {
 				return err
 			}
-			n := len(e.Registry().List())
-			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": e.Registry().Tau()}, func(w io.Writer) {
-				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\n", n, e.Registry().Tau())
+			reg, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			n := len(reg.Principals)
+			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": reg.Tau}, func(w io.Writer) {
+				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\n", n, reg.Tau)
 			})
 		},
 	}
@@ -154,10 +164,11 @@ func newRegistryList(a *app) *cobra.Command {
 				return err
 			}
 			defer e.Close()
-			frozen, tau, ps, err := e.Registry(cmd.Context())
+			reg, err := e.Registry(cmd.Context())
 			if err != nil {
 				return err
 			}
+			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
 			type row struct {
 				ID        string `json:"id"`
 				Tier      string `json:"tier"`

@@ -181,11 +181,9 @@ func (a *app) print(v any, text func(w io.Writer)) error {
 	return nil
 }
 
-// signer loads --key and checks it is the key registered for --as, so that
-// a wrong key is one clear sentence rather than a bad-signature refusal.
 // backendAs opens the backend and loads the key that signs as principal
 // as (see signer); the backend is closed again if the key is refused.
-func (a *app) backendAs(ctx context.Context, as, keyFile string, opts ...pedigree.Option) (backend, *registry.Signer, error) {
+func (a *app) backendAs(ctx context.Context, as, keyFile string, opts ...pedigree.Option) (pedigree.Backend, *registry.Signer, error) {
 	e, err := a.backend(ctx, opts...)
 	if err != nil {
 		return nil, nil, err
@@ -198,21 +196,18 @@ func (a *app) backendAs(ctx context.Context, as, keyFile string, opts ...pedigre
 	return e, s, nil
 }
 
-func signer(ctx context.Context, b backend, as, keyFile string) (*registry.Signer, error) {
+// signer loads --key and checks it is the key registered for --as, so that
+// a wrong key is one clear sentence rather than a bad-signature refusal.
+func signer(ctx context.Context, b pedigree.Backend, as, keyFile string) (*registry.Signer, error) {
 	if as == "" || keyFile == "" {
 		return nil, usagef("--as PRINCIPAL and --key FILE are required")
 	}
-	_, _, ps, err := b.Registry(ctx)
+	reg, err := b.Registry(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var p registry.Principal
-	for _, q := range ps {
-		if q.ID == as {
-			p = q
-		}
-	}
-	if p.ID == "" {
+	p, ok := reg.Lookup(as)
+	if !ok {
 		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, as)
 	}
 	s, err := registry.LoadSigner(keyFile)

@@ -181,15 +181,15 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d: reopen: %v", k, err)
 		}
-		if !e.Registry().Frozen() {
+		if !e.UnsafeRegistry().Frozen() {
 			t.Fatalf("kill %d: the registry is not frozen", k)
 		}
 		for id, kind := range acked {
 			var err error
 			if kind == "entry" {
-				_, err = e.Graph().Node(id)
+				_, err = e.UnsafeGraph().Node(id)
 			} else {
-				_, err = e.Gate().Decision(id)
+				_, err = e.UnsafeGate().Decision(id)
 			}
 			if err != nil {
 				t.Fatalf("kill %d: acknowledged %s %s is gone: %v", k, kind, id, err)

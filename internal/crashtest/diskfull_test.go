@@ -73,7 +73,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	defer e.Close()
 	for _, id := range acked {
-		if _, err := e.Graph().Node(id); err != nil {
+		if _, err := e.UnsafeGraph().Node(id); err != nil {
 			t.Fatalf("acknowledged entry %s is gone: %v", id[:12], err)
 		}
 	}

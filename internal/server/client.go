@@ -25,6 +25,8 @@ import (
 // ErrNoServer means no server answers for the data directory.
 var ErrNoServer = errors.New("no pedigree server is running")
 
+var _ pedigree.Backend = (*Client)(nil)
+
 // Client talks to a server over its unix socket. Entries, calls, approvals
 // and checkpoints are built and signed here, with the caller's keys.
 type Client struct {
@@ -111,13 +113,14 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// Context and Resolve make the client a pedigree.Reader.
+// Context is a session's context, as the server has it.
 func (c *Client) Context(ctx context.Context, session string) ([]string, error) {
 	var out struct{ IDs []string }
 	err := c.do(ctx, "GET", "/v1/context/"+url.PathEscape(session), nil, &out)
 	return out.IDs, err
 }
 
+// Resolve turns an ID prefix into a full ID, as the server has it.
 func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 	var out struct{ ID string }
 	err := c.do(ctx, "GET", "/v1/resolve/"+url.PathEscape(prefix), nil, &out)
@@ -125,43 +128,49 @@ func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 }
 
 // Registry returns the registry as the server has it.
-func (c *Client) Registry(ctx context.Context) (frozen bool, tau float64, ps []registry.Principal, err error) {
+func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
 	var out registryResponse
 	if err := c.do(ctx, "GET", "/v1/registry", nil, &out); err != nil {
-		return false, 0, nil, err
+		return nil, err
 	}
+	v := &pedigree.RegistryView{Frozen: out.Frozen, Tau: out.Tau, Principals: []registry.Principal{}}
 	for _, p := range out.Principals {
 		pub, err := registry.ParsePublicKey([]byte(p.PublicKey))
 		if err != nil {
-			return false, 0, nil, err
+			return nil, err
 		}
-		ps = append(ps, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
+		v.Principals = append(v.Principals, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
 	}
-	return out.Frozen, out.Tau, ps, nil
+	return v, nil
 }
 
 // Record builds and signs an entry here and stores it there.
-func (c *Client) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, []lineage.Edge, error) {
+func (c *Client) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error) {
 	st, err := pedigree.BuildEntry(ctx, c, en, c.clock())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	env, _, err := lineage.Sign(s, st)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	req := insertRequest{Envelope: env}
+	var content []byte
 	if en.StoreContent {
-		req.Content = en.Content
-		if req.Content == nil {
-			req.Content = []byte{}
+		content = en.Content
+		if content == nil {
+			content = []byte{}
 		}
 	}
-	var out nodeResponse
-	if err := c.do(ctx, "POST", "/v1/entries", req, &out); err != nil {
-		return nil, nil, err
+	return c.Insert(ctx, env, content)
+}
+
+// Insert stores an entry signed elsewhere.
+func (c *Client) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
+	var n lineage.Node
+	if err := c.do(ctx, "POST", "/v1/entries", insertRequest{Envelope: env, Content: content}, &n); err != nil {
+		return nil, err
 	}
-	return out.Node, out.Parents, nil
+	return &n, nil
 }
 
 // Recall recalls entries into a session.
@@ -219,15 +228,19 @@ func (c *Client) Approve(ctx context.Context, s *registry.Signer, approver, deci
 }
 
 // Decisions lists the decision log.
-func (c *Client) Decisions(ctx context.Context, limit int) ([]gate.Decision, error) {
+func (c *Client) Decisions(ctx context.Context, q pedigree.DecisionQuery) ([]gate.Decision, error) {
 	var out struct{ Decisions []gate.Decision }
-	err := c.do(ctx, "GET", "/v1/decisions?limit="+strconv.Itoa(limit), nil, &out)
+	path := "/v1/decisions?limit=" + strconv.Itoa(q.Limit)
+	if q.Session != "" {
+		path += "&session=" + url.QueryEscape(q.Session)
+	}
+	err := c.do(ctx, "GET", path, nil, &out)
 	return out.Decisions, err
 }
 
-// Show returns what `lineage show` prints.
-func (c *Client) Show(ctx context.Context, id string) (*EntryView, error) {
-	var v EntryView
+// Show returns one entry as stored, with its signature checked again.
+func (c *Client) Show(ctx context.Context, id string) (*pedigree.EntryView, error) {
+	var v pedigree.EntryView
 	if err := c.do(ctx, "GET", "/v1/entries/"+url.PathEscape(id), nil, &v); err != nil {
 		return nil, err
 	}

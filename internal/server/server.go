@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -162,7 +161,11 @@ func (s *Server) routes() {
 			s.fail(w, http.StatusServiceUnavailable, "draining", "the server is shutting down")
 			return nil
 		}
-		if !s.e.Registry().Frozen() {
+		reg, err := s.e.Registry(r.Context())
+		if err != nil {
+			return err
+		}
+		if !reg.Frozen {
 			s.fail(w, http.StatusServiceUnavailable, "not_frozen", registry.ErrNotFrozen.Error())
 			return nil
 		}
@@ -175,14 +178,14 @@ func (s *Server) routes() {
 	})
 	s.route("GET", "/v1/registry", s.registry)
 	s.route("GET", "/v1/context/{session}", func(w http.ResponseWriter, r *http.Request) error {
-		ids, err := s.e.Graph().Context(r.Context(), r.PathValue("session"))
+		ids, err := s.e.Context(r.Context(), r.PathValue("session"))
 		if err != nil {
 			return err
 		}
 		return reply(w, map[string]any{"ids": nonNil(ids)})
 	})
 	s.route("GET", "/v1/resolve/{prefix}", func(w http.ResponseWriter, r *http.Request) error {
-		id, err := s.e.Resolve(r.PathValue("prefix"))
+		id, err := s.e.Resolve(r.Context(), r.PathValue("prefix"))
 		if err != nil {
 			return err
 		}
@@ -206,7 +209,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		n, err := s.e.Gate().Approve(r.Context(), req.Envelope)
+		n, err := s.e.ApproveEnvelope(r.Context(), req.Envelope)
 		if err != nil {
 			return err
 		}
@@ -217,14 +220,14 @@ func (s *Server) routes() {
 		if err != nil {
 			return err
 		}
-		ds, err := s.e.Gate().Decisions(r.Context(), limit)
+		ds, err := s.e.Decisions(r.Context(), pedigree.DecisionQuery{Limit: limit, Session: r.URL.Query().Get("session")})
 		if err != nil {
 			return err
 		}
 		return reply(w, map[string]any{"decisions": nonNil(ds)})
 	})
 	s.route("GET", "/v1/decisions/{id}", func(w http.ResponseWriter, r *http.Request) error {
-		d, err := s.e.Gate().Decision(r.PathValue("id"))
+		d, err := s.e.Decision(r.Context(), r.PathValue("id"))
 		if err != nil {
 			return err
 		}
@@ -241,14 +244,14 @@ func (s *Server) routes() {
 		return reply(w, rep)
 	})
 	s.route("GET", "/v1/trajectory/{session}", func(w http.ResponseWriter, r *http.Request) error {
-		st, err := s.e.Gate().TrajectoryLog(r.Context(), r.PathValue("session"))
+		st, err := s.e.Trajectory(r.Context(), r.PathValue("session"))
 		if err != nil {
 			return err
 		}
 		return reply(w, trajectoryResponse{State: *st, Calls: nonNil(st.Calls), Alerts: nonNil(st.Alerts)})
 	})
 	s.route("GET", "/v1/log/head", func(w http.ResponseWriter, r *http.Request) error {
-		size, root, err := s.e.Graph().LogHead()
+		size, root, err := s.e.LogHead(r.Context())
 		if err != nil {
 			return err
 		}
@@ -259,7 +262,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		if err := s.e.Graph().AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
+		if err := s.e.AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
 			return err
 		}
 		return reply(w, req.Checkpoint)
@@ -269,7 +272,7 @@ func (s *Server) routes() {
 		if err != nil {
 			return err
 		}
-		p, err := ProveLocal(s.e, r.PathValue("id"), uint64(size))
+		p, err := s.e.Prove(r.Context(), r.PathValue("id"), uint64(size))
 		if err != nil {
 			return err
 		}
@@ -284,25 +287,12 @@ func (s *Server) routes() {
 		if err != nil {
 			return err
 		}
-		p, err := s.e.Graph().Consistency(uint64(o), uint64(n))
+		p, err := s.e.Consistency(r.Context(), uint64(o), uint64(n))
 		if err != nil {
 			return err
 		}
 		return reply(w, p)
 	})
-}
-
-// ProveLocal proves an entry (by ID or prefix) or else a decision.
-func ProveLocal(e *pedigree.Engine, idOrPrefix string, size uint64) (*lineage.InclusionProof, error) {
-	id, err := e.Resolve(idOrPrefix)
-	if err != nil {
-		d, derr := e.Gate().Decision(idOrPrefix)
-		if derr != nil {
-			return nil, err
-		}
-		id = d.ID
-	}
-	return e.Graph().Prove(id, size)
 }
 
 func intParam(r *http.Request, name string) (int, error) {
@@ -325,9 +315,12 @@ func nonNil[T any](xs []T) []T {
 }
 
 func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
-	reg := s.e.Registry()
-	out := registryResponse{Frozen: reg.Frozen(), Tau: reg.Tau(), Principals: []principalResponse{}}
-	for _, p := range reg.List() {
+	reg, err := s.e.Registry(r.Context())
+	if err != nil {
+		return err
+	}
+	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}}
+	for _, p := range reg.Principals {
 		pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 		if err != nil {
 			return err
@@ -349,40 +342,15 @@ func (s *Server) insert(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.record.Observe(time.Since(start).Seconds())
 	s.metrics.entries.Inc()
-	return reply(w, nodeResponse{Node: n, Parents: s.e.Graph().Edges(n)})
+	return reply(w, n)
 }
 
 func (s *Server) show(w http.ResponseWriter, r *http.Request) error {
-	v, err := ShowLocal(s.e, r.PathValue("id"))
+	v, err := s.e.Show(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	return reply(w, v)
-}
-
-// ShowLocal gathers what `lineage show` prints.
-func ShowLocal(e *pedigree.Engine, prefix string) (*EntryView, error) {
-	id, err := e.Resolve(prefix)
-	if err != nil {
-		return nil, err
-	}
-	n, err := e.Graph().Node(id)
-	if err != nil {
-		return nil, err
-	}
-	edges, err := e.Graph().Parents(id)
-	if err != nil {
-		return nil, err
-	}
-	env, content, err := e.Graph().Envelope(id)
-	if err != nil {
-		return nil, err
-	}
-	v := &EntryView{Node: n, Parents: nonNil(edges), Envelope: env, Content: content}
-	if err := e.Graph().VerifyEntrySignature(env); err != nil {
-		v.SignatureError = err.Error()
-	}
-	return v, nil
 }
 
 func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
@@ -391,7 +359,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	start := time.Now()
-	d, err := s.e.Gate().Check(r.Context(), gate.Request{Call: req.Call, ArgSources: req.ArgSources})
+	d, err := s.e.CheckEnvelope(r.Context(), req.Call, req.ArgSources)
 	if err != nil {
 		return err
 	}

@@ -21,11 +21,11 @@ import (
 
 // counts is what a refused request must not change.
 func counts(t *testing.T, e *pedigree.Engine) [2]uint64 {
-	n, err := e.Graph().Count(0)
+	n, err := e.UnsafeGraph().Count(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := e.Graph().LogSize()
+	size, err := e.UnsafeGraph().LogSize()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestRunOnSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, _, err := c.Record(context.Background(), w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Session: "s", Content: []byte("over the socket")})
+	n, err := c.Record(context.Background(), w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Session: "s", Content: []byte("over the socket")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestRunOnSocket(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.E.Graph().Node(n.ID); err != nil {
+	if _, err := w.E.UnsafeGraph().Node(n.ID); err != nil {
 		t.Fatalf("the entry recorded over the socket is gone: %v", err)
 	}
 }

@@ -57,18 +57,6 @@ type (
 		Tier      registry.Tier `json:"tier"`
 		PublicKey string        `json:"public_key"`
 	}
-	nodeResponse struct {
-		Node    *lineage.Node  `json:"node"`
-		Parents []lineage.Edge `json:"parents"`
-	}
-	// EntryView is an entry as `lineage show` needs it.
-	EntryView struct {
-		Node           *lineage.Node  `json:"node"`
-		Parents        []lineage.Edge `json:"parents"`
-		Envelope       []byte         `json:"envelope"`
-		Content        []byte         `json:"content,omitempty"`
-		SignatureError string         `json:"signature_error,omitempty"`
-	}
 	traceResponse struct {
 		Root      *lineage.Node    `json:"root"`
 		Nodes     []*lineage.Node  `json:"nodes"`

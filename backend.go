@@ -1,0 +1,101 @@
+package pedigree
+
+import (
+	"context"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// Backend is every verb of a data directory, the same whether the directory
+// is opened in this process (*Engine) or reached through a running sidecar
+// server (the server package's Client). The CLI, the MCP gateway and the
+// hooks are written against it, so their output and errors do not depend on
+// which one they hold.
+//
+// Adding a verb means a method on *Engine, a method on the server's Client,
+// a route on the server, and a line here; the compile-time assertions in
+// both packages keep the four in step.
+type Backend interface {
+	// Registry is the principal registry as the directory holds it.
+	Registry(ctx context.Context) (*RegistryView, error)
+	// Resolve turns an ID or a unique prefix of at least
+	// lineage.MinPrefix hex characters into a full entry ID.
+	Resolve(ctx context.Context, prefix string) (string, error)
+	// Context is a session's context: every entry recorded in it or
+	// recalled into it, in order.
+	Context(ctx context.Context, session string) ([]string, error)
+	// Record builds an entry's statement, signs it with s and stores it. The
+	// node's Edges(tau) are its parent edges.
+	Record(ctx context.Context, s *registry.Signer, en Entry) (*lineage.Node, error)
+	// Insert stores an entry signed elsewhere, after verifying it.
+	Insert(ctx context.Context, env, content []byte) (*lineage.Node, error)
+	// Recall puts stored entries into a session's context.
+	Recall(ctx context.Context, session string, ids []string) error
+	// Check signs a proposed call with s and asks the gate.
+	Check(ctx context.Context, s *registry.Signer, c Call) (*gate.Decision, error)
+	// Approve signs an approval of a logged decision, usable once within ttl
+	// (0: DefaultApprovalTTL), and records it.
+	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
+	// Decision is a logged decision, by ID or unique prefix.
+	Decision(ctx context.Context, id string) (*gate.Decision, error)
+	// Decisions lists logged decisions, oldest first.
+	Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decision, error)
+	// Show is one entry as stored, with its signature checked again.
+	Show(ctx context.Context, id string) (*EntryView, error)
+	// Trace is the bounded ancestry of an entry.
+	Trace(ctx context.Context, id string, o lineage.TraceOptions) (*lineage.Trace, error)
+	// Verify checks the whole store.
+	Verify(ctx context.Context) (*lineage.Report, error)
+	// Trajectory is a session's trajectory, with its calls and alerts.
+	Trajectory(ctx context.Context, session string) (*trajectory.State, error)
+	// Checkpoint signs the log's head with the operator key and stores it.
+	Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error)
+	// Prove is an inclusion proof of an entry or decision, verified.
+	Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error)
+	// Consistency is a consistency proof between two checkpoints, verified.
+	Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error)
+	// Close releases the backend.
+	Close() error
+}
+
+var _ Backend = (*Engine)(nil)
+
+// RegistryView is the registry as a backend reports it.
+type RegistryView struct {
+	Frozen     bool
+	Tau        float64
+	Principals []registry.Principal // in ID order
+}
+
+// Lookup finds a principal by ID.
+func (v *RegistryView) Lookup(id string) (registry.Principal, bool) {
+	for _, p := range v.Principals {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return registry.Principal{}, false
+}
+
+// DecisionQuery selects logged decisions.
+type DecisionQuery struct {
+	// Limit keeps only the last Limit decisions that match (0: all).
+	Limit int
+	// Session, when set, keeps only that session's decisions.
+	Session string
+}
+
+// EntryView is one entry as stored: its node (principal, labels), its
+// parent edges, the signed envelope, the content when it was stored, and the
+// result of checking the envelope's signature again.
+type EntryView struct {
+	Node           *lineage.Node  `json:"node"`
+	Parents        []lineage.Edge `json:"parents"`
+	Envelope       []byte         `json:"envelope"`
+	Content        []byte         `json:"content,omitempty"`
+	SignatureError string         `json:"signature_error,omitempty"`
+}

@@ -1,0 +1,169 @@
+package pedigree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+// Entry is what a harness records: who says what, in which session, derived
+// from what.
+type Entry struct {
+	Principal string
+	Kind      lineage.Kind
+	Session   string
+	Content   []byte
+	// Parents, when not nil, are the harness's attribution. When nil, an
+	// agent's entry in a session derives from the session's whole context
+	// with strong edges (the agent read all of it); other principals'
+	// entries have no parents.
+	Parents []lineage.Parent
+	// StoreContent keeps the content itself beside its digest.
+	StoreContent bool
+}
+
+// Reader is what building a statement reads: the session's context (for
+// default parents and justifications) and ID resolution. The engine reads
+// its store; a client of the sidecar server reads the server.
+type Reader interface {
+	Context(ctx context.Context, session string) ([]string, error)
+	Resolve(ctx context.Context, prefix string) (string, error)
+}
+
+type engineReader struct{ e *Engine }
+
+func (r engineReader) Context(ctx context.Context, session string) ([]string, error) {
+	return r.e.graph.Context(ctx, session)
+}
+func (r engineReader) Resolve(ctx context.Context, prefix string) (string, error) {
+	return r.e.Resolve(ctx, prefix)
+}
+
+// Statement builds the statement for an entry, filling in the default
+// parents from the session's context.
+func (e *Engine) Statement(ctx context.Context, en Entry) (*lineage.Statement, error) {
+	return BuildEntry(ctx, engineReader{e}, en, e.cfg.clock())
+}
+
+// BuildEntry builds the statement for an entry at time now, reading the
+// session's context through r when the entry takes its default parents.
+func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineage.Statement, error) {
+	if en.Kind == "" {
+		en.Kind = lineage.KindMemory
+	}
+	parents := en.Parents
+	if parents == nil && en.Session != "" && isAgent(en.Principal) {
+		ids, err := r.Context(ctx, en.Session)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) > lineage.MaxParents {
+			return nil, fmt.Errorf("%w: session %s has %d entries in context, more than the %d parents an entry may name: give explicit parents",
+				lineage.ErrMalformed, en.Session, len(ids), lineage.MaxParents)
+		}
+		for _, id := range ids {
+			parents = append(parents, lineage.Parent{ID: id, Weight: 1})
+		}
+	}
+	st := &lineage.Statement{
+		Version: 1, Principal: en.Principal, Kind: en.Kind, Session: en.Session,
+		ContentDigest: lineage.DigestContent(en.Content), Parents: parents, Time: lineage.FormatTime(now),
+	}
+	return st, st.Validate()
+}
+
+func isAgent(principal string) bool { return strings.HasPrefix(principal, "agent:") }
+
+// Call is a proposed tool call.
+type Call struct {
+	Principal string
+	Session   string
+	Tool      string
+	Args      []byte // JSON object; nil for none
+	// Justification is what the agent relied on (IDs or prefixes). When
+	// nil, it is the session's whole context.
+	Justification []string
+	// ArgSources maps an argument to the entries its value came from.
+	ArgSources map[string][]string
+}
+
+// CallStatement builds the signed statement of a proposed call.
+func (e *Engine) CallStatement(ctx context.Context, c Call) (*lineage.Statement, map[string][]string, error) {
+	return BuildCall(ctx, engineReader{e}, c, e.cfg.clock())
+}
+
+// BuildCall builds the statement of a proposed call at time now: its
+// parents are its justification (the session's context when not given),
+// and the argument sources are resolved to full IDs.
+func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.Statement, map[string][]string, error) {
+	args, err := lineage.CanonicalArgs(c.Args)
+	if err != nil {
+		return nil, nil, err
+	}
+	just := c.Justification
+	if just == nil {
+		if just, err = r.Context(ctx, c.Session); err != nil {
+			return nil, nil, err
+		}
+	}
+	parents := make([]lineage.Parent, 0, len(just))
+	seen := map[string]bool{}
+	for _, j := range just {
+		if lineage.IsID(j) {
+			// A full ID needs no look-up: the gate checks that every
+			// parent exists, and denies the call when one does not.
+			if !seen[j] {
+				seen[j] = true
+				parents = append(parents, lineage.Parent{ID: j, Weight: 1})
+			}
+			continue
+		}
+		id, err := r.Resolve(ctx, j)
+		if err != nil && !errors.Is(err, lineage.ErrUnknownEntry) {
+			return nil, nil, err
+		}
+		if err != nil {
+			// An unknown justification still goes to the gate, which
+			// denies the call and logs why. A full ID is kept as given.
+			if len(j) != 64 {
+				return nil, nil, err
+			}
+			id = j
+		}
+		if !seen[id] {
+			seen[id] = true
+			parents = append(parents, lineage.Parent{ID: id, Weight: 1})
+		}
+	}
+	srcs := map[string][]string{}
+	for name, ids := range c.ArgSources {
+		for _, p := range ids {
+			id, err := r.Resolve(ctx, p)
+			if err != nil {
+				return nil, nil, fmt.Errorf("argument %s: %w", name, err)
+			}
+			srcs[name] = append(srcs[name], id)
+		}
+	}
+	st := &lineage.Statement{
+		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
+		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
+		Time: lineage.FormatTime(now),
+	}
+	return st, srcs, st.Validate()
+}
+
+// BuildApproval builds an approval of decision d by approver, usable until
+// now+ttl.
+func BuildApproval(d *gate.Decision, approver string, ttl time.Duration, now time.Time) *lineage.Statement {
+	return &lineage.Statement{
+		Version: 1, Principal: approver, Kind: lineage.KindApproval, Session: d.Session,
+		ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
+		Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(ttl))},
+	}
+}

@@ -1,0 +1,262 @@
+package pedigree
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// Record signs an entry with signer and stores it.
+func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) (*lineage.Node, error) {
+	st, err := e.Statement(ctx, en)
+	if err != nil {
+		return nil, err
+	}
+	signed, err := lineage.SignStatement(signer, st)
+	if err != nil {
+		return nil, err
+	}
+	var content []byte
+	if en.StoreContent {
+		content = en.Content
+		if content == nil {
+			content = []byte{}
+		}
+	}
+	return e.graph.InsertSigned(ctx, signed, content)
+}
+
+// Insert stores an entry signed elsewhere (the server path: clients sign,
+// the engine verifies).
+func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
+	return e.graph.Insert(ctx, env, content)
+}
+
+// Recall puts stored entries into a session's context and appends a recall
+// to the session's trajectory.
+func (e *Engine) Recall(ctx context.Context, session string, ids []string) error {
+	full, err := e.ResolveAll(ids)
+	if err != nil {
+		return err
+	}
+	if err := e.graph.Recall(ctx, session, full); err != nil {
+		return err
+	}
+	_, err = e.gate.Observe(ctx, session, trajectory.Call{Tool: "memory_recall", Role: trajectory.Recall})
+	return err
+}
+
+// Resolve turns an ID or a unique prefix into a full entry ID.
+func (e *Engine) Resolve(ctx context.Context, prefix string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return e.graph.Resolve(prefix)
+}
+
+// ResolveAll resolves several prefixes.
+func (e *Engine) ResolveAll(prefixes []string) ([]string, error) {
+	out := make([]string, 0, len(prefixes))
+	for _, p := range prefixes {
+		id, err := e.graph.Resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// Check signs a proposed call with signer and asks the gate. Its call entry
+// is recorded; its ID is the parent the tool's output names.
+func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*gate.Decision, error) {
+	st, srcs, err := e.CallStatement(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	signed, err := lineage.SignStatement(signer, st)
+	if err != nil {
+		return nil, err
+	}
+	return e.gate.Check(ctx, gate.Request{Signed: signed, ArgSources: srcs})
+}
+
+// DefaultApprovalTTL is how long an approval stays usable.
+const DefaultApprovalTTL = 15 * time.Minute
+
+// Approve records a user's approval of a denied (or ask) decision: the next
+// identical call in that session is allowed once.
+// A ttl of 0 means DefaultApprovalTTL; a negative one is refused.
+func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error) {
+	if ttl < 0 {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is negative", gate.ErrApproval, ttl)
+	}
+	if ttl == 0 {
+		ttl = DefaultApprovalTTL
+	}
+	d, err := e.gate.Decision(decisionID)
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := lineage.Sign(signer, BuildApproval(d, approver, ttl, e.cfg.clock()))
+	if err != nil {
+		return nil, err
+	}
+	return e.gate.Approve(ctx, env)
+}
+
+// Trace returns the bounded ancestry of an entry.
+func (e *Engine) Trace(ctx context.Context, id string, o lineage.TraceOptions) (*lineage.Trace, error) {
+	full, err := e.Resolve(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.graph.Trace(ctx, full, o)
+}
+
+// Verify checks the whole store: every entry, every edge and label, the
+// log over entries and decisions, and every checkpoint.
+func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
+	return e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs})
+}
+
+// Checkpoint signs the log's current size and root with the operator key
+// and stores the checkpoint.
+func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+	if !operator.Public().Equal(e.reg.OperatorKey()) {
+		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
+	}
+	size, root, err := e.graph.LogHead()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := lineage.SignCheckpoint(operator, size, root, e.cfg.clock())
+	if err != nil {
+		return nil, err
+	}
+	return cp, e.graph.AddCheckpoint(ctx, cp)
+}
+
+// Registry is the principal registry.
+func (e *Engine) Registry(ctx context.Context) (*RegistryView, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &RegistryView{Frozen: e.reg.Frozen(), Tau: e.reg.Tau(), Principals: e.reg.List()}, nil
+}
+
+// Context is a session's context: every entry recorded in it or recalled
+// into it, in order.
+func (e *Engine) Context(ctx context.Context, session string) ([]string, error) {
+	return e.graph.Context(ctx, session)
+}
+
+// CheckEnvelope asks the gate about a call entry signed elsewhere (the
+// server's clients sign, the engine verifies). argSources are full IDs.
+func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
+	return e.gate.Check(ctx, gate.Request{Call: env, ArgSources: argSources})
+}
+
+// ApproveEnvelope records an approval signed elsewhere.
+func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
+	return e.gate.Approve(ctx, env)
+}
+
+// Decision is a logged decision, by ID or unique prefix.
+func (e *Engine) Decision(ctx context.Context, id string) (*gate.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.gate.Decision(id)
+}
+
+// Decisions lists logged decisions, oldest first.
+func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decision, error) {
+	if q.Limit < 0 {
+		return nil, fmt.Errorf("%w: a negative decision limit", lineage.ErrMalformed)
+	}
+	if q.Session == "" {
+		return e.gate.Decisions(ctx, q.Limit)
+	}
+	all, err := e.gate.Decisions(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []gate.Decision{}
+	for _, d := range all {
+		if d.Session == q.Session {
+			out = append(out, d)
+		}
+	}
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[len(out)-q.Limit:]
+	}
+	return out, nil
+}
+
+// Show is one entry as stored, with its signature checked again.
+func (e *Engine) Show(ctx context.Context, prefix string) (*EntryView, error) {
+	id, err := e.Resolve(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	n, err := e.graph.Node(id)
+	if err != nil {
+		return nil, err
+	}
+	env, content, err := e.graph.Envelope(id)
+	if err != nil {
+		return nil, err
+	}
+	v := &EntryView{Node: n, Parents: n.Edges(e.reg.Tau()), Envelope: env, Content: content}
+	if err := e.graph.VerifyEntrySignature(env); err != nil {
+		v.SignatureError = err.Error()
+	}
+	return v, nil
+}
+
+// Trajectory is a session's trajectory, with its calls and alerts.
+func (e *Engine) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
+	return e.gate.TrajectoryLog(ctx, session)
+}
+
+// LogHead is the log's current size and root (hex).
+func (e *Engine) LogHead(ctx context.Context) (uint64, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", err
+	}
+	return e.graph.LogHead()
+}
+
+// AddCheckpoint stores a checkpoint signed elsewhere, after checking the
+// operator's signature and that its root is the log's at its size.
+func (e *Engine) AddCheckpoint(ctx context.Context, cp *lineage.Checkpoint) error {
+	return e.graph.AddCheckpoint(ctx, cp)
+}
+
+// Prove is an inclusion proof of an entry (by ID or prefix), else of a
+// decision, against the checkpoint of size (0: the latest), verified.
+func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*lineage.InclusionProof, error) {
+	id, err := e.Resolve(ctx, idOrPrefix)
+	if err != nil {
+		d, derr := e.gate.Decision(idOrPrefix)
+		if derr != nil {
+			return nil, err
+		}
+		id = d.ID
+	}
+	return e.graph.Prove(id, size)
+}
+
+// Consistency is a consistency proof between two checkpoints, verified.
+func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.graph.Consistency(oldSize, newSize)
+}
