@@ -42,6 +42,10 @@ type Backend interface {
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	// Decision is a logged decision, by ID or unique prefix.
 	Decision(ctx context.Context, id string) (*gate.Decision, error)
+	// Reevaluate evaluates a logged decision again, on its logged input, at
+	// its logged time, and says whether the policy version or the outcome
+	// changed.
+	Reevaluate(ctx context.Context, decisionID string) (*gate.Reevaluation, error)
 	// Decisions lists logged decisions, oldest first.
 	Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decision, error)
 	// Show is one entry as stored, with its signature checked again.

@@ -175,6 +175,15 @@ func (e *Engine) Decision(ctx context.Context, id string) (*gate.Decision, error
 	return e.gate.Decision(id)
 }
 
+// Reevaluate evaluates a logged decision again with the engine's policy, on
+// the input and at the time logged, and says what changed, if anything.
+func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (*gate.Reevaluation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.gate.Reevaluation(ctx, decisionID)
+}
+
 // Decisions lists logged decisions, oldest first.
 func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decision, error) {
 	if q.Limit < 0 {

@@ -180,36 +180,20 @@ func (g *Gate) Decisions(ctx context.Context, limit int) ([]Decision, error) {
 }
 
 // Reevaluate runs the policy again on a logged decision's input, at the
-// logged time. With the same policy version the outcome is the same: that
-// is what makes the decision log auditable.
+// logged time, and refuses a decision made by another policy version. With
+// the same policy version the outcome is the same: that is what makes the
+// decision log auditable. Reevaluation also says what changed.
 func (g *Gate) Reevaluate(ctx context.Context, decisionID string) (string, []string, error) {
 	r, err := g.record(decisionID)
 	if err != nil {
 		return "", nil, err
 	}
-	if r.Input == nil {
-		return "", nil, fmt.Errorf("decision %s failed closed before the policy ran; there is no input to evaluate", r.ID[:12])
-	}
 	if r.PolicyVersion != g.version {
 		return "", nil, fmt.Errorf("decision %s was made by policy version %s, this gate runs %s", r.ID[:12], r.PolicyVersion, g.version)
 	}
-	var raw any
-	dec := json.NewDecoder(bytes.NewReader(r.Input))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
-		return "", nil, err
-	}
-	in, err := ast.InterfaceToValue(raw)
+	v, err := g.evalLogged(ctx, r)
 	if err != nil {
 		return "", nil, err
-	}
-	at, err := time.Parse(time.RFC3339Nano, r.Time)
-	if err != nil {
-		return "", nil, err
-	}
-	v, err := g.eval(ctx, in, at)
-	if err != nil {
-		return Deny, []string{"fail closed: " + err.Error()}, nil
 	}
 	return v.Decision, v.Reasons, nil
 }
