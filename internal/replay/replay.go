@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,9 @@ type Result struct {
 	Scenario string       `json:"scenario"`
 	Calls    []CallResult `json:"calls"`
 	Err      error        `json:"-"`
+	// ExpectError is the scenario's expect_error: an Err containing it is
+	// agreement (see Unexpected).
+	ExpectError string `json:"expect_error,omitempty"`
 }
 
 // Mismatch is a call whose decision differs from its expect.
@@ -62,21 +66,24 @@ type ScenarioError struct {
 
 // Summary is the score of a replay, as CLI.md gives it.
 type Summary struct {
-	Version         int             `json:"version"`
-	Scenarios       int             `json:"scenarios"`
-	Errors          int             `json:"errors"`
-	AttackCalls     int             `json:"attack_calls"`
-	AttackAllowed   int             `json:"attack_allowed"`
-	ASR             float64         `json:"asr"`
-	BenignCalls     int             `json:"benign_calls"`
-	BenignAllowed   int             `json:"benign_allowed"`
-	BenignAllowRate float64         `json:"benign_allow_rate"`
-	Expected        int             `json:"expected"`
-	Agreed          int             `json:"agreed"`
-	Agreement       float64         `json:"agreement"`
-	Mismatches      []Mismatch      `json:"mismatches"`
-	ErrorList       []ScenarioError `json:"error_list"`
-	WallSeconds     float64         `json:"wall_seconds"`
+	Version         int        `json:"version"`
+	Scenarios       int        `json:"scenarios"`
+	Errors          int        `json:"errors"`
+	AttackCalls     int        `json:"attack_calls"`
+	AttackAllowed   int        `json:"attack_allowed"`
+	ASR             float64    `json:"asr"`
+	BenignCalls     int        `json:"benign_calls"`
+	BenignAllowed   int        `json:"benign_allowed"`
+	BenignAllowRate float64    `json:"benign_allow_rate"`
+	Expected        int        `json:"expected"`
+	Agreed          int        `json:"agreed"`
+	Agreement       float64    `json:"agreement"`
+	Mismatches      []Mismatch `json:"mismatches"`
+	// Refused counts the scenarios that expected an error (expect_error)
+	// and were refused with it; they are not errors.
+	Refused     int             `json:"refused"`
+	ErrorList   []ScenarioError `json:"error_list"`
+	WallSeconds float64         `json:"wall_seconds"`
 }
 
 // Run replays scenarios and scores them. Each result is passed to each (in
@@ -122,10 +129,13 @@ func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)
 		if each != nil {
 			each(r)
 		}
-		if r.Err != nil {
+		if err := r.Unexpected(); err != nil {
 			sum.Errors++
-			sum.ErrorList = append(sum.ErrorList, ScenarioError{Scenario: r.Scenario, Error: r.Err.Error()})
+			sum.ErrorList = append(sum.ErrorList, ScenarioError{Scenario: r.Scenario, Error: err.Error()})
 			continue
+		}
+		if r.Err != nil {
+			sum.Refused++ // as expected; the calls before the refusal still count
 		}
 		for _, c := range r.Calls {
 			switch c.Label {
@@ -167,6 +177,22 @@ func ratio(a, b int) float64 {
 // Failed reports whether the replay disagreed with expect or had errors.
 func (s *Summary) Failed() bool { return len(s.Mismatches) > 0 || s.Errors > 0 }
 
+// Unexpected is what is wrong with a scenario's outcome given its
+// expect_error: an error when none was expected, an error that does not say
+// what was expected, or no error when one was. Nil is agreement.
+func (r Result) Unexpected() error {
+	expectError := r.ExpectError
+	switch {
+	case expectError == "":
+		return r.Err
+	case r.Err == nil:
+		return fmt.Errorf("expected to be refused with %q, but every step was accepted", expectError)
+	case !strings.Contains(r.Err.Error(), expectError):
+		return fmt.Errorf("expected to be refused with %q, refused with: %w", expectError, r.Err)
+	}
+	return nil
+}
+
 // stepClock is a deterministic clock: each reading is a millisecond later.
 type stepClock struct {
 	mu  sync.Mutex
@@ -181,7 +207,7 @@ func (c *stepClock) Now() time.Time {
 }
 
 func runOne(ctx context.Context, s *Scenario, o Options) Result {
-	res := Result{Scenario: s.ID, Calls: []CallResult{}}
+	res := Result{Scenario: s.ID, Calls: []CallResult{}, ExpectError: s.ExpectError}
 	err := func() error {
 		clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		op, _, err := registry.GenerateSigner(nil)
