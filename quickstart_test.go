@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pedigree-ai/pedigree/internal/cli"
 )
 
 // quickStartLine is one command of the README's Quick start, as a newcomer
@@ -21,6 +23,15 @@ type quickStartLine struct {
 	// want is the exit code the comment above it or beside it promises
 	// ("exit 3"); every other line must exit 0.
 	want int
+	// from is where the line comes from when not the README.
+	from string
+}
+
+func (l quickStartLine) where() string {
+	if l.from == "" {
+		return "README Quick start"
+	}
+	return l.from
 }
 
 var (
@@ -42,35 +53,44 @@ func quickStart(t *testing.T, readme string) []quickStartLine {
 	}
 	var lines []quickStartLine
 	for _, b := range shellBlock.FindAllStringSubmatch(m[1], -1) {
-		want, pending := 0, ""
-		for _, raw := range strings.Split(b[1], "\n") {
-			line := strings.TrimRight(raw, " \t")
-			if strings.HasSuffix(line, `\`) {
-				pending += strings.TrimSuffix(line, `\`) + " "
-				continue
-			}
-			line, pending = pending+line, ""
-			trimmed := strings.TrimSpace(line)
-			switch {
-			case trimmed == "":
-				want = 0
-			case strings.HasPrefix(trimmed, "#"):
-				if e := exitComment.FindStringSubmatch(trimmed); e != nil {
-					want, _ = strconv.Atoi(e[1])
-				}
-			default:
-				if c := inlineComment.FindString(line); c != "" {
-					if e := exitComment.FindStringSubmatch(c); e != nil {
-						want, _ = strconv.Atoi(e[1])
-					}
-				}
-				lines = append(lines, quickStartLine{text: echoExit.ReplaceAllString(inlineComment.ReplaceAllString(line, ""), ""), want: want})
-				want = 0
-			}
-		}
+		lines = append(lines, shellLines(b[1])...)
 	}
 	if len(lines) == 0 {
 		t.Fatal("the Quick start has no shell block")
+	}
+	return lines
+}
+
+// shellLines splits a block of shell as a newcomer pastes it: continuation
+// lines joined, comments dropped, each command with the exit code its
+// comment promises.
+func shellLines(block string) []quickStartLine {
+	var lines []quickStartLine
+	want, pending := 0, ""
+	for _, raw := range strings.Split(block, "\n") {
+		line := strings.TrimRight(raw, " \t")
+		if strings.HasSuffix(line, `\`) {
+			pending += strings.TrimSuffix(line, `\`) + " "
+			continue
+		}
+		line, pending = pending+line, ""
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "":
+			want = 0
+		case strings.HasPrefix(trimmed, "#"):
+			if e := exitComment.FindStringSubmatch(trimmed); e != nil {
+				want, _ = strconv.Atoi(e[1])
+			}
+		default:
+			if c := inlineComment.FindString(line); c != "" {
+				if e := exitComment.FindStringSubmatch(c); e != nil {
+					want, _ = strconv.Atoi(e[1])
+				}
+			}
+			lines = append(lines, quickStartLine{text: echoExit.ReplaceAllString(inlineComment.ReplaceAllString(trimmed, ""), ""), want: want})
+			want = 0
+		}
 	}
 	return lines
 }
@@ -112,6 +132,30 @@ func privateKeys(t *testing.T, root string) map[string]bool {
 // "command not found", no usage error), exit as its comment says (0 unless
 // it says "exit N"), and leave no private key in the checkout.
 func TestReadmeQuickStart(t *testing.T) {
+	pasteQuickStart(t, nil)
+}
+
+// TestHelpExamples pastes every verb's --help example into the Quick
+// start's shell, after it, with the same rules: each works when pasted.
+func TestHelpExamples(t *testing.T) {
+	var extra []quickStartLine
+	for _, e := range cli.Examples() {
+		if e.Example == "" {
+			t.Errorf("%s --help has no example", e.Path)
+			continue
+		}
+		lines := shellLines(e.Example)
+		for i := range lines {
+			lines[i].from = e.Path + " --help"
+		}
+		extra = append(extra, lines...)
+	}
+	pasteQuickStart(t, extra)
+}
+
+// pasteQuickStart runs the Quick start, then extra lines, in one fresh shell.
+func pasteQuickStart(t *testing.T, extra []quickStartLine) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("installs the command: not in -short")
 	}
@@ -127,7 +171,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := quickStart(t, string(readme))
+	lines := append(quickStart(t, string(readme)), extra...)
 	checkout, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +246,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	for i, l := range lines {
 		if codes[i] != l.want {
-			t.Errorf("line %d exits %d, its comment says %d: %s", i+1, codes[i], l.want, l.text)
+			t.Errorf("%s: line %d exits %d, its comment says %d: %s", l.where(), i+1, codes[i], l.want, l.text)
 		}
 	}
 	for _, bad := range []string{"command not found", "Run 'pedigree --help' for usage", "No such file or directory"} {

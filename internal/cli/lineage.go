@@ -38,7 +38,6 @@ taints the effective tier; a weak one (through an edge below tau) only the reach
 tier. The walk is bounded by --max-depth and --max-nodes, and a truncated answer
 says so. -o dot (this verb only) draws the bounded subgraph for Graphviz.
 --format is a deprecated spelling of -o.`,
-		Example:     `  pedigree lineage trace 2b4c0fe1 -o dot | dot -Tsvg > trace.svg`,
 		Annotations: map[string]string{outputDot: "yes"},
 		Args:        exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

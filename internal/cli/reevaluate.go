@@ -22,8 +22,7 @@ reasons, or the approval it used.
 
 A decision that failed closed before the policy ran (an unverifiable call, an
 unknown justification) has no input to evaluate again: exit 1.`,
-		Example: `  pedigree gate reevaluate "$(pedigree -o json gate log --limit 1 | jq -r '.decisions[0].decision_id')"`,
-		Args:    exactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := a.backend(cmd.Context(), g.options()...)
 			if err != nil {

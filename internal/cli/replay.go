@@ -32,8 +32,7 @@ error in the summary, unless it says "expect_error": TEXT: then a refusal that
 contains TEXT is agreement, and a scenario that runs to the end is an error.
 Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 --verbose prints every decision with its reasons.`,
-		Example: `  pedigree replay testdata/scenarios/*.jsonl`,
-		Args:    minArgs(1),
+		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			var o replay.Options
 			o.Workers = workers

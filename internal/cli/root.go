@@ -89,7 +89,7 @@ whether anything the call relies on descends from content an untrusted party wro
 
 Start with 'pedigree demo'.
 
-` + exitCodesHelp,
+` + exitCodesHelp + "\n\n" + examplesHelp,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -125,6 +125,7 @@ Start with 'pedigree demo'.
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
 		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a),
 	)
+	addExamples(root)
 	return root
 }
 
