@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/cli"
 )
@@ -130,15 +131,11 @@ func privateKeys(t *testing.T, root string) map[string]bool {
 // line by line, as a newcomer would: in the checkout's root, with a fresh
 // HOME and GOPATH and nothing of ours on PATH. Every line must run (no
 // "command not found", no usage error), exit as its comment says (0 unless
-// it says "exit N"), and leave no private key in the checkout.
+// it says "exit N"), and leave no private key in the checkout. Then, in the
+// same shell, it pastes every verb's --help example, with the same rules:
+// each must work when pasted after the Quick start.
 func TestReadmeQuickStart(t *testing.T) {
-	pasteQuickStart(t, nil)
-}
-
-// TestHelpExamples pastes every verb's --help example into the Quick
-// start's shell, after it, with the same rules: each works when pasted.
-func TestHelpExamples(t *testing.T) {
-	var extra []quickStartLine
+	var examples []quickStartLine
 	for _, e := range cli.Examples() {
 		if e.Example == "" {
 			t.Errorf("%s --help has no example", e.Path)
@@ -148,9 +145,9 @@ func TestHelpExamples(t *testing.T) {
 		for i := range lines {
 			lines[i].from = e.Path + " --help"
 		}
-		extra = append(extra, lines...)
+		examples = append(examples, lines...)
 	}
-	pasteQuickStart(t, extra)
+	pasteQuickStart(t, examples)
 }
 
 // pasteQuickStart runs the Quick start, then extra lines, in one fresh shell.
@@ -182,7 +179,9 @@ func pasteQuickStart(t *testing.T, extra []quickStartLine) {
 	for i, l := range lines {
 		fmt.Fprintf(&script, "%s\necho \"$? %d\" >&3\n", l.text, i)
 	}
-	script.WriteString("wait\n") // a server started in the background drains before the test ends
+	// A server the block stopped may still be draining; one it forgot is
+	// stopped here. (A kill line that missed its job exits 1 and fails.)
+	script.WriteString("kill $(jobs -pr) 2>/dev/null; wait\n")
 
 	goEnv := func(name string) string {
 		out, err := exec.Command(goBin, "env", name).Output()
@@ -221,6 +220,7 @@ func pasteQuickStart(t *testing.T, extra []quickStartLine) {
 	cmd.Stdin = strings.NewReader(script.String())
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.ExtraFiles = []*os.File{rcWrite}
+	cmd.WaitDelay = 10 * time.Second // a stray background job must not hold the test's pipes forever
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

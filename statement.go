@@ -18,10 +18,10 @@ type Entry struct {
 	Kind      lineage.Kind
 	Session   string
 	Content   []byte
-	// Parents, when not nil, are the harness's attribution. When nil, an
-	// agent's entry in a session derives from the session's whole context
-	// with strong edges (the agent read all of it); other principals'
-	// entries have no parents.
+	// Parents, when not nil, are the harness's attribution; an empty,
+	// non-nil slice means no parents. When nil, an agent's entry in a
+	// session derives from the session's whole context with strong edges
+	// (the agent read all of it); other principals' entries have no parents.
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
@@ -85,10 +85,18 @@ type Call struct {
 	Session   string
 	Tool      string
 	Args      []byte // JSON object; nil for none
-	// Justification is what the agent relied on (IDs or prefixes). When
-	// nil, it is the session's whole context.
+	// Justification is what the agent relied on to decide the call (IDs or
+	// prefixes): the call entry's parents. Nil means the session's whole
+	// context, the safe default. An empty, non-nil slice means the call
+	// relies on nothing at all: with nothing to descend from untrusted
+	// content, the default policy allows it. Pass it only when that is true;
+	// like leaving the email out of the context, it is the harness vouching
+	// for the call.
 	Justification []string
-	// ArgSources maps an argument to the entries its value came from.
+	// ArgSources maps an argument to the entries its value came from (IDs
+	// or prefixes). An argument it does not name comes from the whole
+	// justification. The catalog's per-argument rules say which arguments
+	// must come from trusted entries.
 	ArgSources map[string][]string
 }
 

@@ -14,7 +14,7 @@ start: $Q (a scratch directory), $KEYS (the private keys), and the entries $P
 
 // examples is one example per runnable verb, shown by --help (cobra's
 // Example field) and run, in this order, after the README's Quick start by
-// TestReadmeQuickStartAndExamples: a line whose comment says "exit N" must
+// TestReadmeQuickStart: a line whose comment says "exit N" must
 // exit N, every other line 0. Each works when pasted into the Quick start's
 // shell; the verbs that only work before freeze make a scratch directory.
 // A verb that sets its own Example keeps it.
@@ -69,7 +69,7 @@ pedigree log consistency $A $B`},
 	{"pedigree serve", `
 pedigree serve 2>"$Q/serve.log" &                # logs (JSON lines) to a file
 pedigree registry list                           # answered through the server's socket
-kill %1                                          # stop it: it drains, then closes the store`},
+kill %%                                          # stop it (the latest background job): it drains, then closes the store`},
 	{"pedigree replay", `
 pedigree replay testdata/scenarios/*.jsonl       # exit 0: every decision as expected`},
 	{"pedigree trajectory show", `

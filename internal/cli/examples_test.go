@@ -44,7 +44,7 @@ func shellWords(line string) []string {
 }
 
 // Every runnable verb's --help has an example, and the example runs that
-// verb with flags it takes. (TestHelpExamples, at the module's root, pastes
+// verb with flags it takes. (TestReadmeQuickStart, at the module's root, pastes
 // them all into a shell after the README's Quick start.)
 func TestEveryVerbHasAnExample(t *testing.T) {
 	all := Examples()
