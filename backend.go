@@ -7,6 +7,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -45,7 +46,7 @@ type Backend interface {
 	// Reevaluate evaluates a logged decision again, on its logged input, at
 	// its logged time, and says whether the policy version or the outcome
 	// changed.
-	Reevaluate(ctx context.Context, decisionID string) (*gate.Reevaluation, error)
+	Reevaluate(ctx context.Context, decisionID string) (*Reevaluation, error)
 	// Decisions lists logged decisions, oldest first.
 	Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decision, error)
 	// Show is one entry as stored, with its signature checked again.
@@ -57,11 +58,11 @@ type Backend interface {
 	// Trajectory is a session's trajectory, with its calls and alerts.
 	Trajectory(ctx context.Context, session string) (*trajectory.State, error)
 	// Checkpoint signs the log's head with the operator key and stores it.
-	Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error)
+	Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error)
 	// Prove is an inclusion proof of an entry or decision, verified.
-	Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error)
+	Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error)
 	// Consistency is a consistency proof between two checkpoints, verified.
-	Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error)
+	Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error)
 	// Close releases the backend.
 	Close() error
 }

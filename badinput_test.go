@@ -1,7 +1,6 @@
 package pedigree_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // snapshot counts what a refused call must not change.
@@ -24,11 +24,11 @@ func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := e.UnsafeGraph().LogSize()
+	size, err := e.UnsafeLog().Size()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := e.UnsafeGate().Decisions(context.Background(), 0)
+	ds, err := e.Decisions(t.Context(), pedigree.DecisionQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 // error and that nothing was stored.
 func TestLibraryBadInput(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	e := w.E
 	prompt := w.Record("user:alice", "s", "p", nil)
 	denied := w.Check("agent:planner", pedigree.Call{Session: "s", Tool: "pay", Justification: []string{w.Record("tool:gmail_read", "s", "m", nil).ID}})
@@ -68,10 +68,6 @@ func TestLibraryBadInput(t *testing.T) {
 		mut(m)
 		b, _ := json.Marshal(m)
 		return b
-	}
-	callStmt, _, err := e.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Justification: []string{}})
-	if err != nil {
-		t.Fatal(err)
 	}
 	cases := []struct {
 		name string
@@ -130,17 +126,13 @@ func TestLibraryBadInput(t *testing.T) {
 			_, _, err := lineage.Sign(w.Keys["user:alice"], st)
 			return err
 		}, lineage.ErrMalformed},
-		{"gate check of a non-call", func() error { _, err := e.UnsafeGate().Check(ctx, gate.Request{Call: good}); return err }, lineage.ErrMalformed},
+		{"gate check of a non-call", func() error { _, err := e.CheckEnvelope(ctx, good, nil); return err }, lineage.ErrMalformed},
 		{"insert of a Signed not made by SignStatement", func() error {
-			_, err := e.UnsafeGraph().InsertSigned(ctx, &lineage.Signed{}, nil)
+			_, err := e.InsertSigned(ctx, &lineage.Signed{}, nil)
 			return err
 		}, lineage.ErrMalformed},
-		{"gate check of a Signed not made by SignStatement", func() error {
-			_, err := e.UnsafeGate().Check(ctx, gate.Request{Signed: &lineage.Signed{}})
-			return err
-		}, lineage.ErrMalformed},
-		{"gate check of garbage", func() error { _, err := e.UnsafeGate().Check(ctx, gate.Request{Call: []byte("x")}); return err }, lineage.ErrMalformed},
-		{"gate approve of a non-approval", func() error { _, err := e.UnsafeGate().Approve(ctx, good); return err }, gate.ErrApproval},
+		{"gate check of garbage", func() error { _, err := e.CheckEnvelope(ctx, []byte("x"), nil); return err }, lineage.ErrMalformed},
+		{"gate approve of a non-approval", func() error { _, err := e.ApproveEnvelope(ctx, good); return err }, gate.ErrApproval},
 		{"approval by an agent", func() error {
 			_, err := e.Approve(ctx, w.Keys["agent:planner"], "agent:planner", denied.ID, time.Minute)
 			return err
@@ -165,10 +157,8 @@ func TestLibraryBadInput(t *testing.T) {
 			_, err := e.Check(ctx, w.Keys["agent:planner"], pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Args: []byte(`{"a":1}`), ArgSources: map[string][]string{"a": {"deadbeefdeadbeef"}}})
 			return err
 		}, lineage.ErrUnknownEntry},
-		{"decide on an unregistered principal", func() error {
-			st := *callStmt
-			st.Principal = "agent:ghost"
-			_, err := e.UnsafeGate().Decide(ctx, &st, nil)
+		{"preview for an unregistered principal", func() error {
+			_, err := e.Preview(ctx, pedigree.Call{Principal: "agent:ghost", Session: "s", Tool: "pay"})
 			return err
 		}, registry.ErrUnknownPrincipal},
 		{"recall of an unknown entry", func() error { return e.Recall(ctx, "s", []string{strings.Repeat("9", 64)}) }, lineage.ErrUnknownEntry},
@@ -184,8 +174,8 @@ func TestLibraryBadInput(t *testing.T) {
 		}, registry.ErrBadID},
 		{"freeze again", func() error { return e.Freeze(ctx, w.Operator) }, registry.ErrFrozen},
 		{"checkpoint with another key", func() error { _, err := e.Checkpoint(ctx, w.Keys["user:alice"]); return err }, registry.ErrBadKey},
-		{"prove before any checkpoint", func() error { _, err := e.UnsafeGraph().Prove(prompt.ID, 0); return err }, lineage.ErrNoCheckpoint},
-		{"consistency backwards", func() error { _, err := e.UnsafeGraph().Consistency(5, 2); return err }, lineage.ErrMalformed},
+		{"prove before any checkpoint", func() error { _, err := e.UnsafeLog().Prove(prompt.ID, 0); return err }, tlog.ErrNoCheckpoint},
+		{"consistency backwards", func() error { _, err := e.UnsafeLog().Consistency(5, 2); return err }, tlog.ErrMalformed},
 		{"init on an existing store", func() error { _, err := pedigree.Init(ctx, w.Dir, 0.5); return err }, store.ErrExists},
 		{"open a directory with no store", func() error { _, err := pedigree.Open(ctx, t.TempDir()); return err }, store.ErrNotInitialized},
 		{"init with tau 0", func() error { _, err := pedigree.Init(ctx, t.TempDir(), 0); return err }, registry.ErrBadTau},

@@ -31,9 +31,9 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if err := registry.ValidateTau(tau); err != nil {
 		return nil, err
 	}
-	c := newConfig(opts)
-	if c.inMemory {
-		return nil, errors.New("pedigree: Init makes a data directory; use NewInMemory for an in-memory engine")
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	if fileExists(filepath.Join(dir, OperatorKeyFile)) {
 		return nil, fmt.Errorf("%s: %w", dir, store.ErrExists)
@@ -53,7 +53,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 	if err != nil {
 		return undo(err)
 	}
-	if err := registry.Bootstrap(db, tau, op.Public(), c.clock()); err != nil {
+	if err := registry.Bootstrap(ctx, db.Space(store.Registry), tau, op.Public(), c.clock()); err != nil {
 		return undo(err)
 	}
 	if err := registry.WritePrivateKeyFile(filepath.Join(dir, OperatorKeyFile), priv); err != nil {
@@ -65,13 +65,15 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 // NewInMemory makes a fresh in-memory engine whose operator is the given
 // signer (replays and tests): register principals, Freeze, then use it.
 func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, opts ...Option) (*Engine, error) {
-	opts = append(opts, InMemory())
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Create("", store.Options{InMemory: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := registry.Bootstrap(db, tau, operator.Public(), c.clock()); err != nil {
+	if err := registry.Bootstrap(ctx, db.Space(store.Registry), tau, operator.Public(), c.clock()); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -81,7 +83,10 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 // Open opens an existing data directory. It refuses a store whose registry
 // was changed behind the engine's back since freeze (*registry.TamperError).
 func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
@@ -99,7 +104,7 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.reg.Add(p)
+	return e.reg.Add(ctx, p)
 }
 
 // Freeze freezes the registry with the operator key, and keeps a copy of
@@ -108,7 +113,7 @@ func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.reg.Freeze(operator, e.cfg.clock()); err != nil {
+	if err := e.reg.Freeze(ctx, operator, e.cfg.clock()); err != nil {
 		return err
 	}
 	if e.dir == "" {

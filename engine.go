@@ -5,31 +5,44 @@ import (
 	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
-// Engine is an open data directory.
+// Engine is an open data directory. It is the one assembler of the parts:
+// each owner of stored facts (the registry, the lineage graph, the Merkle
+// log, the decision log) keeps its own namespace of the store, and the
+// engine composes their writes into the one transaction that a verb needs
+// (a check stores its call entry, logs it and its decision, and records the
+// trajectory step and the approval's use in one durable commit). The gate
+// is a pure evaluator over facts the engine reads.
 type Engine struct {
-	db    *store.DB
-	reg   *registry.Registry
-	graph *lineage.Graph
-	gate  *gate.Gate
-	cfg   config
-	dir   string
+	db        *store.DB
+	reg       *registry.Registry
+	graph     *lineage.Graph
+	log       *tlog.Log
+	decisions *decisionlog.Log
+	gate      *gate.Gate
+	cfg       config
+	dir       string
 }
 
 func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, error) {
 	fail := func(err error) (*Engine, error) { db.Close(); return nil, err }
-	reg, err := registry.Load(db)
+	reg, err := registry.Load(db.Space(store.Registry))
 	if err != nil {
 		return fail(err)
 	}
-	graph := lineage.New(db, reg, c.log)
+	graph := lineage.New(db.Space(store.Lineage), reg, c.log)
 	if err := checkFreezeAnchors(dir, reg, graph); err != nil {
-		graph.Close()
+		return fail(err)
+	}
+	tl, err := tlog.New(db.Space(store.Log), reg.OperatorKey())
+	if err != nil {
 		return fail(err)
 	}
 	if c.catalog == nil {
@@ -57,26 +70,23 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 			}
 		}
 	}
-	gopts := []gate.Option{gate.WithCatalog(c.catalog), gate.WithClock(c.clock), gate.WithLogger(c.log), gate.WithModel(c.model)}
+	gopts := []gate.Option{gate.WithCatalog(c.catalog), gate.WithLogger(c.log), gate.WithModel(c.model)}
 	if c.policy != nil {
 		gopts = append(gopts, gate.WithPolicy(c.policy))
 	}
-	if c.gateTimout > 0 {
-		gopts = append(gopts, gate.WithTimeout(c.gateTimout))
+	if c.gateTimeout != 0 {
+		gopts = append(gopts, gate.WithTimeout(c.gateTimeout))
 	}
-	g, err := gate.New(ctx, graph, db, gopts...)
+	g, err := gate.New(ctx, gopts...)
 	if err != nil {
-		graph.Close()
 		return fail(err)
 	}
-	return &Engine{db: db, reg: reg, graph: graph, gate: g, cfg: c, dir: dir}, nil
+	return &Engine{db: db, reg: reg, graph: graph, log: tl, decisions: decisionlog.New(db.Space(store.Decisions), c.model),
+		gate: g, cfg: c, dir: dir}, nil
 }
 
 // Close finishes the writes in flight and closes the store.
-func (e *Engine) Close() error {
-	e.graph.Close()
-	return e.db.Close()
-}
+func (e *Engine) Close() error { return e.db.Close() }
 
 // Dir is the data directory ("" in memory).
 func (e *Engine) Dir() string { return e.dir }
@@ -93,3 +103,6 @@ func (e *Engine) UnsafeGraph() *lineage.Graph { return e.graph }
 
 // UnsafeGate is the gate behind the engine.
 func (e *Engine) UnsafeGate() *gate.Gate { return e.gate }
+
+// UnsafeLog is the Merkle log behind the engine.
+func (e *Engine) UnsafeLog() *tlog.Log { return e.log }

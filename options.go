@@ -1,6 +1,8 @@
 package pedigree
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,16 +11,16 @@ import (
 )
 
 type config struct {
-	clock      func() time.Time
-	log        *slog.Logger
-	policy     *gate.Policy
-	policyDir  string
-	catalog    *gate.Catalog
-	toolsFile  string
-	model      *trajectory.Model
-	inMemory   bool
-	noSync     bool
-	gateTimout time.Duration
+	clock       func() time.Time
+	log         *slog.Logger
+	policy      *gate.Policy
+	policyDir   string
+	catalog     *gate.Catalog
+	toolsFile   string
+	model       *trajectory.Model
+	noSync      bool
+	gateTimeout time.Duration
+	timeoutSet  bool
 }
 
 // Option configures an Engine.
@@ -48,17 +50,20 @@ func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = 
 // WithModel sets a trained trajectory model.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
-// WithGateTimeout bounds one policy evaluation.
-func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimout = d } }
-
-// InMemory keeps the store in memory: the same code paths, no directory.
-func InMemory() Option { return func(c *config) { c.inMemory = true } }
+// WithGateTimeout bounds one policy evaluation (default
+// gate.DefaultTimeout); it must be positive.
+func WithGateTimeout(d time.Duration) Option {
+	return func(c *config) { c.gateTimeout, c.timeoutSet = d, true }
+}
 
 // WithoutDurabilityUnsafe turns off fsync on commit. For throwaway stores
 // only: a crash can lose writes the engine acknowledged.
 func WithoutDurabilityUnsafe() Option { return func(c *config) { c.noSync = true } }
 
-func newConfig(opts []Option) config {
+// ErrOptions: options that contradict each other or are out of range.
+var ErrOptions = errors.New("invalid engine options")
+
+func newConfig(opts []Option) (config, error) {
 	c := config{clock: time.Now}
 	for _, o := range opts {
 		o(&c)
@@ -66,5 +71,20 @@ func newConfig(opts []Option) config {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	return c
+	return c, c.validate()
+}
+
+// validate refuses contradictions instead of silently ranking them.
+func (c *config) validate() error {
+	switch {
+	case c.clock == nil:
+		return fmt.Errorf("%w: WithClock(nil)", ErrOptions)
+	case c.policy != nil && c.policyDir != "":
+		return fmt.Errorf("%w: WithPolicy and WithPolicyDir both give the policy", ErrOptions)
+	case c.catalog != nil && c.toolsFile != "":
+		return fmt.Errorf("%w: WithCatalog and WithToolsFile both give the tool catalog", ErrOptions)
+	case c.timeoutSet && c.gateTimeout <= 0:
+		return fmt.Errorf("%w: WithGateTimeout(%s): the evaluation timeout must be positive", ErrOptions, c.gateTimeout)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package pedigree
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -131,17 +130,11 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 			}
 			continue
 		}
+		// A prefix must resolve: only a full ID (above) may name an entry
+		// that is not stored, and then the gate denies the call and logs why.
 		id, err := r.Resolve(ctx, j)
-		if err != nil && !errors.Is(err, lineage.ErrUnknownEntry) {
-			return nil, nil, err
-		}
 		if err != nil {
-			// An unknown justification still goes to the gate, which
-			// denies the call and logs why. A full ID is kept as given.
-			if len(j) != 64 {
-				return nil, nil, err
-			}
-			id = j
+			return nil, nil, err
 		}
 		if !seen[id] {
 			seen[id] = true

@@ -8,6 +8,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -28,27 +29,39 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 			content = []byte{}
 		}
 	}
-	return e.graph.InsertSigned(ctx, signed, content)
+	return e.InsertSigned(ctx, signed, content)
+}
+
+// InsertSigned stores an entry this process signed with
+// lineage.SignStatement: instead of decoding the envelope again and
+// verifying the signature just made, the graph checks that the signing key
+// is the one the frozen registry holds for the principal.
+func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
+	p, err := e.graph.PrepareSigned(ctx, signed, content)
+	if err != nil {
+		return nil, err
+	}
+	return e.insert(ctx, p)
 }
 
 // Insert stores an entry signed elsewhere (the server path: clients sign,
 // the engine verifies).
 func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
-	return e.graph.Insert(ctx, env, content)
+	p, err := e.graph.Prepare(ctx, env, content)
+	if err != nil {
+		return nil, err
+	}
+	return e.insert(ctx, p)
 }
 
-// Recall puts stored entries into a session's context and appends a recall
-// to the session's trajectory.
+// Recall puts stored entries into a session's context, logs the recall,
+// and appends it to the session's trajectory.
 func (e *Engine) Recall(ctx context.Context, session string, ids []string) error {
 	full, err := e.ResolveAll(ids)
 	if err != nil {
 		return err
 	}
-	if err := e.graph.Recall(ctx, session, full); err != nil {
-		return err
-	}
-	_, err = e.gate.Observe(ctx, session, trajectory.Call{Tool: "memory_recall", Role: trajectory.Recall})
-	return err
+	return e.recall(ctx, &lineage.Recall{Session: session, IDs: full, Time: lineage.FormatTime(e.cfg.clock())})
 }
 
 // Resolve turns an ID or a unique prefix into a full entry ID.
@@ -83,7 +96,29 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 	if err != nil {
 		return nil, err
 	}
-	return e.gate.Check(ctx, gate.Request{Signed: signed, ArgSources: srcs})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	p, refused := e.graph.PrepareSigned(ctx, signed, nil)
+	return e.check(ctx, p, refused, signed.Statement(), signed.ID(), srcs)
+}
+
+// CheckEnvelope asks the gate about a call entry signed elsewhere (the
+// server's clients sign, the engine verifies). argSources are full IDs.
+func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
+	p, refused := e.graph.Prepare(ctx, env, nil)
+	if refused != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// Decoded apart only to log the deny of a refused call.
+		st, _, id, err := lineage.Open(env)
+		if err != nil {
+			return nil, err
+		}
+		return e.check(ctx, nil, refused, st, id, argSources)
+	}
+	return e.check(ctx, p, nil, p.Statement, p.Node.ID, argSources)
 }
 
 // DefaultApprovalTTL is how long an approval stays usable.
@@ -99,7 +134,7 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if ttl == 0 {
 		ttl = DefaultApprovalTTL
 	}
-	d, err := e.gate.Decision(decisionID)
+	d, err := e.Decision(ctx, decisionID)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +142,12 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if err != nil {
 		return nil, err
 	}
-	return e.gate.Approve(ctx, env)
+	return e.approve(ctx, env)
+}
+
+// ApproveEnvelope records an approval signed elsewhere.
+func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
+	return e.approve(ctx, env)
 }
 
 // Trace returns the bounded ancestry of an entry.
@@ -119,27 +159,21 @@ func (e *Engine) Trace(ctx context.Context, id string, o lineage.TraceOptions) (
 	return e.graph.Trace(ctx, full, o)
 }
 
-// Verify checks the whole store: every entry, every edge and label, the
-// log over entries and decisions, and every checkpoint.
-func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
-	return e.graph.VerifyWith(ctx, lineage.VerifyOptions{Decision: e.gate.VerifyDecision, Decisions: e.gate.DecisionIDs})
-}
-
 // Checkpoint signs the log's current size and root with the operator key
 // and stores the checkpoint.
-func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
 	if !operator.Public().Equal(e.reg.OperatorKey()) {
 		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
 	}
-	size, root, err := e.graph.LogHead()
+	size, root, err := e.log.Head()
 	if err != nil {
 		return nil, err
 	}
-	cp, err := lineage.SignCheckpoint(operator, size, root, e.cfg.clock())
+	cp, err := tlog.SignCheckpoint(operator, size, root, e.cfg.clock())
 	if err != nil {
 		return nil, err
 	}
-	return cp, e.graph.AddCheckpoint(ctx, cp)
+	return cp, e.log.AddCheckpoint(ctx, cp)
 }
 
 // Registry is the principal registry.
@@ -156,32 +190,16 @@ func (e *Engine) Context(ctx context.Context, session string) ([]string, error) 
 	return e.graph.Context(ctx, session)
 }
 
-// CheckEnvelope asks the gate about a call entry signed elsewhere (the
-// server's clients sign, the engine verifies). argSources are full IDs.
-func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
-	return e.gate.Check(ctx, gate.Request{Call: env, ArgSources: argSources})
-}
-
-// ApproveEnvelope records an approval signed elsewhere.
-func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
-	return e.gate.Approve(ctx, env)
-}
-
 // Decision is a logged decision, by ID or unique prefix.
 func (e *Engine) Decision(ctx context.Context, id string) (*gate.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.gate.Decision(id)
-}
-
-// Reevaluate evaluates a logged decision again with the engine's policy, on
-// the input and at the time logged, and says what changed, if anything.
-func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (*gate.Reevaluation, error) {
-	if err := ctx.Err(); err != nil {
+	r, err := e.decisions.Record(id)
+	if err != nil {
 		return nil, err
 	}
-	return e.gate.Reevaluation(ctx, decisionID)
+	return &r.Decision, nil
 }
 
 // Decisions lists logged decisions, oldest first.
@@ -189,23 +207,7 @@ func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decisio
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("%w: a negative decision limit", lineage.ErrMalformed)
 	}
-	if q.Session == "" {
-		return e.gate.Decisions(ctx, q.Limit)
-	}
-	all, err := e.gate.Decisions(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	out := []gate.Decision{}
-	for _, d := range all {
-		if d.Session == q.Session {
-			out = append(out, d)
-		}
-	}
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[len(out)-q.Limit:]
-	}
-	return out, nil
+	return e.decisions.Decisions(ctx, q.Limit, q.Session)
 }
 
 // Show is one entry as stored, with its signature checked again.
@@ -231,7 +233,7 @@ func (e *Engine) Show(ctx context.Context, prefix string) (*EntryView, error) {
 
 // Trajectory is a session's trajectory, with its calls and alerts.
 func (e *Engine) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
-	return e.gate.TrajectoryLog(ctx, session)
+	return e.decisions.Trajectory(ctx, session)
 }
 
 // LogHead is the log's current size and root (hex).
@@ -239,33 +241,33 @@ func (e *Engine) LogHead(ctx context.Context) (uint64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
-	return e.graph.LogHead()
+	return e.log.Head()
 }
 
 // AddCheckpoint stores a checkpoint signed elsewhere, after checking the
 // operator's signature and that its root is the log's at its size.
-func (e *Engine) AddCheckpoint(ctx context.Context, cp *lineage.Checkpoint) error {
-	return e.graph.AddCheckpoint(ctx, cp)
+func (e *Engine) AddCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
+	return e.log.AddCheckpoint(ctx, cp)
 }
 
 // Prove is an inclusion proof of an entry (by ID or prefix), else of a
 // decision, against the checkpoint of size (0: the latest), verified.
-func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*lineage.InclusionProof, error) {
+func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*tlog.InclusionProof, error) {
 	id, err := e.Resolve(ctx, idOrPrefix)
 	if err != nil {
-		d, derr := e.gate.Decision(idOrPrefix)
+		d, derr := e.Decision(ctx, idOrPrefix)
 		if derr != nil {
 			return nil, err
 		}
 		id = d.ID
 	}
-	return e.graph.Prove(id, size)
+	return e.log.Prove(id, size)
 }
 
 // Consistency is a consistency proof between two checkpoints, verified.
-func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
+func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.graph.Consistency(oldSize, newSize)
+	return e.log.Consistency(oldSize, newSize)
 }

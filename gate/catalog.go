@@ -35,8 +35,10 @@ type Tool struct {
 // data directory or from --tools FILE.
 type Catalog struct {
 	Tools map[string]Tool `json:"tools"`
-	// InternalDomains are the recipient domains that are not external
-	// (example.com matches bob@example.com and bob@mail.example.com).
+	// InternalDomains are the recipient domains that are not external. An
+	// entry matches exactly (example.com matches bob@example.com, not
+	// bob@mail.example.com); *.example.com matches every subdomain of
+	// example.com, and not example.com itself.
 	InternalDomains []string `json:"internal_domains,omitempty"`
 }
 
@@ -51,6 +53,11 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 	}
 	if c.Tools == nil {
 		c.Tools = map[string]Tool{}
+	}
+	for _, d := range c.InternalDomains {
+		if err := checkDomain(d); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+		}
 	}
 	for name, t := range c.Tools {
 		if !toolName.MatchString(name) {
@@ -103,15 +110,26 @@ func (c *Catalog) digest() []byte {
 }
 
 // TrajectoryCall maps a call to its trajectory step: its role and, for a
-// send, whether the recipient is outside the operator's domains. (Whether
-// the recipient descends from untrusted content needs lineage; the gate
-// adds it.)
+// send, what is known of its recipients. A send is external when any
+// recipient is outside the operator's domains or cannot be parsed (a name
+// without an address counts as external: the soft signal errs towards
+// alerting). A send whose recipients are unknown (the catalog names no
+// recipient_arg, or the call does not carry it) is neither: the rules then
+// judge its structure alone. (Whether the recipient descends from untrusted
+// content needs lineage; the gate adds it.)
 func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Call {
 	t, _ := c.Lookup(tool)
 	call := trajectory.Call{Tool: tool, Role: t.Role}
-	if t.Role == trajectory.Send && t.RecipientArg != "" {
-		if rcpt, ok := args[t.RecipientArg].(string); ok {
-			call.RecipientExternal = !c.internal(rcpt)
+	if t.Role != trajectory.Send || t.RecipientArg == "" {
+		return call
+	}
+	r := parseRecipients(args[t.RecipientArg])
+	call.RecipientKnown = r.known()
+	call.RecipientExternal = len(r.unparsed) > 0
+	for _, a := range r.addresses {
+		if !c.internal(a) {
+			call.RecipientExternal = true
+			break
 		}
 	}
 	return call

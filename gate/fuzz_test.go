@@ -29,11 +29,10 @@ func FuzzDecide(f *testing.F) {
 		}
 		c := pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Args: []byte(args),
 			Justification: []string{email.ID, prompt.ID}, ArgSources: map[string][]string{argName: {src}}}
-		st, srcs, err := w.E.CallStatement(ctx, c)
-		if err != nil {
+		if _, _, err := w.E.CallStatement(ctx, c); err != nil {
 			return
 		}
-		d, err := w.E.UnsafeGate().Decide(ctx, st, srcs)
+		d, err := w.E.Preview(ctx, c)
 		if err != nil {
 			t.Fatalf("decide: %v", err)
 		}

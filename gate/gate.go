@@ -11,8 +11,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -27,22 +25,36 @@ var (
 	ErrApproval = errors.New("approval refused")
 )
 
+// Outcome is what a decision says: allow, deny, or ask a human.
+type Outcome string
+
 // The outcomes of a check.
 const (
-	Allow = "allow"
-	Deny  = "deny"
-	Ask   = "ask"
+	Allow Outcome = "allow"
+	Deny  Outcome = "deny"
+	Ask   Outcome = "ask"
 )
 
-// Gate decides on proposed tool calls. It is safe for concurrent use: the
-// prepared query is shared, and each check builds its own input.
+// ExitCode is the command's exit code for the outcome (the contract in
+// docs/CLI.md): 0 allow, 3 deny, 4 ask. Anything else is a deny.
+func (o Outcome) ExitCode() int {
+	switch o {
+	case Allow:
+		return 0
+	case Ask:
+		return 4
+	}
+	return 3
+}
+
+// Gate decides on proposed tool calls: a pure evaluator of the policy over
+// facts the engine read from lineage and the decision log. It stores
+// nothing. It is safe for concurrent use: the prepared query is shared, and
+// each decision builds its own input.
 type Gate struct {
-	graph   *lineage.Graph
-	db      *store.DB
 	catalog *Catalog
 	query   rego.PreparedEvalQuery
 	version string
-	clock   func() time.Time
 	timeout time.Duration
 	model   *trajectory.Model
 	log     *slog.Logger
@@ -51,7 +63,6 @@ type Gate struct {
 type config struct {
 	policy  *Policy
 	catalog *Catalog
-	clock   func() time.Time
 	timeout time.Duration
 	model   *trajectory.Model
 	log     *slog.Logger
@@ -65,10 +76,6 @@ func WithPolicy(p *Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithCatalog sets the tool catalog. Without one, every tool is sensitive.
 func WithCatalog(cat *Catalog) Option { return func(c *config) { c.catalog = cat } }
-
-// WithClock sets the engine clock: decision times, approval expiry, and
-// the time the policy sees (rego.EvalTime), so decisions replay exactly.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithTimeout bounds one policy evaluation; past it the check denies.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
@@ -85,8 +92,8 @@ const DefaultTimeout = 500 * time.Millisecond
 // New compiles the policy once and checks that it yields a well-formed
 // decision. A policy that does not compile, or whose decision has the wrong
 // shape, stops the gate from starting.
-func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option) (*Gate, error) {
-	c := config{clock: time.Now, timeout: DefaultTimeout}
+func New(ctx context.Context, opts ...Option) (*Gate, error) {
+	c := config{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -110,8 +117,7 @@ func New(ctx context.Context, graph *lineage.Graph, db *store.DB, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{graph: graph, db: db, catalog: c.catalog, query: q, clock: c.clock,
-		timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
+	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
 	if err := g.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -155,11 +161,18 @@ func (g *Gate) probe(ctx context.Context) error {
 		"trajectory", obj("features", featuresTerm(&trajectory.State{}), "alerts", ast.ArrayTerm()),
 		"approvals", ast.ArrayTerm(),
 	)
-	if _, err := g.eval(ctx, in.Value, g.clock()); err != nil {
+	if _, err := g.eval(ctx, in.Value, probeTime); err != nil {
 		return fmt.Errorf("%w: the policy does not yield a well-formed decision: %v", ErrPolicy, err)
 	}
 	return nil
 }
+
+// probeTime is the clock the probe's evaluation sees: any fixed instant.
+var probeTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Model is the trajectory model the gate scores sessions with (nil: the
+// invariant rules only).
+func (g *Gate) Model() *trajectory.Model { return g.model }
 
 // PolicyVersion digests the loaded policies, their data and the catalog.
 func (g *Gate) PolicyVersion() string { return g.version }
@@ -169,7 +182,7 @@ func (g *Gate) Catalog() *Catalog { return g.catalog }
 
 // verdict is the policy's decision object, checked for shape.
 type verdict struct {
-	Decision string   `json:"decision"`
+	Decision Outcome  `json:"decision"`
 	Reasons  []string `json:"reasons"`
 	Warnings []string `json:"warnings"`
 	Approval string   `json:"approval"`
@@ -221,7 +234,9 @@ func parseVerdict(v any) (*verdict, error) {
 		var err error
 		switch k {
 		case "decision":
-			out.Decision, err = verdictString(k, val)
+			var o string
+			o, err = verdictString(k, val)
+			out.Decision = Outcome(o)
 		case "approval":
 			out.Approval, err = verdictString(k, val)
 		case "reasons":

@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -149,7 +148,7 @@ func TestUnknownToolIsSensitive(t *testing.T) {
 }
 
 func TestFailClosed(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	t.Run("unknown justification", func(t *testing.T) {
 		w := world(t)
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Justification: []string{strings.Repeat("ab", 32)}})
@@ -159,7 +158,7 @@ func TestFailClosed(t *testing.T) {
 		if _, err := w.E.UnsafeGraph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("the refused call was stored: %v", err)
 		}
-		if logged, err := w.E.UnsafeGate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
+		if logged, err := w.E.Decision(ctx, d.ID); err != nil || logged.Decision != gate.Deny {
 			t.Fatalf("fail-closed decision not logged: %v", err)
 		}
 	})
@@ -170,7 +169,7 @@ func TestFailClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		env, _, _ := lineage.Sign(w.Keys["user:mallory"], st) // not the planner's key
-		d, err := w.E.UnsafeGate().Check(ctx, gate.Request{Call: env})
+		d, err := w.E.CheckEnvelope(ctx, env, nil)
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
@@ -184,7 +183,7 @@ func TestFailClosed(t *testing.T) {
 		if _, err := w.E.UnsafeGraph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("the refused call was stored: %v", err)
 		}
-		if logged, err := w.E.UnsafeGate().Decision(d.ID); err != nil || logged.Decision != gate.Deny {
+		if logged, err := w.E.Decision(ctx, d.ID); err != nil || logged.Decision != gate.Deny {
 			t.Fatalf("fail-closed decision not logged: %v", err)
 		}
 	})
@@ -216,7 +215,7 @@ func TestFailClosed(t *testing.T) {
 }
 
 func TestPolicyRefusedAtStart(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for name, cause := range map[string]string{"badshape": "unknown field \"verdict\"", "broken": "rego_parse_error", "network": "http.send"} {
 		t.Run(name, func(t *testing.T) {
 			p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", name))
@@ -249,7 +248,7 @@ func TestExtendPolicy(t *testing.T) {
 }
 
 func TestApprovals(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	setup := func(t *testing.T) (*enginetest.World, pedigree.Call, *gate.Decision) {
 		w := world(t)
 		prompt, _, memory := laundered(w)
@@ -333,7 +332,7 @@ func TestApprovals(t *testing.T) {
 			ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
 			Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(time.Hour))}}
 		env, _, _ := lineage.Sign(w.Keys["user:mallory"], st) // alice's name, mallory's key
-		if _, err := w.E.UnsafeGate().Approve(ctx, env); !errors.Is(err, registry.ErrBadSignature) {
+		if _, err := w.E.ApproveEnvelope(ctx, env); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("forged approval: %v", err)
 		}
 		if got := w.Check("agent:planner", call); got.Decision != gate.Deny {
@@ -344,18 +343,18 @@ func TestApprovals(t *testing.T) {
 
 func TestDecisionLogReplays(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt, _, memory := laundered(w)
 	var ids []string
 	for _, j := range [][]string{{prompt.ID}, {prompt.ID, memory.ID}} {
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"1"}`), Justification: j})
 		ids = append(ids, d.ID)
-		got, reasons, err := w.E.UnsafeGate().Reevaluate(ctx, d.ID)
-		if err != nil || got != d.Decision || strings.Join(reasons, "|") != strings.Join(d.Reasons, "|") {
-			t.Fatalf("reevaluate %s: %s %v %v, logged %s %v", d.ID[:12], got, reasons, err, d.Decision, d.Reasons)
+		re, err := w.E.Reevaluate(ctx, d.ID)
+		if err != nil || !re.Same || re.Decision != d.Decision || strings.Join(re.Reasons, "|") != strings.Join(d.Reasons, "|") {
+			t.Fatalf("reevaluate %s: %+v %v, logged %s %v", d.ID[:12], re, err, d.Decision, d.Reasons)
 		}
 	}
-	log, err := w.E.UnsafeGate().Decisions(ctx, 0)
+	log, err := w.E.Decisions(ctx, pedigree.DecisionQuery{})
 	if err != nil || len(log) != 2 || log[0].ID != ids[0] || log[1].ID != ids[1] {
 		t.Fatalf("log %v %v", log, err)
 	}
@@ -366,7 +365,7 @@ func TestDecisionLogReplays(t *testing.T) {
 
 func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt := w.Record("user:alice", "s1", "email the report to the client", nil)
 	mem := w.Record("agent:planner", "s9", "the report", enginetest.Strong(prompt.ID))
 	for range 3 {
@@ -382,7 +381,7 @@ func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	if !strings.Contains(got, "recall before send to an external recipient") || !strings.Contains(got, "3 recalls in a row") {
 		t.Fatalf("warnings %q", got)
 	}
-	st, err := w.E.UnsafeGate().TrajectoryLog(ctx, "s1")
+	st, err := w.E.Trajectory(ctx, "s1")
 	if err != nil || st.Len != 4 || len(st.Alerts) != 2 {
 		t.Fatalf("stored trajectory: len %d alerts %d (%v)", st.Len, len(st.Alerts), err)
 	}

@@ -2,11 +2,9 @@ package gate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -26,7 +24,7 @@ import (
 //	approvals:     [{id, approver, approver_tier, expires}]
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
-// untrusted: [{id, principal, tier, path, strong}]}.
+// untrusted: [{id, principal, tier, hops, strong}]}.
 
 func str(s string) *ast.Term { return ast.StringTerm(s) }
 
@@ -38,9 +36,10 @@ func obj(kv ...any) *ast.Term {
 	return ast.ObjectTerm(items...)
 }
 
-// input builds the policy input from lineage. It returns the trajectory call
-// that the decision will append.
-func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, d *Decision) (ast.Value, *trajectory.Call, error) {
+// input builds the policy input from the facts. It returns the trajectory
+// call that the decision will append.
+func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error) {
+	st, call := f.Statement, f.Call
 	tool, known := g.catalog.Lookup(st.Tool)
 	dec := json.NewDecoder(bytes.NewReader(st.Args))
 	dec.UseNumber()
@@ -48,39 +47,33 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	if err := dec.Decode(&args); err != nil {
 		return nil, nil, fmt.Errorf("call arguments: %v", err)
 	}
-	for n := range argSources {
+	for n := range f.ArgSources {
 		if _, ok := args[n]; !ok {
 			return nil, nil, fmt.Errorf("provenance given for argument %q, which the call does not have", n)
 		}
 	}
-	// Every entry the input names, read in one transaction with the
-	// sources of its untrusted labels.
-	ids := slices.Clone(d.Justification)
-	for _, srcs := range argSources {
-		ids = append(ids, srcs...)
-	}
-	nodes, err := g.graph.Nodes(ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	sources, err := g.graph.Witnesses(nodes)
-	if err != nil {
-		return nil, nil, err
-	}
-	entries := make(map[string]*ast.Term, len(nodes))
-	untrustedOf := make(map[string]string, len(nodes)) // entry -> its effective tier, for the recipient signal
-	for i, n := range nodes {
-		if _, done := entries[n.ID]; done {
-			continue
+	entries := make(map[string]*ast.Term, len(f.Nodes))
+	term := func(id string) (*ast.Term, error) {
+		if t, ok := entries[id]; ok {
+			return t, nil
 		}
-		entries[n.ID] = entryTerm(n, sources[i])
-		untrustedOf[n.ID] = n.Effective.String()
+		n, ok := f.Nodes[id]
+		if !ok {
+			return nil, fmt.Errorf("%w %s", lineage.ErrUnknownEntry, id)
+		}
+		t := entryTerm(n, f.Sources[id])
+		entries[id] = t
+		return t, nil
 	}
 	d.Untrusted = d.Untrusted[:0]
 	just := make([]*ast.Term, 0, len(d.Justification))
-	for i, id := range d.Justification {
-		just = append(just, entries[id])
-		for _, s := range sources[i] {
+	for _, id := range d.Justification {
+		t, err := term(id)
+		if err != nil {
+			return nil, nil, err
+		}
+		just = append(just, t)
+		for _, s := range f.Sources[id] {
 			s.Path = append([]string{call.ID}, s.Path...)
 			d.Untrusted = append(d.Untrusted, s)
 		}
@@ -95,19 +88,23 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	arguments := make([][2]*ast.Term, 0, len(names))
 	recipientUntrusted := false
 	for _, name := range names {
-		ids, explicit := argSources[name]
+		ids, explicit := f.ArgSources[name]
 		srcs := justTerm
 		srcIDs := d.Justification
 		if explicit {
 			ts := make([]*ast.Term, len(ids))
 			for i, id := range ids {
-				ts[i] = entries[id]
+				t, err := term(id)
+				if err != nil {
+					return nil, nil, err
+				}
+				ts[i] = t
 			}
 			srcs, srcIDs = ast.ArrayTerm(ts...), ids
 		}
 		if name == tool.RecipientArg {
 			for _, id := range srcIDs {
-				if t := untrustedOf[id]; t == "unverified" || t == "external" {
+				if !f.Nodes[id].Effective.Trusted() {
 					recipientUntrusted = true
 				}
 			}
@@ -118,14 +115,14 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 	// The trajectory as it will be once this call is appended.
 	tc := g.catalog.TrajectoryCall(st.Tool, args)
 	tc.RecipientUntrusted = tc.Role == trajectory.Send && recipientUntrusted
-	state, err := g.Trajectory(ctx, st.Session)
-	if err != nil {
-		return nil, nil, err
+	state := f.Trajectory
+	if state == nil {
+		state = &trajectory.State{}
 	}
 	alerts := state.Observe(tc, g.model)
-	approvals, err := g.approvals(st.Session, d.ArgsDigest, now)
-	if err != nil {
-		return nil, nil, err
+	approvals := make([]*ast.Term, 0, len(f.Approvals))
+	for _, a := range f.Approvals {
+		approvals = append(approvals, obj("id", str(a.ID), "approver", str(a.Approver), "approver_tier", str(a.Tier.String()), "expires", str(a.Expires)))
 	}
 	argsVal, err := ast.InterfaceToValue(args)
 	if err != nil {
@@ -138,7 +135,7 @@ func (g *Gate) input(ctx context.Context, st *lineage.Statement, call *lineage.N
 		"justification", justTerm,
 		"arguments", ast.ObjectTerm(arguments...),
 		"trajectory", obj("features", featuresTerm(state), "alerts", alertsTerm(alerts)),
-		"approvals", approvals,
+		"approvals", ast.ArrayTerm(approvals...),
 	)
 	return in.Value, &tc, nil
 }

@@ -19,9 +19,15 @@
 // carries its signed parents, so each step of a walk is one read (most often
 // a cache hit) and an insert writes no edge keys.
 //
-// Writes are group-committed: entries (and the gate's decisions) waiting at
-// the same moment are written in one transaction and one fsync, and each
-// caller is answered after it. Every entry and decision is appended to an
-// RFC 6962 Merkle log in the transaction that stores it; Verify checks
-// signatures, IDs, edges, labels, the log and its signed checkpoints.
+// The graph keeps its rows in its own namespace of the store, through the
+// kv contract (see package kv). It reads through it, but writes only inside a
+// transaction the engine assembles (Pending.Write, RecordRecall): whatever
+// it stores is logged in the same commit, and the log (package tlog) is not
+// the graph's. VerifyIn checks signatures, IDs, node rows, labels and
+// re-derives every session's context from the entries' signed sessions and
+// the recall records; the engine checks the result against the log.
+//
+// Public, and meant for outside use: a harness builds and signs statements
+// here (Statement, SignStatement, Sign, Open), and reads nodes, edges,
+// sources and traces returned by the engine.
 package lineage

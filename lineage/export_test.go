@@ -3,6 +3,7 @@ package lineage
 import (
 	"encoding/base64"
 	"encoding/json"
+
 	"github.com/pedigree-ai/pedigree/registry"
 )
 

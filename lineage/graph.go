@@ -3,11 +3,15 @@ package lineage
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -15,53 +19,31 @@ import (
 // immutable and a parent must exist before a child names it, so the graph is
 // acyclic by construction and each entry's labels are computed once, at
 // insert, from its parents alone.
+//
+// The graph keeps its rows in the kv.Store it is given (its own namespace).
+// It reads through it; it writes only inside a transaction the engine
+// assembles (Pending.Write, RecordRecall), because what it stores must be
+// logged in the same commit, and the log is not the graph's.
 type Graph struct {
-	db        *store.DB
-	reg       *registry.Registry
-	log       *slog.Logger
-	cache     *nodeCache
-	committer *committer
+	store kv.Store
+	reg   *registry.Registry
+	log   *slog.Logger
+	cache *nodeCache
 }
 
-// New returns the graph over db, checked against reg.
-func New(db *store.DB, reg *registry.Registry, log *slog.Logger) *Graph {
+// New returns the graph kept in store, checked against reg.
+func New(store kv.Store, reg *registry.Registry, log *slog.Logger) *Graph {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Graph{db: db, reg: reg, log: log, cache: newNodeCache(DefaultNodeCache), committer: newCommitter(db)}
+	return &Graph{store: store, reg: reg, log: log, cache: newNodeCache(DefaultNodeCache)}
 }
-
-// Close stops the committer after answering every insert handed to it. The
-// store itself is closed by its owner.
-func (g *Graph) Close() { g.committer.close() }
 
 // Registry is the registry the graph checks entries against.
 func (g *Graph) Registry() *registry.Registry { return g.reg }
 
 // Strong reports whether an edge of weight w carries taint.
 func (g *Graph) Strong(w float64) bool { return w >= g.reg.Tau() }
-
-// Insert verifies a signed entry and stores it with its labels, edges and
-// session membership, all in one transaction. Nothing is stored when any
-// check fails. Inserting an entry that is already stored returns it.
-func (g *Graph) Insert(ctx context.Context, env, content []byte) (*Node, error) {
-	p, err := g.Prepare(ctx, env, content)
-	if err != nil {
-		return nil, err
-	}
-	return g.insert(ctx, p)
-}
-
-func (g *Graph) insert(ctx context.Context, p *Pending) (*Node, error) {
-	if err := g.committer.commit(ctx, p.Write, len(p.env)+len(p.content)+64*len(p.Statement.Parents)); err != nil {
-		return nil, err
-	}
-	if p.existing != nil {
-		return p.existing, nil
-	}
-	g.log.Debug("entry recorded", "id", p.Node.ID, "principal", p.Node.Principal, "effective_tier", p.Node.Effective.String())
-	return p.Node, nil
-}
 
 // Pending is a verified entry with its labels computed, not yet stored.
 // Entries are immutable and never deleted, so labels computed from the
@@ -72,7 +54,6 @@ type Pending struct {
 	Node      *Node
 	env       []byte
 	content   []byte
-	existing  *Node
 }
 
 // Prepare verifies a signed entry against the frozen registry and computes
@@ -118,16 +99,6 @@ func (g *Graph) PrepareSigned(ctx context.Context, s *Signed, content []byte) (*
 	return g.prepare(s.st, p, s.id, s.env, content)
 }
 
-// InsertSigned is Insert for an entry this process has just signed (see
-// PrepareSigned).
-func (g *Graph) InsertSigned(ctx context.Context, s *Signed, content []byte) (*Node, error) {
-	p, err := g.PrepareSigned(ctx, s, content)
-	if err != nil {
-		return nil, err
-	}
-	return g.insert(ctx, p)
-}
-
 func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, content []byte) (*Pending, error) {
 	if content != nil {
 		if len(content) > MaxContentBytes {
@@ -141,7 +112,7 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
 	}
 	var n *Node
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		var err error
 		n, err = g.label(t, st, id, p.Tier)
 		return err
@@ -151,6 +122,9 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 	}
 	return &Pending{g: g, Statement: st, Node: n, env: env, content: content}, nil
 }
+
+// Size is a rough count of the bytes Write stores, for the committer.
+func (p *Pending) Size() int { return len(p.env) + len(p.content) + 64*len(p.Statement.Parents) }
 
 // Preview computes the labels a statement would get, without a signature
 // and without storing anything: the gate's decision alone, for benchmarks
@@ -165,7 +139,7 @@ func (g *Graph) Preview(st *Statement) (*Node, error) {
 		return nil, err
 	}
 	var n *Node
-	err = g.db.View(func(t *store.Txn) error {
+	err = g.store.View(func(t kv.Txn) error {
 		n, err = g.label(t, st, IDOf(payload), p.Tier)
 		return err
 	})
@@ -204,7 +178,7 @@ func (g *Graph) checkSignature(st *Statement, payload, env []byte) (registry.Pri
 }
 
 // label computes an entry's node from its parents' nodes.
-func (g *Graph) label(t *store.Txn, st *Statement, id string, tier registry.Tier) (*Node, error) {
+func (g *Graph) label(t kv.Txn, st *Statement, id string, tier registry.Tier) (*Node, error) {
 	n := &Node{
 		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
 		Tier: tier, Effective: tier, Reach: tier, NParents: len(st.Parents), Parents: st.Parents,
@@ -225,22 +199,26 @@ func (g *Graph) label(t *store.Txn, st *Statement, id string, tier registry.Tier
 	return n, nil
 }
 
-// Write stores the prepared entry inside t (the caller's transaction, which
-// may carry other writes that must commit with it). An entry already stored
-// is left as it is.
-func (p *Pending) Write(t *store.Txn) error {
-	p.existing = nil
-	id := p.Node.ID
-	if b, err := t.Get(key(pNode, id)); err == nil {
-		p.existing, err = decodeNode(b)
-		return err
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
+// Stored returns the node of the prepared entry when it is already stored
+// (inside t, the graph's namespace of the transaction that would write it),
+// else nil.
+func (p *Pending) Stored(t kv.Txn) (*Node, error) {
+	b, err := t.Get(key(pNode, p.Node.ID))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, nil
 	}
-	seq, err := p.g.db.NextSeq()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return decodeNode(b)
+}
+
+// Write stores the prepared entry inside t (the graph's namespace of the
+// caller's transaction, which logs it in the same commit) with its append
+// sequence seq (its log leaf's index + 1). The caller checks Stored first:
+// an entry is written once.
+func (p *Pending) Write(t kv.Txn, seq uint64) error {
+	id := p.Node.ID
 	p.Node.Seq = seq
 	if err := t.Set(key(pEnvelope, id), p.env); err != nil {
 		return err
@@ -256,16 +234,24 @@ func (p *Pending) Write(t *store.Txn) error {
 	if err := t.Set(seqKey(seq), []byte(id)); err != nil {
 		return err
 	}
-	if _, err := appendLeaf(t, LeafEntry, id); err != nil {
-		return err
-	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
 	// the context) and approvals are for the gate, so neither joins it.
-	if st := p.Statement; st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall {
+	if st := p.Statement; joinsContext(st) {
 		return addToContext(t, st.Session, id, seq)
 	}
 	return nil
+}
+
+// Committed tells the graph that the transaction holding Write committed:
+// the new node goes into the cache, since the next check will read it.
+func (p *Pending) Committed() {
+	p.g.cache.put(p.Node)
+	p.g.log.Debug("entry recorded", "id", p.Node.ID, "principal", p.Node.Principal, "effective_tier", p.Node.Effective.String())
+}
+
+func joinsContext(st *Statement) bool {
+	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall
 }
 
 // propagate folds one parent into a child's labels: max-of-strong-edges for
@@ -284,7 +270,7 @@ func propagate(child, parent *Node, weight, tau float64) {
 	}
 }
 
-func addToContext(t *store.Txn, session, id string, seq uint64) error {
+func addToContext(t kv.Txn, session, id string, seq uint64) error {
 	mk := memberKey(session, id)
 	if ok, err := t.Has(mk); err != nil || ok {
 		return err
@@ -295,33 +281,71 @@ func addToContext(t *store.Txn, session, id string, seq uint64) error {
 	return t.Set(sessionKey(session, seq), []byte(id))
 }
 
-// Recall puts stored entries into a session's context, so that what the
-// agent writes there next derives from them: this is how taint crosses
-// sessions through memory. Entries already in the context are left as they are.
-func (g *Graph) Recall(ctx context.Context, session string, ids []string) error {
-	if err := ctx.Err(); err != nil {
+// Recall is a recall record: entries put into a session's context at a
+// time. Its ID is the hash of its canonical form; the engine logs it.
+type Recall struct {
+	Session string   `json:"session"`
+	IDs     []string `json:"ids"`
+	Time    string   `json:"time"`
+}
+
+// RecallID is a recall record's ID.
+func (r *Recall) RecallID() string {
+	b, _ := json.Marshal(r)
+	s := sha256.Sum256(append([]byte("pedigree-recall-v1\x00"), b...))
+	return hex.EncodeToString(s[:])
+}
+
+// Validate checks a recall's shape.
+func (r *Recall) Validate() error {
+	if r.Session == "" || len(r.Session) > MaxSessionLen || !sessionPat.MatchString(r.Session) {
+		return fmt.Errorf("%w: session %q", ErrMalformed, r.Session)
+	}
+	if len(r.IDs) == 0 || len(r.IDs) > MaxParents {
+		return fmt.Errorf("%w: a recall names 1 to %d entries, not %d", ErrMalformed, MaxParents, len(r.IDs))
+	}
+	for _, id := range r.IDs {
+		if !IsID(id) {
+			return fmt.Errorf("%w: recall of %q, not a full entry ID", ErrMalformed, id)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, r.Time); err != nil {
+		return fmt.Errorf("%w: recall time %q", ErrMalformed, r.Time)
+	}
+	return nil
+}
+
+// RecallStored reports inside t whether the recall record is stored.
+func (g *Graph) RecallStored(t kv.Txn, r *Recall) (bool, error) {
+	return t.Has(key(pRecall, r.RecallID()))
+}
+
+// RecordRecall puts stored entries into a session's context inside t (the
+// graph's namespace of the transaction that logs the recall at seq), so that
+// what the agent writes there next derives from them: this is how taint
+// crosses sessions through memory. Entries already in the context are left
+// as they are. The record itself is kept, so verify can re-derive contexts.
+func (g *Graph) RecordRecall(t kv.Txn, r *Recall, seq uint64) error {
+	if err := r.Validate(); err != nil {
 		return err
 	}
-	if session == "" || len(session) > MaxSessionLen || !sessionPat.MatchString(session) {
-		return fmt.Errorf("%w: session %q", ErrMalformed, session)
-	}
-	return g.db.Update(func(t *store.Txn) error {
-		for _, id := range ids {
-			if ok, err := t.Has(key(pNode, id)); err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("%w %s", ErrUnknownEntry, id)
-			}
-			seq, err := g.db.NextSeq()
-			if err != nil {
-				return err
-			}
-			if err := addToContext(t, session, id, seq); err != nil {
-				return err
-			}
+	for _, id := range r.IDs {
+		if ok, err := t.Has(key(pNode, id)); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("%w %s", ErrUnknownEntry, id)
 		}
-		return nil
-	})
+	}
+	b, _ := json.Marshal(r)
+	if err := t.Set(key(pRecall, r.RecallID()), b); err != nil {
+		return err
+	}
+	for _, id := range r.IDs {
+		if err := addToContext(t, r.Session, id, seq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Context returns a session's context: every entry recorded in it or
@@ -329,7 +353,7 @@ func (g *Graph) Recall(ctx context.Context, session string, ids []string) error 
 func (g *Graph) Context(ctx context.Context, session string) ([]string, error) {
 	var ids []string
 	prefix := append(append([]byte(pSession), session...), 0)
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		return t.Iterate(prefix, true, func(_, v []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -344,7 +368,7 @@ func (g *Graph) Context(ctx context.Context, session string) ([]string, error) {
 // Node returns the node of a full entry ID.
 func (g *Graph) Node(id string) (*Node, error) {
 	var n *Node
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		var err error
 		n, err = g.node(t, id)
 		return err
@@ -354,12 +378,12 @@ func (g *Graph) Node(id string) (*Node, error) {
 
 // node reads a node through the cache. The returned node is shared: callers
 // must not modify it.
-func (g *Graph) node(t *store.Txn, id string) (*Node, error) {
+func (g *Graph) node(t kv.Txn, id string) (*Node, error) {
 	if n := g.cache.get(id); n != nil {
 		return n, nil
 	}
 	b, err := t.Get(key(pNode, id))
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return nil, fmt.Errorf("%w %s", ErrUnknownEntry, id)
 	}
 	if err != nil {
@@ -375,32 +399,41 @@ func (g *Graph) node(t *store.Txn, id string) (*Node, error) {
 
 // Nodes returns the nodes of several full IDs in one read transaction.
 func (g *Graph) Nodes(ids []string) ([]*Node, error) {
-	out := make([]*Node, len(ids))
-	err := g.db.View(func(t *store.Txn) error {
-		for i, id := range ids {
-			n, err := g.node(t, id)
-			if err != nil {
-				return err
-			}
-			out[i] = n
-		}
-		return nil
+	var out []*Node
+	err := g.store.View(func(t kv.Txn) error {
+		var err error
+		out, err = g.NodesIn(t, ids)
+		return err
 	})
 	return out, err
 }
 
+// NodesIn is Nodes inside t, the graph's namespace of a read transaction
+// the caller holds (one read transaction for everything a decision reads).
+func (g *Graph) NodesIn(t kv.Txn, ids []string) ([]*Node, error) {
+	out := make([]*Node, len(ids))
+	for i, id := range ids {
+		n, err := g.node(t, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
 // Envelope returns the stored envelope and content (nil when none was stored).
 func (g *Graph) Envelope(id string) (env, content []byte, err error) {
-	err = g.db.View(func(t *store.Txn) error {
+	err = g.store.View(func(t kv.Txn) error {
 		env, err = t.Get(key(pEnvelope, id))
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, kv.ErrNotFound) {
 			return fmt.Errorf("%w %s", ErrUnknownEntry, id)
 		}
 		if err != nil {
 			return err
 		}
 		content, err = t.Get(key(pContent, id))
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, kv.ErrNotFound) {
 			content, err = nil, nil
 		}
 		return err
@@ -411,7 +444,7 @@ func (g *Graph) Envelope(id string) (env, content []byte, err error) {
 // Parents returns the parent edges of id, in the signed statement's order.
 func (g *Graph) Parents(id string) ([]Edge, error) {
 	var out []Edge
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		var err error
 		out, err = g.parents(t, id)
 		return err
@@ -421,7 +454,7 @@ func (g *Graph) Parents(id string) ([]Edge, error) {
 
 // parents reads the edges from the child's node row: one read (usually a
 // cache hit) where iterating edge keys opened an iterator over every level.
-func (g *Graph) parents(t *store.Txn, id string) ([]Edge, error) {
+func (g *Graph) parents(t kv.Txn, id string) ([]Edge, error) {
 	n, err := g.node(t, id)
 	if err != nil {
 		return nil, err
@@ -439,7 +472,7 @@ func (g *Graph) Resolve(prefix string) (string, error) {
 		return "", fmt.Errorf("%w: %q is not an entry ID (at least %d lowercase hex characters)", ErrMalformed, prefix, MinPrefix)
 	}
 	var found []string
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		if len(prefix) == 64 {
 			if ok, err := t.Has(key(pNode, prefix)); err != nil || !ok {
 				return err
@@ -450,7 +483,7 @@ func (g *Graph) Resolve(prefix string) (string, error) {
 		return t.Iterate(key(pNode, prefix), false, func(k, _ []byte) error {
 			found = append(found, string(k[len(pNode):]))
 			if len(found) > 1 {
-				return store.ErrStop
+				return kv.ErrStop
 			}
 			return nil
 		})
@@ -480,6 +513,27 @@ func isLowerHex(s string) bool {
 	return true
 }
 
+// ApprovalIn reads a stored approval entry inside t and verifies its
+// envelope against the frozen registry: what a check may rely on. Any index
+// that points at it is a hint; this is the evidence.
+func (g *Graph) ApprovalIn(t kv.Txn, id string) (*Statement, registry.Principal, error) {
+	env, err := t.Get(key(pEnvelope, id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, registry.Principal{}, fmt.Errorf("%w %s", ErrUnknownEntry, id)
+	}
+	if err != nil {
+		return nil, registry.Principal{}, err
+	}
+	st, p, gotID, err := g.verify(env)
+	if err != nil {
+		return nil, p, err
+	}
+	if gotID != id || st.Kind != KindApproval {
+		return nil, p, fmt.Errorf("%w: entry %s is not the approval it is stored as", ErrMalformed, id)
+	}
+	return st, p, nil
+}
+
 // VerifyEntrySignature checks a stored envelope's signature against the
 // registry, without storing anything.
 func (g *Graph) VerifyEntrySignature(env []byte) error {
@@ -490,11 +544,11 @@ func (g *Graph) VerifyEntrySignature(env []byte) error {
 // Count counts stored entries, stopping at limit (0: no limit).
 func (g *Graph) Count(limit int) (int, error) {
 	n := 0
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		return t.Iterate([]byte(pSeq), false, func(_, _ []byte) error {
 			n++
 			if limit > 0 && n >= limit {
-				return store.ErrStop
+				return kv.ErrStop
 			}
 			return nil
 		})

@@ -1,7 +1,6 @@
 package lineage_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -13,10 +12,7 @@ import (
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
-var (
-	strong = enginetest.Strong
-	weak   = enginetest.Weak
-)
+var strong = enginetest.Strong
 
 func TestSummaryChainStaysExternal(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
@@ -78,7 +74,7 @@ func TestWeakAndStrongEdges(t *testing.T) {
 
 func TestTaintCrossesSessionsThroughRecall(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	w.Record("user:alice", "s1", "read my email", nil)
 	w.Record("tool:gmail_read", "s1", "attacker text", nil)
 	mem := w.Record("agent:planner", "s1", "memory: pay 123-456", nil) // default: whole context
@@ -101,7 +97,7 @@ func TestTaintCrossesSessionsThroughRecall(t *testing.T) {
 
 func TestSignatureBinding(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	parent := w.Record("user:alice", "", "p", nil)
 	st, err := w.E.Statement(ctx, pedigree.Entry{Principal: "user:alice", Content: []byte("c"), Parents: strong(parent.ID)})
 	if err != nil {
@@ -122,7 +118,7 @@ func TestSignatureBinding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.E.UnsafeGraph().InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
+		if _, err := w.E.InsertSigned(ctx, signed, nil); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("got %v, want ErrBadSignature", err)
 		}
 		if _, err := w.E.UnsafeGraph().Node(signed.ID()); !errors.Is(err, lineage.ErrUnknownEntry) {
@@ -139,7 +135,7 @@ func TestSignatureBinding(t *testing.T) {
 		// The caller rewrites its statement: what is stored is still what
 		// was signed, and verifies.
 		s2.Principal, s2.Parents[0].Weight, s2.ContentDigest = "user:mallory", 0.01, ""
-		n, err := w.E.UnsafeGraph().InsertSigned(ctx, signed, nil)
+		n, err := w.E.InsertSigned(ctx, signed, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,14 +212,14 @@ func TestInsertRefusals(t *testing.T) {
 			}
 		})
 	}
-	r, err := w.E.Verify(context.Background())
+	r, err := w.E.Verify(t.Context())
 	if err != nil || r.Entries != 1 {
 		t.Fatalf("store holds %d entries (err %v), want only the first", r.Entries, err)
 	}
 }
 
 func TestInsertRefusedBeforeFreeze(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	op, _, _ := registry.GenerateSigner(nil)
 	e, err := pedigree.NewInMemory(ctx, 0.5, op)
 	if err != nil {
@@ -259,7 +255,7 @@ func TestResolvePrefix(t *testing.T) {
 
 func TestIdempotentInsert(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "user:alice", Content: []byte("c")})
 	env, id, _ := lineage.Sign(w.Keys["user:alice"], st)
 	a, err := w.E.Insert(ctx, env, nil)

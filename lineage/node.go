@@ -54,6 +54,7 @@ const (
 	pSeq      = "q/" // q/<seq, 8 bytes big-endian> -> id
 	pSession  = "s/" // s/<session>\x00<seq> -> id: the session's context in order
 	pMember   = "m/" // m/<session>\x00<id> -> empty: context membership
+	pRecall   = "r/" // r/<recall id> -> Recall (JSON): what put entries into a context
 )
 
 func key(prefix string, parts ...string) []byte {

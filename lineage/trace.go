@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -51,7 +51,7 @@ func (g *Graph) Trace(ctx context.Context, id string, o TraceOptions) (*Trace, e
 	}
 	o.MaxNodes = min(o.MaxNodes, MaxTraceNodes)
 	tr := &Trace{}
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		root, err := g.node(t, id)
 		if err != nil {
 			return err
@@ -99,7 +99,7 @@ func (g *Graph) Trace(ctx context.Context, id string, o TraceOptions) (*Trace, e
 
 type walker struct {
 	g     *Graph
-	t     *store.Txn
+	t     kv.Txn
 	o     TraceOptions
 	nodes map[string]*Node
 	edges map[string][]Edge // child -> its parent edges, each read once
@@ -190,7 +190,7 @@ func path(via map[string]string, from, to string) []string {
 // size of the ancestry. It returns nil when the label is trusted.
 func (g *Graph) Witness(n *Node, reach bool) (*Source, error) {
 	var s *Source
-	err := g.db.View(func(t *store.Txn) error {
+	err := g.store.View(func(t kv.Txn) error {
 		var err error
 		s, err = g.witness(t, n, reach)
 		return err
@@ -203,26 +203,35 @@ func (g *Graph) Witness(n *Node, reach bool) (*Source, error) {
 // entry. One read transaction for all of them: this is what the gate calls
 // on every check.
 func (g *Graph) Witnesses(ns []*Node) ([][]Source, error) {
-	out := make([][]Source, len(ns))
-	err := g.db.View(func(t *store.Txn) error {
-		for i, n := range ns {
-			for _, reach := range []bool{false, true} {
-				s, err := g.witness(t, n, reach)
-				if err != nil {
-					return err
-				}
-				if s == nil || (reach && len(out[i]) > 0 && out[i][0].ID == s.ID) {
-					continue
-				}
-				out[i] = append(out[i], *s)
-			}
-		}
-		return nil
+	var out [][]Source
+	err := g.store.View(func(t kv.Txn) error {
+		var err error
+		out, err = g.WitnessesIn(t, ns)
+		return err
 	})
 	return out, err
 }
 
-func (g *Graph) witness(t *store.Txn, n *Node, reach bool) (*Source, error) {
+// WitnessesIn is Witnesses inside t, the graph's namespace of a read
+// transaction the caller holds.
+func (g *Graph) WitnessesIn(t kv.Txn, ns []*Node) ([][]Source, error) {
+	out := make([][]Source, len(ns))
+	for i, n := range ns {
+		for _, reach := range []bool{false, true} {
+			s, err := g.witness(t, n, reach)
+			if err != nil {
+				return nil, err
+			}
+			if s == nil || (reach && len(out[i]) > 0 && out[i][0].ID == s.ID) {
+				continue
+			}
+			out[i] = append(out[i], *s)
+		}
+	}
+	return out, nil
+}
+
+func (g *Graph) witness(t kv.Txn, n *Node, reach bool) (*Source, error) {
 	label, root := n.Effective, n.EffectiveRoot
 	if reach {
 		label, root = n.Reach, n.ReachRoot

@@ -3,11 +3,11 @@ package lineage
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -26,126 +26,171 @@ type Report struct {
 // OK reports whether nothing was found wrong.
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
-// Verify walks the whole store in append order and checks each entry's
-// signature against the frozen registry, its ID against its bytes, each
-// parent link in both directions, and its stored labels against a
-// recomputation from its parents. It returns an error only when it could not
-// check; what it finds wrong is in the report.
-func (g *Graph) Verify(ctx context.Context) (*Report, error) {
-	return g.VerifyWith(ctx, VerifyOptions{})
+// Verified is what VerifyIn found intact: each entry that verifies, by ID,
+// with its append sequence, and each recall record, by ID, with its
+// session. The engine checks them against the log's leaves.
+type Verified struct {
+	Entries map[string]uint64
+	Recalls map[string]string
 }
 
-// VerifyOptions let the owner of other logged records (the gate's
-// decisions) take part in verify.
-type VerifyOptions struct {
-	// Decision checks that a logged decision is stored and intact.
-	Decision func(t *store.Txn, id string) error
-	// Decisions lists every stored decision, each of which must be logged.
-	Decisions func(t *store.Txn) ([]string, error)
-}
-
-// VerifyWith is Verify, with the log's decisions checked by o.
-func (g *Graph) VerifyWith(ctx context.Context, o VerifyOptions) (*Report, error) {
-	r := &Report{Problems: []Problem{}}
-	bad := func(id, f string, a ...any) {
-		r.Problems = append(r.Problems, Problem{ID: id, What: fmt.Sprintf(f, a...)})
-	}
+// VerifyIn walks the graph's rows inside t (its namespace of one read
+// transaction) in append order and checks each entry's signature against
+// the frozen registry, its ID against its bytes, its node row against its
+// signed statement, its parents' order, and its stored labels against a
+// recomputation from its parents; then it re-derives every session's context
+// from the entries' signed sessions and the recall records and compares it
+// with the stored context rows. What it finds wrong goes to bad; an error
+// means it could not check.
+func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a ...any)) (*Verified, error) {
+	v := &Verified{Entries: map[string]uint64{}, Recalls: map[string]string{}}
 	if !g.reg.Frozen() {
 		bad("", "the registry is not frozen")
 	}
-	err := g.db.View(func(t *store.Txn) error {
-		seen := map[string]uint64{} // id -> seq, for entries already checked
-		err := t.Iterate([]byte(pSeq), true, func(k, v []byte) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			r.Entries++
-			seq := binary.BigEndian.Uint64(k[len(pSeq):])
-			id := string(v)
-			if g.verifyEntry(t, id, seq, seen, bad) {
-				seen[id] = seq
-			}
-			return nil
-		})
-		if err != nil {
+	stmts := map[string]*Statement{}
+	err := t.Iterate([]byte(pSeq), true, func(k, val []byte) error {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Rows that no sequence key accounts for: entries smuggled in
-		// beside the log, or edges that name no checked entry.
-		if err := t.Iterate([]byte(pNode), false, func(k, _ []byte) error {
-			if id := string(k[len(pNode):]); seen[id] == 0 {
-				bad(id, "node row not in the append log")
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		loggedDecisions := map[string]bool{}
-		exists := func(kind byte, id string) error {
-			switch kind {
-			case LeafEntry:
-				if seen[id] == 0 {
-					return errors.New("the logged entry is missing or does not verify")
-				}
-			case LeafDecision:
-				loggedDecisions[id] = true
-				if o.Decision == nil {
-					return nil
-				}
-				return o.Decision(t, id)
-			default:
-				return fmt.Errorf("unknown leaf kind %q", kind)
-			}
-			return nil
-		}
-		if err := g.verifyLog(ctx, t, seen, exists, bad); err != nil {
-			return err
-		}
-		if o.Decisions != nil {
-			ds, err := o.Decisions(t)
-			if err != nil {
-				return err
-			}
-			for _, id := range ds {
-				if !loggedDecisions[id] {
-					bad(id, "decision is not in the log")
-				}
-			}
+		seq := binary.BigEndian.Uint64(k[len(pSeq):])
+		id := string(val)
+		if st := g.verifyEntry(t, id, seq, v.Entries, bad); st != nil {
+			v.Entries[id] = seq
+			stmts[id] = st
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("verify could not finish: %w", err)
+		return nil, err
 	}
-	return r, nil
+	// Rows that no sequence key accounts for: entries smuggled in beside
+	// the log.
+	for _, p := range []string{pNode, pEnvelope, pContent} {
+		if err := t.Iterate([]byte(p), false, func(k, _ []byte) error {
+			if id := string(k[len(p):]); v.Entries[id] == 0 {
+				bad(id, "%s row of an entry that is not in the append order", map[string]string{pNode: "node", pEnvelope: "envelope", pContent: "content"}[p])
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.verifyContexts(ctx, t, v, stmts, bad); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// verifyContexts re-derives every session's context: an entry joins its
+// signed session at its own sequence, a recall record adds its entries at
+// the sequence its session rows carry. Every stored context row must be so
+// derived, and every derived membership must be stored.
+func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts map[string]*Statement, bad func(id, f string, a ...any)) error {
+	// want: session -> entry -> the sequences that may have added it.
+	want := map[string]map[string]bool{}
+	add := func(session, id string) {
+		if want[session] == nil {
+			want[session] = map[string]bool{}
+		}
+		want[session][id] = true
+	}
+	for id, st := range stmts {
+		if joinsContext(st) {
+			add(st.Session, id)
+		}
+	}
+	if err := t.Iterate([]byte(pRecall), true, func(k, val []byte) error {
+		id := string(k[len(pRecall):])
+		var r Recall
+		if err := json.Unmarshal(val, &r); err != nil || r.Validate() != nil || r.RecallID() != id {
+			bad(id, "recall record does not decode or does not hash to its ID")
+			return nil
+		}
+		v.Recalls[id] = r.Session
+		for _, e := range r.IDs {
+			if v.Entries[e] == 0 {
+				bad(id, "recall of %s, which is not a verified entry", e)
+			}
+			add(r.Session, e)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	got := map[string]map[string]bool{}
+	if err := t.Iterate([]byte(pSession), true, func(k, val []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rest := k[len(pSession):]
+		if len(rest) < 9 || rest[len(rest)-9] != 0 {
+			bad("", "malformed session context row")
+			return nil
+		}
+		session, id := string(rest[:len(rest)-9]), string(val)
+		if !want[session][id] {
+			bad(id, "context row of session %s that no entry or recall accounts for", session)
+		}
+		if got[session] == nil {
+			got[session] = map[string]bool{}
+		}
+		got[session][id] = true
+		if ok, err := t.Has(memberKey(session, id)); err != nil {
+			return err
+		} else if !ok {
+			bad(id, "context membership row of session %s is missing", session)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for session, ids := range want {
+		for id := range ids {
+			if !got[session][id] {
+				bad(id, "missing from the context of session %s", session)
+			}
+		}
+	}
+	return t.Iterate([]byte(pMember), false, func(k, _ []byte) error {
+		rest := k[len(pMember):]
+		if len(rest) < 65 || rest[len(rest)-65] != 0 {
+			bad("", "malformed context membership row")
+			return nil
+		}
+		session, id := string(rest[:len(rest)-65]), string(rest[len(rest)-64:])
+		if !got[session][id] {
+			bad(id, "context membership row of session %s without its context row", session)
+		}
+		return nil
+	})
 }
 
 // verifyEntry checks one entry and reports whether it is there at all (its
 // envelope decodes to its ID and its node row exists), so that its children
 // can name it.
-func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string]uint64, bad func(string, string, ...any)) bool {
+func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, seen map[string]uint64, bad func(string, string, ...any)) *Statement {
 	env, err := t.Get(key(pEnvelope, id))
 	if err != nil {
 		bad(id, "envelope missing: %v", err)
-		return false
+		return nil
 	}
 	st, payload, gotID, err := Open(env)
 	if err != nil {
 		bad(id, "envelope does not decode: %v", err)
-		return false
+		return nil
 	}
 	if gotID != id {
 		bad(id, "stored under an ID that is not the hash of its bytes (%s)", gotID)
-		return false
+		return nil
 	}
 	p, err := g.checkSignature(st, payload, env)
 	if errors.Is(err, registry.ErrUnknownPrincipal) {
 		bad(id, "signed by %s: %v", st.Principal, err)
-		return false
+		return nil
 	}
 	if err != nil {
 		bad(id, "signature by %s does not verify", st.Principal)
-		return false
+		return nil
 	}
 	if c, err := t.Get(key(pContent, id)); err == nil && DigestContent(c) != st.ContentDigest {
 		bad(id, "stored content does not match its signed digest")
@@ -153,15 +198,18 @@ func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string
 	nb, err := t.Get(key(pNode, id))
 	if err != nil {
 		bad(id, "node row missing")
-		return false
+		return nil
 	}
 	n, err := decodeNode(nb)
 	if err != nil {
 		bad(id, "node row does not decode: %v", err)
-		return false
+		return nil
 	}
 	if n.Seq != seq {
 		bad(id, "node says sequence %d, the append log %d", n.Seq, seq)
+	}
+	if n.ID != id {
+		bad(id, "node row names entry %s", n.ID)
 	}
 	if n.Principal != st.Principal || n.Kind != st.Kind || n.Session != st.Session || n.Tool != st.Tool || n.Time != st.Time {
 		bad(id, "node row disagrees with the signed statement")
@@ -203,5 +251,8 @@ func (g *Graph) verifyEntry(t *store.Txn, id string, seq uint64, seen map[string
 		bad(id, "stored labels (effective %s, reach %s) differ from a recomputation (effective %s, reach %s)",
 			n.Effective, n.Reach, want.Effective, want.Reach)
 	}
-	return true
+	if n.NParents != len(st.Parents) {
+		bad(id, "node row counts %d parents, the signed statement %d", n.NParents, len(st.Parents))
+	}
+	return st
 }

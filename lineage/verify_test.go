@@ -1,7 +1,6 @@
 package lineage_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -22,15 +21,15 @@ func tampered(t *testing.T, fn func(tx *store.Txn, ids map[string]string) error)
 	mem := w.Record("agent:planner", "s", "memory", []lineage.Parent{{ID: email.ID, Weight: 1}, {ID: prompt.ID, Weight: 0.2}})
 	child := w.Record("agent:planner", "s", "child", enginetest.Strong(mem.ID))
 	ids := map[string]string{"email": email.ID, "prompt": prompt.ID, "mem": mem.ID, "child": child.ID}
-	clean, err := w.E.Verify(context.Background())
+	clean, err := w.E.Verify(t.Context())
 	if err != nil || !clean.OK() || clean.Entries != 4 {
 		t.Fatalf("before tampering: %+v %v", clean, err)
 	}
-	w.Tamper(func(tx *store.Txn) error { return fn(tx, ids) })
+	w.Tamper(func(tx *store.Txn) error { return fn(tx.In(store.Lineage), ids) })
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.E.Verify(context.Background())
+	r, err := w.E.Verify(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

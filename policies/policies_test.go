@@ -1,7 +1,6 @@
 package policies_test
 
 import (
-	"context"
 	"io/fs"
 	"strings"
 	"testing"
@@ -37,7 +36,7 @@ func TestBundle(t *testing.T) {
 	if len(modules) < 2 {
 		t.Fatalf("found %d modules, want the policy and its tests", len(modules))
 	}
-	ch, err := tester.NewRunner().SetDefaultRegoVersion(ast.RegoV1).RaiseBuiltinErrors(true).Run(context.Background(), modules)
+	ch, err := tester.NewRunner().SetDefaultRegoVersion(ast.RegoV1).RaiseBuiltinErrors(true).SetModules(modules).RunTests(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

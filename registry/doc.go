@@ -13,4 +13,8 @@
 // pinned. Private keys stay with whoever signs (a Signer); the store keeps
 // public keys only. Entries are DSSE envelopes whose payload type is always
 // checked on verify (Verifier.VerifyEnvelope).
+//
+// The registry keeps its rows in its own namespace of the store through the
+// kv contract (Bootstrap, Load), so it is callable from outside the module;
+// the engine is its usual assembler.
 package registry

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,14 +15,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 var (
 	// ErrFrozen: the registry is frozen and no principal can be added, removed or changed.
 	ErrFrozen = errors.New("the registry is frozen: no principal can be added or changed")
 	// ErrNotFrozen: entries can only be recorded against a frozen registry.
-	ErrNotFrozen = errors.New("the registry is not frozen yet: run 'pedigree registry freeze'")
+	ErrNotFrozen = errors.New("the registry is not frozen yet")
 	// ErrUnknownPrincipal: no principal with that ID is registered.
 	ErrUnknownPrincipal = errors.New("unknown principal")
 	// ErrDuplicate: a principal with that ID is already registered.
@@ -36,8 +37,14 @@ var (
 	ErrBadTau = errors.New("tau must be in (0, 1]")
 )
 
+// ErrTampered is what every "the evidence is bad" error wraps: stored
+// facts that were changed behind the engine's back. Keep it apart from an
+// error that means the engine could not check (an I/O error, a closed
+// store): both refuse, but they read differently.
+var ErrTampered = errors.New("tampered with")
+
 // TamperError says that the registry in the store differs from what the
-// operator froze. Open refuses such a store.
+// operator froze. Open refuses such a store. It wraps ErrTampered.
 type TamperError struct {
 	Differences []string
 }
@@ -46,11 +53,18 @@ func (e *TamperError) Error() string {
 	return "registry tampered with since freeze: " + strings.Join(e.Differences, "; ")
 }
 
+// Unwrap makes errors.Is(err, ErrTampered) true.
+func (e *TamperError) Unwrap() error { return ErrTampered }
+
+// Rows of the registry's namespace.
 var (
-	keyMeta         = []byte("reg/meta")
-	keyFreeze       = []byte("reg/freeze")
-	prefixPrincipal = []byte("reg/p/")
+	keyMeta         = []byte("meta")
+	keyFreeze       = []byte("freeze")
+	prefixPrincipal = []byte("p/")
 )
+
+// ErrExists: Bootstrap was asked to write a registry into a store that has one.
+var ErrExists = errors.New("the store already holds a registry")
 
 type metaRow struct {
 	Tau         float64 `json:"tau"`
@@ -85,9 +99,10 @@ type freezeRow struct {
 }
 
 // Registry is the set of principals, τ, and whether they are frozen. It is a
-// value loaded from a store; writes go through to the store.
+// value loaded from a store (its own namespace, through the kv contract);
+// writes go through to the store.
 type Registry struct {
-	db *store.DB
+	db kv.Store
 
 	mu         sync.RWMutex
 	tau        float64
@@ -107,7 +122,7 @@ func ValidateTau(tau float64) error {
 
 // Bootstrap writes a new, empty registry with τ and the operator's public
 // key into a fresh store.
-func Bootstrap(db *store.DB, tau float64, operator ed25519.PublicKey, now time.Time) error {
+func Bootstrap(ctx context.Context, db kv.Store, tau float64, operator ed25519.PublicKey, now time.Time) error {
 	if err := ValidateTau(tau); err != nil {
 		return err
 	}
@@ -116,9 +131,9 @@ func Bootstrap(db *store.DB, tau float64, operator ed25519.PublicKey, now time.T
 		return err
 	}
 	row, _ := json.Marshal(metaRow{Tau: tau, OperatorKey: string(pemBytes), Created: now.UTC().Format(time.RFC3339Nano)})
-	return db.Update(func(t *store.Txn) error {
+	return db.Commit(ctx, len(row), func(t kv.Txn) error {
 		if ok, err := t.Has(keyMeta); err != nil || ok {
-			return errors.Join(err, store.ErrExists)
+			return errors.Join(err, ErrExists)
 		}
 		return t.Set(keyMeta, row)
 	})
@@ -127,10 +142,10 @@ func Bootstrap(db *store.DB, tau float64, operator ed25519.PublicKey, now time.T
 // Load reads the registry from db. When it is frozen, the signed manifest is
 // checked against every principal row: any row added, removed or changed
 // behind the engine's back fails with a *TamperError.
-func Load(db *store.DB) (*Registry, error) {
+func Load(db kv.Store) (*Registry, error) {
 	r := &Registry{db: db, principals: map[string]Principal{}, verifiers: map[string]*Verifier{}}
 	var fr *freezeRow
-	err := db.View(func(t *store.Txn) error {
+	err := db.View(func(t kv.Txn) error {
 		b, err := t.Get(keyMeta)
 		if err != nil {
 			return fmt.Errorf("read registry: %w", err)
@@ -160,7 +175,7 @@ func Load(db *store.DB) (*Registry, error) {
 			return err
 		}
 		b, err = t.Get(keyFreeze)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, kv.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -255,7 +270,7 @@ func digest(tau float64, ps []manifestEntry) string {
 
 // Add registers a principal. It fails with ErrFrozen once the registry is
 // frozen, whatever the caller.
-func (r *Registry) Add(p Principal) error {
+func (r *Registry) Add(ctx context.Context, p Principal) error {
 	if err := ValidateID(p.ID); err != nil {
 		return err
 	}
@@ -276,7 +291,7 @@ func (r *Registry) Add(p Principal) error {
 		return ErrFrozen
 	}
 	key := append(slices.Clone(prefixPrincipal), p.ID...)
-	err = r.db.Update(func(t *store.Txn) error {
+	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
 		// The store is the authority: another process may have frozen it.
 		if ok, err := t.Has(keyFreeze); err != nil || ok {
 			return errors.Join(err, ErrFrozen)
@@ -294,7 +309,7 @@ func (r *Registry) Add(p Principal) error {
 
 // Freeze signs a manifest of every principal and τ with the operator key and
 // stores it. From then on the registry cannot change.
-func (r *Registry) Freeze(operator *Signer, now time.Time) error {
+func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) error {
 	if !operator.Public().Equal(r.operator) {
 		return fmt.Errorf("%w: not the operator key this store was initialised with", ErrBadKey)
 	}
@@ -321,7 +336,7 @@ func (r *Registry) Freeze(operator *Signer, now time.Time) error {
 		return err
 	}
 	row, _ := json.Marshal(freezeRow{Manifest: mb, Signature: sig})
-	err = r.db.Update(func(t *store.Txn) error {
+	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
 		if ok, err := t.Has(keyFreeze); err != nil || ok {
 			return errors.Join(err, ErrFrozen)
 		}
@@ -396,10 +411,10 @@ func (r *Registry) List() []Principal {
 // that deleting the record from the store does not silently thaw the registry.
 func (r *Registry) FreezeRecord() ([]byte, error) {
 	var b []byte
-	err := r.db.View(func(t *store.Txn) error {
+	err := r.db.View(func(t kv.Txn) error {
 		var err error
 		b, err = t.Get(keyFreeze)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, kv.ErrNotFound) {
 			return nil
 		}
 		return err

@@ -1,7 +1,6 @@
 package registry_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -54,7 +53,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	if !w.E.UnsafeRegistry().Frozen() {
 		t.Fatal("not frozen after reopen")
 	}
@@ -63,7 +62,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.E.AddPrincipal(ctx, p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("engine AddPrincipal: %v", err)
 	}
-	if err := w.E.UnsafeRegistry().Add(p); !errors.Is(err, registry.ErrFrozen) {
+	if err := w.E.UnsafeRegistry().Add(ctx, p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("registry Add: %v", err)
 	}
 	if err := w.E.Freeze(ctx, w.Operator); !errors.Is(err, registry.ErrFrozen) {
@@ -77,11 +76,11 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := registry.Load(db)
+	reg, err := registry.Load(db.Space(store.Registry))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Add(p); !errors.Is(err, registry.ErrFrozen) {
+	if err := reg.Add(t.Context(), p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("Load then Add: %v", err)
 	}
 	db.Close()
@@ -102,16 +101,16 @@ func TestStaleViewCannotAdd(t *testing.T) {
 	}
 	defer db.Close()
 	op, _, _ := registry.GenerateSigner(nil)
-	if err := registry.Bootstrap(db, 0.5, op.Public(), time.Now()); err != nil {
+	if err := registry.Bootstrap(t.Context(), db.Space(store.Registry), 0.5, op.Public(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := registry.Load(db)
-	b, _ := registry.Load(db)
-	if err := b.Freeze(op, time.Now()); err != nil {
+	a, _ := registry.Load(db.Space(store.Registry))
+	b, _ := registry.Load(db.Space(store.Registry))
+	if err := b.Freeze(t.Context(), op, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s, _, _ := registry.GenerateSigner(nil)
-	if err := a.Add(registry.Principal{ID: "user:late", Tier: registry.User, PublicKey: s.Public()}); !errors.Is(err, registry.ErrFrozen) {
+	if err := a.Add(t.Context(), registry.Principal{ID: "user:late", Tier: registry.User, PublicKey: s.Public()}); !errors.Is(err, registry.ErrFrozen) {
 		t.Fatalf("stale view added after freeze: %v", err)
 	}
 }
@@ -121,10 +120,10 @@ func TestFreezeNeedsTheOperatorKey(t *testing.T) {
 	db, _ := store.Create(dir, store.Options{})
 	defer db.Close()
 	op, _, _ := registry.GenerateSigner(nil)
-	registry.Bootstrap(db, 0.5, op.Public(), time.Now())
-	reg, _ := registry.Load(db)
+	registry.Bootstrap(t.Context(), db.Space(store.Registry), 0.5, op.Public(), time.Now())
+	reg, _ := registry.Load(db.Space(store.Registry))
 	other, _, _ := registry.GenerateSigner(nil)
-	if err := reg.Freeze(other, time.Now()); !errors.Is(err, registry.ErrBadKey) || reg.Frozen() {
+	if err := reg.Freeze(t.Context(), other, time.Now()); !errors.Is(err, registry.ErrBadKey) || reg.Frozen() {
 		t.Fatalf("freeze with another key: %v", err)
 	}
 }

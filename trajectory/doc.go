@@ -8,9 +8,20 @@
 // of recalls, five bigrams, the first role, and whether a send went to an
 // external recipient or to one that descends from untrusted content.
 //
+// What a send's recipients are is the catalog's to say (gate.Catalog reads
+// the recipient argument in every shape harnesses log it); a Call carries
+// only whether they were known and whether any was external. A send whose
+// recipients are unknown gets the bare structural rule, any recall before
+// any send, under its own name: the detector must not fall silent when the
+// harness logs no arguments.
+//
 // Invariant rules need no training; a logistic-regression Model can be
-// trained on labelled sessions and loaded by the gate. Alerts are evidence:
-// the default policy reports them as warnings and never denies on them
-// alone. On benign traffic such detectors mostly reduce to "recall before
-// send" (see the README's figures), which is why.
+// trained on labelled sessions and loaded by the gate. Generate makes
+// synthetic sessions to exercise the pipeline; a model fitted to them is a
+// demonstration, not a detector. Alerts are evidence: the default policy
+// reports them as warnings and never denies or asks on them alone. On benign
+// traffic such detectors mostly reduce to "recall before send" (see the
+// README's figures), which is why; the optional module policies/trajectory
+// asks a human before an external send after recalls, for operators who
+// want that.
 package trajectory

@@ -14,9 +14,14 @@ type Alert struct {
 // Rule names.
 const (
 	RuleRecallThenExternalSend = "recall-then-external-send"
-	RuleUntrustedRecipient     = "untrusted-recipient"
-	RuleRecallBurstSend        = "recall-burst-send"
-	RuleModel                  = "model"
+	// RuleRecallThenSendUnknown is the bare structural invariant, any recall
+	// before any send, for a send whose recipients are unknown (the harness
+	// logged no arguments, or the catalog names no recipient_arg): the
+	// detector must not fall silent exactly when it knows least.
+	RuleRecallThenSendUnknown = "recall-then-send-unknown-recipient"
+	RuleUntrustedRecipient    = "untrusted-recipient"
+	RuleRecallBurstSend       = "recall-burst-send"
+	RuleModel                 = "model"
 )
 
 // RecallBurst is the run of recalls that, followed by a send, raises an alert.
@@ -37,6 +42,10 @@ func Rules(s *State, c Call) []Alert {
 	if s.RecallBeforeSnd && c.RecipientExternal {
 		out = append(out, Alert{Rule: RuleRecallThenExternalSend, At: at,
 			Message: fmt.Sprintf("recall before send to an external recipient (%s)", c.Tool)})
+	}
+	if s.RecallBeforeSnd && c.RecipientUnknown() {
+		out = append(out, Alert{Rule: RuleRecallThenSendUnknown, At: at,
+			Message: fmt.Sprintf("recall before send; the recipient was unknown, so only the structure was judged (%s)", c.Tool)})
 	}
 	if s.LongestRecall >= RecallBurst && c.RecipientExternal {
 		out = append(out, Alert{Rule: RuleRecallBurstSend, At: at,

@@ -37,11 +37,17 @@ func roleIndex(r Role) int {
 }
 
 // Call is one step of a session's trajectory: the tool, its role, and for a
-// send what is known of its recipient.
+// send what is known of its recipients.
 type Call struct {
 	Tool string `json:"tool"`
 	Role Role   `json:"role"`
-	// RecipientExternal: a send to a recipient outside the operator's domains.
+	// RecipientKnown: the send named its recipients. The zero value is
+	// "unknown", so a send that says nothing of them gets the structural
+	// rule rather than silence.
+	RecipientKnown bool `json:"recipient_known,omitempty"`
+	// RecipientExternal: a send to at least one recipient outside the
+	// operator's domains, or to one that could not be parsed. It implies
+	// that the recipients are known.
 	RecipientExternal bool `json:"recipient_external,omitempty"`
 	// RecipientUntrusted: the recipient argument descends from an untrusted
 	// ancestor (from lineage).
@@ -61,6 +67,7 @@ type State struct {
 	SendNoRecall    bool   `json:"send_without_recall"`
 	Bigrams         [5]int `json:"bigrams"`
 	ExternalSends   int    `json:"external_sends"`
+	UnknownSends    int    `json:"unknown_recipient_sends"`
 	UntrustedSends  int    `json:"untrusted_recipient_sends"`
 	// Calls and Alerts are what this value has seen; the gate stores them
 	// apart from the features, so that a check reads only the features.
@@ -104,6 +111,8 @@ func (s *State) Append(c Call) {
 		}
 		if c.RecipientExternal {
 			s.ExternalSends++
+		} else if !c.RecipientKnown {
+			s.UnknownSends++
 		}
 		if c.RecipientUntrusted {
 			s.UntrustedSends++
@@ -156,4 +165,9 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// RecipientUnknown reports whether a send said nothing of its recipients.
+func (c Call) RecipientUnknown() bool {
+	return c.Role == Send && !c.RecipientKnown && !c.RecipientExternal
 }

@@ -2,6 +2,8 @@ package trajectory
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -70,95 +72,69 @@ func TestFeaturesOfEveryPrefix(t *testing.T) {
 }
 
 func TestRules(t *testing.T) {
+	internal := Call{Tool: "email_send", Role: Send, RecipientKnown: true}
+	external := Call{Tool: "email_send", Role: Send, RecipientKnown: true, RecipientExternal: true}
+	unknown := Call{Tool: "email_send", Role: Send}
+	untrusted := Call{Tool: "email_send", Role: Send, RecipientKnown: true, RecipientUntrusted: true}
+	recall, other := Call{Role: Recall}, Call{Role: Other}
+	cases := []struct {
+		name   string
+		before []Call
+		call   Call
+		want   []string
+	}{
+		{"internal send after recall", []Call{recall}, internal, nil},
+		{"external send after recall", []Call{recall}, external, []string{RuleRecallThenExternalSend}},
+		{"external send without recall", nil, external, nil},
+		{"external send, recall only after it", []Call{external, recall}, internal, nil},
+		{"any recall before any send", []Call{external, recall, other}, external, []string{RuleRecallThenExternalSend}},
+		{"burst of recalls, then external send", []Call{recall, recall, recall}, external, []string{RuleRecallThenExternalSend, RuleRecallBurstSend}},
+		{"untrusted recipient without recall", nil, untrusted, []string{RuleUntrustedRecipient}},
+		// The structure-only fallback: recipients unknown.
+		{"unknown recipient after recall", []Call{recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"unknown recipient after a burst", []Call{recall, recall, recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"unknown recipient without recall", []Call{other}, unknown, nil},
+		{"unknown recipient, recall only after a send", []Call{unknown, recall}, other, nil},
+		{"unknown recipient, recall before a later send", []Call{unknown, recall}, unknown, []string{RuleRecallThenSendUnknown}},
+		{"external implies known", []Call{recall}, Call{Role: Send, RecipientExternal: true}, []string{RuleRecallThenExternalSend}},
+		{"a recall raises nothing", []Call{recall, recall, recall}, recall, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &State{}
+			for _, b := range c.before {
+				s.Observe(b, nil)
+			}
+			n := len(s.Alerts)
+			got := s.Observe(c.call, nil)
+			var rules []string
+			for _, a := range got {
+				rules = append(rules, a.Rule)
+				if a.At != len(c.before) {
+					t.Errorf("alert at %d, want %d", a.At, len(c.before))
+				}
+			}
+			if !slices.Equal(rules, c.want) {
+				t.Fatalf("rules %v, want %v (%+v)", rules, c.want, got)
+			}
+			if len(s.Alerts)-n != len(got) {
+				t.Fatalf("stored %d alerts, raised %d", len(s.Alerts)-n, len(got))
+			}
+			for _, a := range got {
+				if a.Rule == RuleRecallThenSendUnknown && !strings.Contains(a.Message, "recipient was unknown") {
+					t.Fatalf("the fallback must say the recipient was unknown: %q", a.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownSendsCounted(t *testing.T) {
 	s := &State{}
-	s.Observe(Call{Role: Recall}, nil)
-	if a := s.Observe(Call{Tool: "email_send", Role: Send}, nil); len(a) != 0 {
-		t.Fatalf("internal send after recall raised %v", a)
+	for _, c := range []Call{{Role: Send}, {Role: Send, RecipientKnown: true}, {Role: Send, RecipientExternal: true}, {Role: Recall}} {
+		s.Append(c)
 	}
-	a := s.Observe(Call{Tool: "email_send", Role: Send, RecipientExternal: true}, nil)
-	if len(a) != 1 || a[0].Rule != RuleRecallThenExternalSend || a[0].At != 2 {
-		t.Fatalf("external send after recall: %+v", a)
-	}
-	s = &State{}
-	if a := s.Observe(Call{Role: Send, RecipientExternal: true}, nil); len(a) != 0 {
-		t.Fatalf("send without recall raised %v", a)
-	}
-	if a := s.Observe(Call{Role: Send, RecipientUntrusted: true}, nil); len(a) != 1 || a[0].Rule != RuleUntrustedRecipient {
-		t.Fatalf("untrusted recipient: %+v", a)
-	}
-	s = run(Recall, Recall, Recall)
-	a = s.Observe(Call{Role: Send, RecipientExternal: true}, nil)
-	if len(a) != 2 || a[1].Rule != RuleRecallBurstSend {
-		t.Fatalf("burst: %+v", a)
-	}
-	if len(s.Alerts) != 2 {
-		t.Fatalf("stored alerts %d", len(s.Alerts))
-	}
-}
-
-func TestMetrics(t *testing.T) {
-	m := metrics([]float64{0.9, 0.8, 0.3, 0.1}, []bool{true, true, false, false}, 0.5)
-	if m.AUC != 1 || m.Recall != 1 || m.FPR != 0 {
-		t.Fatalf("separable: %+v", m)
-	}
-	m = metrics([]float64{1, 1, 1, 1}, []bool{true, false, true, false}, 1)
-	if m.AUC != 0.5 || m.Recall != 1 || m.FPR != 1 {
-		t.Fatalf("all tied: %+v", m)
-	}
-	m = metrics([]float64{0.1, 0.9}, []bool{true, false}, 0.5)
-	if m.AUC != 0 {
-		t.Fatalf("inverted: %+v", m)
-	}
-}
-
-func mapper(tool string, args map[string]any) Call {
-	roles := map[string]Role{"memory_recall": Recall, "memory_list": List, "memory_save": Save, "email_draft": Draft, "email_send": Send, "web_search": RAG}
-	r, ok := roles[tool]
-	if !ok {
-		r = Other
-	}
-	c := Call{Tool: tool, Role: r}
-	if to, ok := args["to"].(string); ok {
-		c.RecipientExternal = len(to) < 12 || to[len(to)-12:] != "@example.com"
-	}
-	return c
-}
-
-func TestModelLearnsAndRoundTrips(t *testing.T) {
-	train := Generate(GenerateOptions{Sessions: 600, Seed: 1})
-	test := Generate(GenerateOptions{Sessions: 600, Seed: 2})
-	m, err := TrainSessions(train, mapper, TrainOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := EvaluateModel(m, test, mapper)
-	if got.AUC < 0.8 {
-		t.Fatalf("held-out AUC %.3f: the model learned nothing", got.AUC)
-	}
-	path := t.TempDir() + "/m.json"
-	if err := m.Save(path); err != nil {
-		t.Fatal(err)
-	}
-	back, err := LoadModel(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := run(Recall, Recall, Send).Features()
-	if back.Score(f) != m.Score(f) {
-		t.Fatal("the saved model scores differently")
-	}
-	cv, err := CrossValidate(train, mapper, 5, 1, TrainOptions{})
-	if err != nil || cv.AUC < 0.8 || cv.Sessions != 600 {
-		t.Fatalf("cross-validation %+v %v", cv, err)
-	}
-}
-
-func TestGenerateIsDeterministic(t *testing.T) {
-	a := Generate(GenerateOptions{Sessions: 50, Seed: 7})
-	b := Generate(GenerateOptions{Sessions: 50, Seed: 7})
-	for i := range a {
-		if a[i].ID != b[i].ID || len(a[i].Calls) != len(b[i].Calls) {
-			t.Fatal("same seed, different sessions")
-		}
+	if s.UnknownSends != 1 || s.ExternalSends != 1 {
+		t.Fatalf("unknown %d external %d, want 1 and 1", s.UnknownSends, s.ExternalSends)
 	}
 }

@@ -204,12 +204,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		call := pedigree.Call{Principal: "agent:bench", Session: "bench-" + strconv.Itoa(i%16), Tool: sensitiveTool,
 			Args: []byte(`{"to":"x@example.org","n":` + strconv.Itoa(i) + `}`), Justification: just}
-		st, srcs, err := e.CallStatement(ctx, call)
-		if err != nil {
-			return nil, err
-		}
 		t0 := time.Now()
-		if _, err := e.UnsafeGate().Decide(ctx, st, srcs); err != nil {
+		if _, err := e.Preview(ctx, call); err != nil {
 			return nil, err
 		}
 		decideLat = append(decideLat, time.Since(t0))
@@ -223,7 +219,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Denied++
 		}
 		t0 = time.Now()
-		tr, err := e.UnsafeGraph().Trace(ctx, just[0], lineage.TraceOptions{})
+		tr, err := e.Trace(ctx, just[0], lineage.TraceOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -247,7 +243,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var tree []time.Duration
 	for range 50 {
 		t0 := time.Now()
-		tr, err := e.UnsafeGraph().Trace(ctx, top, lineage.TraceOptions{})
+		tr, err := e.Trace(ctx, top, lineage.TraceOptions{})
 		if err != nil {
 			return nil, err
 		}

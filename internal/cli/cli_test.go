@@ -58,11 +58,11 @@ func modes(t *testing.T, test func(t *testing.T, served bool)) {
 // function that stops it (it is stopped at cleanup in any case).
 func (c *cliEnv) serve() (stop func()) {
 	c.t.Helper()
-	e, err := pedigree.Open(context.Background(), c.dir, pedigree.WithClock(c.clock))
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock))
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.t.Context())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -113,7 +113,7 @@ func (r result) json(t *testing.T) map[string]any {
 func (c *cliEnv) run(args ...string) result {
 	var out, errw bytes.Buffer
 	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
-	code := a.run(context.Background(), append([]string{"--dir", c.dir}, args...))
+	code := a.run(c.t.Context(), append([]string{"--dir", c.dir}, args...))
 	return result{out.String(), errw.String(), code}
 }
 
@@ -279,7 +279,7 @@ func storeSnapshot(t *testing.T, dir string) string {
 	defer db.Close()
 	var b strings.Builder
 	err = db.View(func(tx *store.Txn) error {
-		for _, p := range []string{"reg/", "e/", "n/", "q/", "s/", "m/", "g", "a", "t", "c/", "l/"} {
+		for _, p := range []string{"reg/", "lin/", "dec/", "l/"} {
 			if err := tx.Iterate([]byte(p), true, func(k, v []byte) error {
 				if string(k) != "meta/seq" {
 					b.WriteString(string(k) + "=" + string(v) + "\n")
@@ -458,7 +458,7 @@ func TestDataDirectoryProblems(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errw bytes.Buffer
 			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: time.Now}
-			code := a.run(context.Background(), append([]string{"--dir", tc.dir}, tc.args...))
+			code := a.run(t.Context(), append([]string{"--dir", tc.dir}, tc.args...))
 			if code != ExitError || !strings.Contains(errw.String(), tc.msg) {
 				t.Fatalf("exit %d: %s", code, errw.String())
 			}
@@ -469,7 +469,7 @@ func TestDataDirectoryProblems(t *testing.T) {
 func TestLockedDirectory(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	e, err := pedigree.Open(context.Background(), c.dir) // another holder of the directory
+	e, err := pedigree.Open(t.Context(), c.dir) // another holder of the directory
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestVerifyExitCodeOnTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Update(func(tx *store.Txn) error { return tx.Delete([]byte("e/" + id)) })
+	db.Commit(t.Context(), 0, func(tx *store.Txn) error { return tx.Delete([]byte("lin/e/" + id)) })
 	db.Close()
 	r := c.run("-o", "json", "verify")
 	if r.code != ExitNegative || r.json(t)["ok"] != false {
@@ -500,7 +500,7 @@ func TestTamperedRegistryRefusedByCLI(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
 	db, _ := store.Open(c.dir, store.Options{})
-	db.Update(func(tx *store.Txn) error {
+	db.Commit(t.Context(), 0, func(tx *store.Txn) error {
 		b, _ := tx.Get([]byte("reg/p/tool:web"))
 		return tx.Set([]byte("reg/p/tool:web"), bytes.Replace(b, []byte(`"unverified"`), []byte(`"internal"`), 1))
 	})
@@ -549,7 +549,7 @@ func TestServeVerb(t *testing.T) {
 	if r := c.run("serve", "--addr", "0.0.0.0:7070"); r.code != ExitUsage || !strings.Contains(r.err, "loopback") {
 		t.Fatalf("non-loopback addr: exit %d %s", r.code, r.err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	var out, errw bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
@@ -558,7 +558,7 @@ func TestServeVerb(t *testing.T) {
 	}()
 	sock := filepath.Join(c.dir, server.SocketFile)
 	for i := 0; ; i++ {
-		if _, err := server.Dial(context.Background(), c.dir, nil); err == nil {
+		if _, err := server.Dial(t.Context(), c.dir, nil); err == nil {
 			break
 		}
 		if i > 200 {

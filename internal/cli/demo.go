@@ -54,7 +54,7 @@ a smoke test. Colour on a terminal, plain otherwise, -o json for programs.`,
 				}
 			}
 			if a.output == "json" {
-				if err := a.print(map[string]any{"version": 1, "ok": failed == 0, "dir": dir, "steps": d.steps}, nil); err != nil {
+				if err := a.printJSON(demoOutput{v: v1, OK: failed == 0, Dir: dir, Steps: d.steps}); err != nil {
 					return err
 				}
 			} else {
@@ -104,8 +104,8 @@ func (d *demo) bold(s string) string {
 	return s
 }
 
-func (d *demo) check(step, expect string, dec *gate.Decision) {
-	d.steps = append(d.steps, demoStep{Step: step, Expect: expect, Got: dec.Decision, OK: dec.Decision == expect, Decision: dec.ID, Reasons: dec.Reasons})
+func (d *demo) check(step string, expect gate.Outcome, dec *gate.Decision) {
+	d.steps = append(d.steps, demoStep{Step: step, Expect: string(expect), Got: string(dec.Decision), OK: dec.Decision == expect, Decision: dec.ID, Reasons: dec.Reasons})
 	if d.a.output == "text" {
 		printDecision(d.a.out, dec, d.color)
 		if dec.Decision != expect {

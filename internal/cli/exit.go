@@ -3,7 +3,34 @@ package cli
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
+
+// hints are the advice a person gets with an error: the library's errors say
+// what is wrong, the command says what to do about it.
+var hints = []struct {
+	err  error
+	hint string
+}{
+	{pedigree.ErrNotInitialized, "run 'pedigree init' first"},
+	{registry.ErrNotFrozen, "run 'pedigree registry freeze'"},
+	{pedigree.ErrLocked, "start 'pedigree serve' on it, and the other verbs will go through its socket"},
+	{tlog.ErrNoCheckpoint, "run 'pedigree log checkpoint' first"},
+	{pedigree.ErrTampered, "the store was changed behind pedigree's back: do not use it; see 'pedigree verify'"},
+}
+
+// hint is the advice for err, or "".
+func hint(err error) string {
+	for _, h := range hints {
+		if errors.Is(err, h.err) {
+			return h.hint
+		}
+	}
+	return ""
+}
 
 // Exit codes: the contract in CLI.md, defined once. Every verb returns an
 // error, and the code is derived from it here.

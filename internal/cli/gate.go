@@ -119,13 +119,14 @@ func splitList(s string) []string {
 
 // decisionExit turns a decision into the exit code: 0 allow, 3 deny, 4 ask.
 func decisionExit(d *gate.Decision) error {
-	switch d.Decision {
-	case gate.Allow:
+	switch code := d.Decision.ExitCode(); code {
+	case ExitOK:
 		return nil
-	case gate.Ask:
-		return verdictError{ExitAsk, "the call needs a human's approval"}
+	case ExitAsk:
+		return verdictError{code, "the call needs a human's approval"}
+	default:
+		return verdictError{code, "the call is denied"}
 	}
-	return verdictError{ExitNegative, "the call is denied"}
 }
 
 func printDecision(w io.Writer, d *gate.Decision, color bool) {
@@ -149,12 +150,12 @@ func printDecision(w io.Writer, d *gate.Decision, color bool) {
 	}
 }
 
-func paint(color bool, decision string) string {
-	word := strings.ToUpper(decision)
+func paint(color bool, decision gate.Outcome) string {
+	word := strings.ToUpper(string(decision))
 	if !color {
 		return word
 	}
-	code := map[string]string{gate.Allow: "32", gate.Deny: "31", gate.Ask: "33"}[decision]
+	code := map[gate.Outcome]string{gate.Allow: "32", gate.Deny: "31", gate.Ask: "33"}[decision]
 	return "\x1b[1;" + code + "m" + word + "\x1b[0m"
 }
 
@@ -183,7 +184,7 @@ Only a user-tier principal can approve.`,
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "approval_id": n.ID, "decision_id": args[0], "approver": as, "ttl": ttl.String()}, func(w io.Writer) {
+			return a.print(approveOutput{v: v1, ApprovalID: n.ID, DecisionID: args[0], Approver: as, TTL: ttl.String()}, func(w io.Writer) {
 				fmt.Fprintf(w, "approved once: %s (approval %s, expires in %s)\n", args[0], short(n.ID), ttl)
 			})
 		},
@@ -216,7 +217,7 @@ canonical arguments, justification, decision, reasons and policy version.`,
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "decisions": ds}, func(w io.Writer) {
+			return a.print(decisionsOutput{v: v1, Decisions: ds}, func(w io.Writer) {
 				for _, d := range ds {
 					fmt.Fprintf(w, "%s %s %-5s %-24s %s session %s policy %s\n", d.Time, short(d.ID), d.Decision, d.Tool, d.Principal, d.Session, d.PolicyVersion)
 					for _, r := range d.Reasons {

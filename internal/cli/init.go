@@ -30,7 +30,7 @@ init refuses a directory that already holds a store.`,
 			}
 			defer e.Close()
 			key := filepath.Join(a.dir, pedigree.OperatorKeyFile)
-			return a.print(map[string]any{"version": 1, "dir": a.dir, "tau": tau, "operator_key": key}, func(w io.Writer) {
+			return a.print(initOutput{v: v1, Dir: a.dir, Tau: tau, OperatorKey: key}, func(w io.Writer) {
 				fmt.Fprintf(w, "initialised %s (tau %v)\noperator key: %s (keep it safe: it freezes the registry)\n", a.dir, tau, key)
 			})
 		},

@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/dominikbraun/graph"
-	"github.com/dominikbraun/graph/draw"
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -65,9 +63,9 @@ says so. -o dot (this verb only) draws the bounded subgraph for Graphviz.
 			}
 			switch a.output {
 			case "json":
-				return a.print(traceJSON(tr), nil)
+				return a.printJSON(traceJSON(tr))
 			case "dot":
-				return traceDOT(a.out, tr)
+				return tr.DOT(a.out)
 			}
 			printTrace(a.out, tr)
 			return nil
@@ -80,10 +78,10 @@ says so. -o dot (this verb only) draws the bounded subgraph for Graphviz.
 	return cmd
 }
 
-func traceJSON(tr *lineage.Trace) map[string]any {
-	nodes := make([]map[string]any, 0, len(tr.Nodes))
+func traceJSON(tr *lineage.Trace) traceOutput {
+	nodes := make([]traceNodeOutput, 0, len(tr.Nodes))
 	for _, n := range tr.Nodes {
-		nodes = append(nodes, map[string]any{"id": n.ID, "principal": n.Principal, "kind": n.Kind, "tier": n.Tier.String(), "effective_tier": n.Effective.String(), "reach_tier": n.Reach.String()})
+		nodes = append(nodes, traceNodeOutput{ID: n.ID, Principal: n.Principal, Kind: n.Kind, Tier: n.Tier.String(), EffectiveTier: n.Effective.String(), ReachTier: n.Reach.String()})
 	}
 	edges := tr.Edges
 	if edges == nil {
@@ -93,10 +91,8 @@ func traceJSON(tr *lineage.Trace) map[string]any {
 	if untrusted == nil {
 		untrusted = []lineage.Source{}
 	}
-	return map[string]any{
-		"version": 1, "id": tr.Root.ID, "effective_tier": tr.Root.Effective.String(), "reach_tier": tr.Root.Reach.String(),
-		"nodes": nodes, "edges": edges, "untrusted": untrusted, "truncated": tr.Truncated,
-	}
+	return traceOutput{v: v1, ID: tr.Root.ID, EffectiveTier: tr.Root.Effective.String(), ReachTier: tr.Root.Reach.String(),
+		Nodes: nodes, Edges: edges, Untrusted: untrusted, Truncated: tr.Truncated}
 }
 
 func printTrace(w io.Writer, tr *lineage.Trace) {
@@ -139,32 +135,6 @@ func printTrace(w io.Writer, tr *lineage.Trace) {
 	fmt.Fprintln(w)
 }
 
-// traceDOT draws the bounded subgraph with the graph library: it is small,
-// so the library's copying costs nothing here.
-func traceDOT(w io.Writer, tr *lineage.Trace) error {
-	g := graph.New(graph.StringHash, graph.Directed())
-	for _, n := range tr.Nodes {
-		color := "black"
-		if !n.Effective.Trusted() {
-			color = "red"
-		}
-		label := fmt.Sprintf("%s\\n%s %s\\n%s/%s", short(n.ID), n.Principal, n.Kind, n.Tier, n.Effective)
-		if err := g.AddVertex(n.ID, graph.VertexAttribute("label", label), graph.VertexAttribute("color", color)); err != nil {
-			return err
-		}
-	}
-	for _, e := range tr.Edges {
-		style := "solid"
-		if !e.Strong {
-			style = "dashed"
-		}
-		if err := g.AddEdge(e.Child, e.Parent, graph.EdgeAttribute("label", fmt.Sprint(e.Weight)), graph.EdgeAttribute("style", style)); err != nil {
-			return err
-		}
-	}
-	return draw.DOT(g, w)
-}
-
 func newLineageShow(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
@@ -189,17 +159,14 @@ func newLineageShow(a *app) *cobra.Command {
 			if v.SignatureError != "" {
 				sigErr = errors.New(v.SignatureError)
 			}
-			extra := map[string]any{
-				"signature_valid": sigErr == nil, "time": st.Time, "content_digest": st.ContentDigest,
-				"effective_via": n.EffectiveVia, "reach_via": n.ReachVia,
-			}
-			if st.Tool != "" {
-				extra["tool"], extra["args"] = st.Tool, st.Args
-			}
+			out := entryJSON(n, edges)
+			out.showFields = &showFields{SignatureValid: sigErr == nil, Time: st.Time, ContentDigest: st.ContentDigest,
+				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args}
 			if content != nil {
-				extra["content"] = string(content)
+				c := string(content)
+				out.Content = &c
 			}
-			return a.print(nodeJSON(n, edges, extra), func(w io.Writer) {
+			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "entry     %s\nprincipal %s (tier %s)\nkind      %s\n", n.ID, n.Principal, n.Tier, n.Kind)
 				if n.Session != "" {
 					fmt.Fprintf(w, "session   %s\n", n.Session)
@@ -259,7 +226,7 @@ is opened.`,
 			if err != nil {
 				return err
 			}
-			err = a.print(map[string]any{"version": 1, "ok": r.OK(), "entries": r.Entries, "problems": r.Problems}, func(w io.Writer) {
+			err = a.print(verifyOutput{v: v1, OK: r.OK(), Entries: r.Entries, Problems: r.Problems}, func(w io.Writer) {
 				if r.OK() {
 					fmt.Fprintf(w, "ok: %d entries verified\n", r.Entries)
 					return

@@ -52,7 +52,7 @@ func newLogCheckpoint(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "checkpoint": cp}, func(w io.Writer) {
+			return a.print(checkpointOutput{v: v1, Checkpoint: cp}, func(w io.Writer) {
 				fmt.Fprintf(w, "checkpoint %d: root %s\nsigned at %s: %s\n", cp.Size, cp.Root, cp.Time, cp.Signature)
 			})
 		},
@@ -79,7 +79,7 @@ entry ID) against a checkpoint (default: the latest), verify it, and print it.`,
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "verified": true, "proof": p}, func(w io.Writer) {
+			return a.print(proofOutput{v: v1, Verified: true, Proof: p}, func(w io.Writer) {
 				fmt.Fprintf(w, "%s %s is leaf %d of checkpoint %d (root %s): verified\n", p.Kind, p.ID, p.Index, p.Checkpoint.Size, short(p.Checkpoint.Root))
 				for _, h := range p.Hashes {
 					fmt.Fprintf(w, "  %s\n", h)
@@ -114,7 +114,7 @@ func newLogConsistency(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "verified": true, "proof": p}, func(w io.Writer) {
+			return a.print(proofOutput{v: v1, Verified: true, Proof: p}, func(w io.Writer) {
 				fmt.Fprintf(w, "checkpoint %d (root %s) is a prefix of checkpoint %d (root %s): verified\n",
 					p.Old.Size, short(p.Old.Root), p.New.Size, short(p.New.Root))
 				for _, h := range p.Hashes {

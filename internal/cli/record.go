@@ -73,7 +73,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			if err != nil {
 				return err
 			}
-			return a.print(nodeJSON(n, n.Edges(reg.Tau), nil), func(w io.Writer) { fmt.Fprintln(w, n.ID) })
+			return a.print(entryJSON(n, n.Edges(reg.Tau)), func(w io.Writer) { fmt.Fprintln(w, n.ID) })
 		},
 	}
 	f := cmd.Flags()
@@ -125,22 +125,6 @@ func readLimited(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// nodeJSON is an entry's summary, as record and lineage show print it.
-func nodeJSON(n *lineage.Node, edges []lineage.Edge, extra map[string]any) map[string]any {
-	ps := []map[string]any{}
-	for _, e := range edges {
-		ps = append(ps, map[string]any{"id": e.Parent, "weight": e.Weight, "strong": e.Strong})
-	}
-	out := map[string]any{
-		"version": 1, "id": n.ID, "principal": n.Principal, "kind": n.Kind, "session": n.Session,
-		"tier": n.Tier.String(), "effective_tier": n.Effective.String(), "reach_tier": n.Reach.String(), "parents": ps,
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
-}
-
 func newRecallCommand(a *app) *cobra.Command {
 	var session string
 	cmd := &cobra.Command{
@@ -170,7 +154,7 @@ through memory. The recall is also appended to the session's trajectory.`,
 			if err := e.Recall(cmd.Context(), session, ids); err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "session": session, "recalled": ids}, func(w io.Writer) {
+			return a.print(recallOutput{v: v1, Session: session, Recalled: ids}, func(w io.Writer) {
 				fmt.Fprintf(w, "recalled %d entries into session %s\n", len(ids), session)
 			})
 		},

@@ -35,10 +35,10 @@ unknown justification) has no input to evaluate again: exit 1.`,
 			}
 			err = a.print(re, func(w io.Writer) {
 				if re.Same {
-					fmt.Fprintf(w, "same: %s under policy %s, as logged (decision %s)\n", strings.ToUpper(re.Decision), short(re.PolicyVersion), short(re.DecisionID))
+					fmt.Fprintf(w, "same: %s under policy %s, as logged (decision %s)\n", strings.ToUpper(string(re.Decision)), short(re.PolicyVersion), short(re.DecisionID))
 					return
 				}
-				fmt.Fprintf(w, "changed: logged %s, now %s (decision %s)\n", strings.ToUpper(re.Logged), strings.ToUpper(re.Decision), short(re.DecisionID))
+				fmt.Fprintf(w, "changed: logged %s, now %s (decision %s)\n", strings.ToUpper(string(re.Logged)), strings.ToUpper(string(re.Decision)), short(re.DecisionID))
 				for _, c := range re.Changes {
 					fmt.Fprintf(w, "  %s\n", c)
 				}

@@ -91,7 +91,7 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 				}
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "id": id, "tier": t.String(), "key_sha256": registry.KeyFingerprint(pub)}, func(w io.Writer) {
+			return a.print(registryAddOutput{v: v1, ID: id, Tier: t.String(), KeySHA256: registry.KeyFingerprint(pub)}, func(w io.Writer) {
 				fmt.Fprintf(w, "registered %s (%s)\n", id, t)
 				if newKey != "" {
 					fmt.Fprintf(w, "private key: %s\n", newKey)
@@ -144,7 +144,7 @@ engine's back refuses to open. Entries can be recorded only after freeze.`,
 				return err
 			}
 			n := len(reg.Principals)
-			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": reg.Tau}, func(w io.Writer) {
+			return a.print(freezeOutput{v: v1, Frozen: true, Principals: n, Tau: reg.Tau}, func(w io.Writer) {
 				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\n", n, reg.Tau)
 			})
 		},
@@ -169,20 +169,15 @@ func newRegistryList(a *app) *cobra.Command {
 				return err
 			}
 			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
-			type row struct {
-				ID        string `json:"id"`
-				Tier      string `json:"tier"`
-				PublicKey string `json:"public_key"`
-			}
-			rows := []row{}
+			rows := []principalOutput{}
 			for _, p := range ps {
 				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 				if err != nil {
 					return errors.Join(err)
 				}
-				rows = append(rows, row{p.ID, p.Tier.String(), string(pemBytes)})
+				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes)})
 			}
-			out := map[string]any{"version": 1, "frozen": frozen, "tau": tau, "principals": rows}
+			out := registryListOutput{v: v1, Frozen: frozen, Tau: tau, Principals: rows}
 			return a.print(out, func(w io.Writer) {
 				state := "not frozen"
 				if frozen {

@@ -79,7 +79,7 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 					}
 					for _, c := range r.Calls {
 						mark := ""
-						if c.Expect != "" && c.Expect != c.Got {
+						if c.Expect != "" && gate.Outcome(c.Expect) != c.Got {
 							mark = "  MISMATCH, expected " + c.Expect
 						}
 						fmt.Fprintf(a.out, "%s %s %s: %s%s\n", r.Scenario, c.Call, c.Tool, c.Got, mark)

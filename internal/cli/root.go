@@ -49,11 +49,15 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = classify(err)
 		var v verdictError
 		if !errors.As(err, &v) {
+			msg := err.Error()
+			if h := hint(err); h != "" {
+				msg += ": " + h
+			}
 			if a.output == "json" {
-				b, _ := json.Marshal(map[string]any{"version": 1, "error": err.Error(), "exit_code": exitCode(err)})
+				b, _ := json.Marshal(errorOutput{v: v1, Error: msg, ExitCode: exitCode(err)})
 				fmt.Fprintln(a.out, string(b))
 			}
-			fmt.Fprintln(a.errw, "pedigree: "+err.Error())
+			fmt.Fprintln(a.errw, "pedigree: "+msg)
 			if exitCode(err) == ExitUsage {
 				fmt.Fprintln(a.errw, "Run 'pedigree --help' for usage.")
 			}
@@ -169,17 +173,6 @@ func (a *app) open(ctx context.Context, opts ...pedigree.Option) (e *pedigree.En
 func (a *app) openOnce(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
 	opts = append([]pedigree.Option{pedigree.WithClock(a.clock)}, opts...)
 	return pedigree.Open(ctx, a.dir, opts...)
-}
-
-// print renders v as JSON with -o json, else calls text.
-func (a *app) print(v any, text func(w io.Writer)) error {
-	if a.output == "json" {
-		enc := json.NewEncoder(a.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	text(a.out)
-	return nil
 }
 
 // backendAs opens the backend and loads the key that signs as principal

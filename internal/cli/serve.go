@@ -52,7 +52,7 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 			defer stop()
 			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, Ready: func(s, t string) {
 				if a.output == "json" {
-					a.print(map[string]any{"version": 1, "socket": s, "addr": t}, nil)
+					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
 				}
 				fmt.Fprintf(a.out, "serving %s on %s", a.dir, s)

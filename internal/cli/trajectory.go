@@ -11,6 +11,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/trajectory"
+	"github.com/pedigree-ai/pedigree/trajectory/offline"
 )
 
 func newTrajectoryCommand(a *app) *cobra.Command {
@@ -20,7 +21,9 @@ func newTrajectoryCommand(a *app) *cobra.Command {
 		Long: `The trajectory detector reads the structure of a session's tool calls (their
 roles from the tool catalog: recall, list, save, draft, send, rag, other), never
 their content, and raises soft alerts: evidence for the gate and for people. The
-default policy never denies on an alert alone.`,
+default policy never denies or asks on an alert alone; the optional module
+policies/trajectory (--policies policies/trajectory on gate check, serve or
+replay) asks a human before an external send after recalls.`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(newTrajectoryShow(a), newTrajectoryTrain(a), newTrajectoryEval(a), newTrajectoryGenerate(a))
@@ -53,13 +56,15 @@ func newTrajectoryShow(a *app) *cobra.Command {
 			if alerts == nil {
 				alerts = []trajectory.Alert{}
 			}
-			out := map[string]any{"version": 1, "session": session, "calls": calls, "features": st.FeatureMap(), "alerts": alerts}
+			out := trajectoryShowOutput{v: v1, Session: session, Calls: calls, Features: st.FeatureMap(), Alerts: alerts}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "session %s: %d calls\n", session, st.Len)
 				for i, c := range calls {
 					fmt.Fprintf(w, "  %3d %-8s %s", i, c.Role, c.Tool)
 					if c.RecipientExternal {
 						fmt.Fprint(w, "  (external recipient)")
+					} else if c.RecipientUnknown() {
+						fmt.Fprint(w, "  (recipient unknown)")
 					}
 					if c.RecipientUntrusted {
 						fmt.Fprint(w, "  (recipient from untrusted content)")
@@ -94,18 +99,18 @@ func (a *app) catalog(tools string) (*gate.Catalog, error) {
 	return gate.LoadCatalog(tools)
 }
 
-func readSessions(path string) ([]trajectory.Session, error) {
+func readSessions(path string) ([]offline.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ss, err := trajectory.ReadSessions(f)
+	ss, err := offline.ReadSessions(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(ss) == 0 {
-		return nil, fmt.Errorf("%s: %w", path, trajectory.ErrNoSessions)
+		return nil, fmt.Errorf("%s: %w", path, offline.ErrNoSessions)
 	}
 	return ss, nil
 }
@@ -118,7 +123,17 @@ func newTrajectoryTrain(a *app) *cobra.Command {
 		Long: `Train a logistic-regression model on labelled sessions (one JSON object a line:
 {"id", "label": "attack"|"benign", "calls": [{"tool", "args"}]}). Its alert
 threshold is fixed at 0.5, never fitted. Put the model at DIR/trajectory-model.json
-for the gate to load it at start.`,
+for the gate to load it at start.
+
+This is the way to fit a model on your own labelled sessions: export your
+harness's sessions in the format above, label them, train on some and measure
+on the others with 'trajectory eval --model'.
+
+` + demoNote + `
+
+Example:
+  pedigree trajectory train mine.jsonl --model trajectory-model.json --tools tools.yaml
+  pedigree trajectory eval held-out.jsonl --model trajectory-model.json --tools tools.yaml`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if model == "" {
@@ -132,14 +147,14 @@ for the gate to load it at start.`,
 			if err != nil {
 				return err
 			}
-			m, err := trajectory.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
+			m, err := offline.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
 			if err != nil {
 				return err
 			}
 			if err := m.Save(model); err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "model": model, "sessions": len(ss), "threshold": m.Threshold}, func(w io.Writer) {
+			return a.print(trainOutput{v: v1, Model: model, Sessions: len(ss), Threshold: m.Threshold}, func(w io.Writer) {
 				fmt.Fprintf(w, "trained on %d sessions: %s (threshold %.2f)\n", len(ss), model, m.Threshold)
 			})
 		},
@@ -148,6 +163,39 @@ for the gate to load it at start.`,
 	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
 	return cmd
 }
+
+// evalOutput is `trajectory eval -o json`. The top-level figures are the
+// rules' (CLI.md); Model is there with --model, ModelCV and Folds without.
+// StructureOnly holds the same detectors with every argument left out, on
+// the same sessions, when the file carries arguments.
+type evalOutput struct {
+	Version   int     `json:"version"`
+	Sessions  int     `json:"sessions"`
+	Attack    int     `json:"attack"`
+	Benign    int     `json:"benign"`
+	AUC       float64 `json:"auc"`
+	Recall    float64 `json:"alert_rate_attack"`
+	FPR       float64 `json:"alert_rate_benign"`
+	Arguments bool    `json:"arguments"`
+	evalFigures
+	Folds         int          `json:"folds,omitempty"`
+	StructureOnly *evalFigures `json:"structure_only,omitempty"`
+}
+
+// evalFigures are one view's figures: the rules, and the model measured
+// either as given (--model) or by cross-validation.
+type evalFigures struct {
+	Rules   offline.Metrics  `json:"rules"`
+	Model   *offline.Metrics `json:"model,omitempty"`
+	ModelCV *offline.Metrics `json:"model_cv,omitempty"`
+}
+
+// demoNote is what train and eval say of the model trained on generated
+// sessions.
+const demoNote = `A model trained on 'trajectory generate' sessions is a demonstration of the
+pipeline, not a detector: the generator's distribution is not reality (on real
+agent traces, measured elsewhere, such a model scored an AUC below 0.5). Fit one
+on your own labelled sessions with 'trajectory train'.`
 
 func newTrajectoryEval(a *app) *cobra.Command {
 	var model, tools string
@@ -159,7 +207,15 @@ func newTrajectoryEval(a *app) *cobra.Command {
 		Long: `Measure the invariant rules on labelled sessions, and with --model that model too
 (AUC, and recall and false-positive rate at its threshold). Without --model, a
 model is also measured by K-fold cross-validation on FILE (train on K-1 folds,
-evaluate on the held-out one).`,
+evaluate on the held-out one). When FILE carries arguments, the same detectors
+are also measured with every argument left out ("structure only"), on the same
+sessions: what the detector sees when a harness logs tool names alone.
+
+` + demoNote + `
+
+Example:
+  pedigree trajectory generate --sessions 2000 --seed 2 > test.jsonl
+  pedigree trajectory eval test.jsonl --tools testdata/trajectory/tools.yaml`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cat, err := a.catalog(tools)
@@ -170,40 +226,59 @@ evaluate on the held-out one).`,
 			if err != nil {
 				return err
 			}
-			rules := trajectory.EvaluateRules(ss, cat.TrajectoryCall)
-			out := map[string]any{
-				"version": 1, "sessions": rules.Sessions, "attack": rules.Attack, "benign": rules.Benign,
-				"auc": rules.AUC, "alert_rate_attack": rules.Recall, "alert_rate_benign": rules.FPR, "rules": rules,
-			}
-			var mm, cv *trajectory.Metrics
+			var m *trajectory.Model
 			if model != "" {
-				m, err := trajectory.LoadModel(model)
+				if m, err = trajectory.LoadModel(model); err != nil {
+					return err
+				}
+			}
+			measure := func(mapper offline.Mapper) (evalFigures, error) {
+				f := evalFigures{Rules: offline.EvaluateRules(ss, mapper)}
+				if m != nil {
+					got := offline.EvaluateModel(m, ss, mapper)
+					f.Model = &got
+					return f, nil
+				}
+				got, err := offline.CrossValidate(ss, mapper, folds, seed, trajectory.TrainOptions{})
+				f.ModelCV = &got
+				return f, err
+			}
+			full, err := measure(cat.TrajectoryCall)
+			if err != nil {
+				return err
+			}
+			r := full.Rules
+			out := evalOutput{Version: 1, Sessions: r.Sessions, Attack: r.Attack, Benign: r.Benign,
+				AUC: r.AUC, Recall: r.Recall, FPR: r.FPR, Arguments: offline.HasArguments(ss), evalFigures: full}
+			if m == nil {
+				out.Folds = folds
+			}
+			if out.Arguments {
+				so, err := measure(offline.StructureOnly(cat.TrajectoryCall))
 				if err != nil {
 					return err
 				}
-				got := trajectory.EvaluateModel(m, ss, cat.TrajectoryCall)
-				mm = &got
-				out["model"] = got
-			} else {
-				got, err := trajectory.CrossValidate(ss, cat.TrajectoryCall, folds, seed, trajectory.TrainOptions{})
-				if err != nil {
-					return err
-				}
-				cv = &got
-				out["model_cv"] = got
-				out["folds"] = folds
+				out.StructureOnly = &so
 			}
 			return a.print(out, func(w io.Writer) {
-				fmt.Fprintf(w, "%d sessions (%d attack, %d benign)\n", rules.Sessions, rules.Attack, rules.Benign)
-				line := func(name string, m trajectory.Metrics) {
-					fmt.Fprintf(w, "%-22s AUC %.3f  recall %.3f  false-positive rate %.3f\n", name, m.AUC, m.Recall, m.FPR)
+				fmt.Fprintf(w, "%d sessions (%d attack, %d benign)\n", r.Sessions, r.Attack, r.Benign)
+				lines := func(prefix string, f evalFigures) {
+					line := func(name string, m offline.Metrics) {
+						fmt.Fprintf(w, "%-40s AUC %.3f  recall %.3f  false-positive rate %.3f\n", prefix+name, m.AUC, m.Recall, m.FPR)
+					}
+					line("rules", f.Rules)
+					if f.Model != nil {
+						line("model", *f.Model)
+					}
+					if f.ModelCV != nil {
+						line(fmt.Sprintf("model (%d-fold CV)", folds), *f.ModelCV)
+					}
 				}
-				line("rules", rules)
-				if mm != nil {
-					line("model", *mm)
-				}
-				if cv != nil {
-					line(fmt.Sprintf("model (%d-fold CV)", folds), *cv)
+				lines("", full)
+				if out.StructureOnly != nil {
+					lines("structure only: ", *out.StructureOnly)
+				} else {
+					fmt.Fprintln(w, "(no call carries arguments: every figure above is structure only)")
 				}
 			})
 		},
@@ -216,21 +291,28 @@ evaluate on the held-out one).`,
 }
 
 func newTrajectoryGenerate(a *app) *cobra.Command {
-	var o trajectory.GenerateOptions
+	var o offline.GenerateOptions
 	cmd := &cobra.Command{
 		Use:   "generate [--sessions N] [--seed S] [--attack-share F]",
 		Short: "Write synthetic labelled sessions (JSON Lines) to measure the detector",
 		Long: `Write labelled sessions for the tools of testdata/trajectory/tools.yaml: benign
 agents that ground themselves (recall, then send, some to external recipients the
 user asked for) and attacks that overlap with them or hide among other calls.
-Train on one seed and report on another.`,
+Sends log their recipients in the shapes real harnesses use: one address,
+"Name <addr>", a list, a comma- or semicolon-separated string, names without
+addresses, mixed internal and external recipients, or no arguments at all.
+Train on one seed and report on another. The sessions are synthetic: figures
+on them say how the detector behaves on this generator, not on real traffic.
+
+Example:
+  pedigree trajectory generate --sessions 2000 --seed 1 > train.jsonl`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Sessions <= 0 {
 				return usagef("--sessions must be positive")
 			}
 			enc := jsonLines(a.out)
-			for _, s := range trajectory.Generate(o) {
+			for _, s := range offline.Generate(o) {
 				if err := enc.Encode(s); err != nil {
 					return err
 				}

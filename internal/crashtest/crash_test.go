@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // writer records and checks from four goroutines until it is killed,
 // printing "entry ID" or "decision ID" after each acknowledged write.
 func writer(dir string) error {
-	ctx := context.Background()
+	ctx := context.Background() // a child process, killed: no test to end it
 	e, err := pedigree.Open(ctx, dir)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func writer(dir string) error {
 
 func TestCrash(t *testing.T) {
 	dir := t.TempDir()
-	ctx := context.Background()
+	ctx := t.Context()
 	e, err := pedigree.Init(ctx, dir, 0.5)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestCrash(t *testing.T) {
 			if kind == "entry" {
 				_, err = e.UnsafeGraph().Node(id)
 			} else {
-				_, err = e.UnsafeGate().Decision(id)
+				_, err = e.Decision(ctx, id)
 			}
 			if err != nil {
 				t.Fatalf("kill %d: acknowledged %s %s is gone: %v", k, kind, id, err)

@@ -3,7 +3,6 @@
 package crashtest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,7 +25,7 @@ import (
 func TestDiskFull(t *testing.T) {
 	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
-	ctx := context.Background()
+	ctx := t.Context()
 	e, err := pedigree.Init(ctx, dir, 0.5)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +113,7 @@ func mountTmpfs(t *testing.T) string {
 func TestReadOnlyFilesystem(t *testing.T) {
 	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
-	e, err := pedigree.Init(context.Background(), dir, 0.5)
+	e, err := pedigree.Init(t.Context(), dir, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +121,7 @@ func TestReadOnlyFilesystem(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("remount: %v %s", err, out)
 	}
-	_, err = pedigree.Open(context.Background(), dir)
+	_, err = pedigree.Open(t.Context(), dir)
 	if err == nil || !strings.Contains(err.Error(), "read-only file system") {
 		t.Fatalf("open on a read-only filesystem: %v", err)
 	}

@@ -229,7 +229,7 @@ func (w *World) Tamper(fn func(t *store.Txn) error) {
 		w.T.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(fn); err != nil {
+	if err := db.Commit(w.T.Context(), 0, fn); err != nil {
 		w.T.Fatal(err)
 	}
 }

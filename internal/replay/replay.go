@@ -30,14 +30,14 @@ type Options struct {
 
 // CallResult is one call's decision.
 type CallResult struct {
-	Scenario string   `json:"scenario"`
-	Call     string   `json:"call"`
-	Tool     string   `json:"tool"`
-	Expect   string   `json:"expect,omitempty"`
-	Label    string   `json:"label,omitempty"`
-	Got      string   `json:"got"`
-	Reasons  []string `json:"reasons"`
-	Warnings []string `json:"warnings,omitempty"`
+	Scenario string       `json:"scenario"`
+	Call     string       `json:"call"`
+	Tool     string       `json:"tool"`
+	Expect   string       `json:"expect,omitempty"`
+	Label    string       `json:"label,omitempty"`
+	Got      gate.Outcome `json:"got"`
+	Reasons  []string     `json:"reasons"`
+	Warnings []string     `json:"warnings,omitempty"`
 }
 
 // Result is one scenario's outcome.
@@ -152,10 +152,10 @@ func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)
 			}
 			if c.Expect != "" {
 				sum.Expected++
-				if c.Expect == c.Got {
+				if gate.Outcome(c.Expect) == c.Got {
 					sum.Agreed++
 				} else {
-					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: c.Got})
+					sum.Mismatches = append(sum.Mismatches, Mismatch{Scenario: c.Scenario, Call: c.Call, Expect: c.Expect, Got: string(c.Got)})
 				}
 			}
 		}

@@ -1,7 +1,6 @@
 package replay_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +27,7 @@ func load(t *testing.T, name string) []replay.Scenario {
 // we know; each call's decision must equal its expect.
 func TestLaunderingChannels(t *testing.T) {
 	ss := load(t, "laundering.jsonl")
-	sum, err := replay.Run(context.Background(), ss, replay.Options{}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +48,7 @@ func TestRefusedScenarios(t *testing.T) {
 		"refused/unlisted-principal":    "unknown principal",
 		"refused/unknown-justification": "names no earlier step",
 	}
-	sum, err := replay.Run(context.Background(), ss, replay.Options{}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestRefusedScenarios(t *testing.T) {
 	for i := range plain {
 		plain[i].ExpectError = ""
 	}
-	sum, err = replay.Run(context.Background(), plain, replay.Options{}, nil)
+	sum, err = replay.Run(t.Context(), plain, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestRefusedScenarios(t *testing.T) {
 	other.ExpectError = "disk on fire"
 	accepted := load(t, "laundering.jsonl")[0]
 	accepted.ExpectError = "unknown parent"
-	sum, err = replay.Run(context.Background(), []replay.Scenario{other, accepted}, replay.Options{}, nil)
+	sum, err = replay.Run(t.Context(), []replay.Scenario{other, accepted}, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +131,7 @@ func FuzzParseLine(f *testing.F) {
 		// Whatever parses must replay to a result or a reported error,
 		// never a panic.
 		if len(s.Steps) <= 20 {
-			replay.Run(context.Background(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
+			replay.Run(t.Context(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -205,8 +206,8 @@ func (c *Client) Decision(ctx context.Context, id string) (*gate.Decision, error
 }
 
 // Reevaluate asks the server to evaluate a logged decision again.
-func (c *Client) Reevaluate(ctx context.Context, decisionID string) (*gate.Reevaluation, error) {
-	var re gate.Reevaluation
+func (c *Client) Reevaluate(ctx context.Context, decisionID string) (*pedigree.Reevaluation, error) {
+	var re pedigree.Reevaluation
 	if err := c.do(ctx, "GET", "/v1/decisions/"+url.PathEscape(decisionID)+"/reevaluate", nil, &re); err != nil {
 		return nil, err
 	}
@@ -287,12 +288,12 @@ func (c *Client) Trajectory(ctx context.Context, session string) (*trajectory.St
 }
 
 // Checkpoint signs the server's log head here with the operator key.
-func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*lineage.Checkpoint, error) {
+func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
 	var head headResponse
 	if err := c.do(ctx, "GET", "/v1/log/head", nil, &head); err != nil {
 		return nil, err
 	}
-	cp, err := lineage.SignCheckpoint(operator, head.Size, head.Root, c.clock())
+	cp, err := tlog.SignCheckpoint(operator, head.Size, head.Root, c.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -303,8 +304,8 @@ func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*li
 }
 
 // Prove returns a verified inclusion proof (verified again here).
-func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.InclusionProof, error) {
-	var p lineage.InclusionProof
+func (c *Client) Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error) {
+	var p tlog.InclusionProof
 	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/prove/%s?checkpoint=%d", url.PathEscape(id), size), nil, &p); err != nil {
 		return nil, err
 	}
@@ -312,8 +313,8 @@ func (c *Client) Prove(ctx context.Context, id string, size uint64) (*lineage.In
 }
 
 // Consistency returns a verified consistency proof (verified again here).
-func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*lineage.ConsistencyProof, error) {
-	var p lineage.ConsistencyProof
+func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
+	var p tlog.ConsistencyProof
 	if err := c.do(ctx, "GET", fmt.Sprintf("/v1/log/consistency?old=%d&new=%d", oldSize, newSize), nil, &p); err != nil {
 		return nil, err
 	}

@@ -371,7 +371,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.check.Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues(d.Decision).Inc()
+	s.metrics.decisions.WithLabelValues(string(d.Decision)).Inc()
 	return reply(w, d)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -45,7 +46,7 @@ type (
 		Envelope json.RawMessage `json:"envelope"`
 	}
 	checkpointRequest struct {
-		Checkpoint lineage.Checkpoint `json:"checkpoint"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
 	}
 	registryResponse struct {
 		Frozen     bool                `json:"frozen"`
@@ -96,9 +97,10 @@ var errorKinds = []struct {
 	{"unknown_parent", lineage.ErrUnknownParent, http.StatusUnprocessableEntity},
 	{"unknown_entry", lineage.ErrUnknownEntry, http.StatusNotFound},
 	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
-	{"not_logged", lineage.ErrNotLogged, http.StatusNotFound},
-	{"no_checkpoint", lineage.ErrNoCheckpoint, http.StatusNotFound},
+	{"not_logged", tlog.ErrNotLogged, http.StatusNotFound},
+	{"no_checkpoint", tlog.ErrNoCheckpoint, http.StatusNotFound},
 	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
+	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
 	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},

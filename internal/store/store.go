@@ -1,9 +1,7 @@
-// Package store is pedigree's one door to Badger. Every other package talks to
-// the small Txn type here, so the key-value engine, its memory profile, its
-// durability settings and its error vocabulary live in a single place.
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,20 +13,23 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 // SchemaVersion is the layout of keys this build reads and writes. A store
 // written by another version is refused at open, so that a later layout can
 // migrate it instead of misreading it.
-const SchemaVersion = "2"
+const SchemaVersion = "3"
 
 var (
-	// ErrNotFound is returned by Get for a key that does not exist.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound is returned by Get for a key that does not exist: the
+	// contract's kv.ErrNotFound.
+	ErrNotFound = kv.ErrNotFound
 	// ErrLocked means another process holds the data directory.
 	ErrLocked = errors.New("the data directory is in use by another pedigree process")
 	// ErrNotInitialized means the directory holds no pedigree store yet.
-	ErrNotInitialized = errors.New("no pedigree store here: run 'pedigree init' first")
+	ErrNotInitialized = errors.New("no pedigree store here")
 	// ErrExists means init was asked to create a store that is already there.
 	ErrExists = errors.New("a pedigree store already exists here")
 	// ErrConflict means a transaction lost a race with a concurrent one and
@@ -46,14 +47,14 @@ var (
 // needs tens of megabytes.
 const DefaultMinFree = 64 << 20
 
-var keySchema = []byte("meta/schema")
+var keySchema = []byte(nsMeta + "schema")
 
 // DB is an open store.
 type DB struct {
-	db    *badger.DB
-	dir   string
-	seq   *badger.Sequence
-	space *spaceCheck
+	db        *badger.DB
+	dir       string
+	space     *spaceCheck
+	committer *committer
 }
 
 // Options tune how a store is opened.
@@ -84,7 +85,7 @@ func Create(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = d.Update(func(t *Txn) error {
+	err = d.update(func(t *Txn) error {
 		if _, err := t.Get(keySchema); err == nil {
 			return fmt.Errorf("%s: %w", dir, ErrExists)
 		}
@@ -201,12 +202,7 @@ func open(dir string, o Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	seq, err := db.GetSequence([]byte("meta/seq"), 256)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open sequence: %w", err)
-	}
-	d := &DB{db: db, dir: dir, seq: seq}
+	d := &DB{db: db, dir: dir}
 	if !o.InMemory && o.MinFree >= 0 {
 		min := o.MinFree
 		if min == 0 {
@@ -214,42 +210,38 @@ func open(dir string, o Options) (*DB, error) {
 		}
 		d.space = &spaceCheck{dir: dir, min: min}
 	}
+	d.committer = newCommitter(d)
 	return d, nil
 }
 
 // Dir is the data directory ("" for an in-memory store).
 func (d *DB) Dir() string { return d.dir }
 
-// Close releases the sequence lease and closes Badger.
+// Close answers every write handed to the committer, then closes Badger.
 func (d *DB) Close() error {
-	var errs []error
-	if d.seq != nil {
-		errs = append(errs, d.seq.Release())
-	}
-	errs = append(errs, d.db.Close())
-	return errors.Join(errs...)
+	d.committer.close()
+	return d.db.Close()
 }
 
-// NextSeq returns the next value of the store-wide append sequence. Values
-// are unique and increase; a crash may leave gaps.
-func (d *DB) NextSeq() (uint64, error) {
-	n, err := d.seq.Next()
-	// Sequence values start at 0; shift so that 0 means "none".
-	return n + 1, err
-}
-
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction over the whole key space.
 func (d *DB) View(fn func(*Txn) error) error {
 	return d.db.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+}
+
+// Commit runs fn durably through the group committer (see commit.go),
+// batched with whatever else is waiting: the one write path of the store.
+func (d *DB) Commit(ctx context.Context, size int, fn func(*Txn) error) error {
+	return d.committer.commit(ctx, fn, size)
 }
 
 // maxRetries bounds the retries of a transaction that lost a conflict.
 const maxRetries = 16
 
-// Update runs fn in a read-write transaction and commits it durably. A
+// update runs fn in a read-write transaction and commits it durably. A
 // transaction that conflicts with a concurrent one is run again from the
-// start, so fn must be free of side effects outside the transaction.
-func (d *DB) Update(fn func(*Txn) error) error {
+// start, so fn must be free of side effects outside the transaction. Only
+// Create and the committer call it.
+func (d *DB) update(fn func(*Txn) error) error {
 	if err := d.space.ok(); err != nil {
 		return err
 	}
@@ -273,12 +265,31 @@ func translate(err error) error {
 	return err
 }
 
-// Txn is a transaction.
-type Txn struct{ t *badger.Txn }
+// Txn is a transaction, seen through a namespace: its keys are relative to
+// the namespace's prefix (none for the whole key space).
+type Txn struct {
+	t      *badger.Txn
+	prefix []byte
+}
+
+var _ kv.Txn = (*Txn)(nil)
+
+// In is the same transaction seen through namespace ns (see doc.go): an
+// owner handed it reads and writes only its own rows.
+func (t *Txn) In(ns Namespace) *Txn {
+	return &Txn{t: t.t, prefix: append(append([]byte(nil), t.prefix...), ns...)}
+}
+
+func (t *Txn) key(k []byte) []byte {
+	if len(t.prefix) == 0 {
+		return k
+	}
+	return append(append(make([]byte, 0, len(t.prefix)+len(k)), t.prefix...), k...)
+}
 
 // Get returns a copy of the value at key, or ErrNotFound.
 func (t *Txn) Get(key []byte) ([]byte, error) {
-	it, err := t.t.Get(key)
+	it, err := t.t.Get(t.key(key))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return nil, ErrNotFound
 	}
@@ -290,7 +301,7 @@ func (t *Txn) Get(key []byte) ([]byte, error) {
 
 // Has reports whether key exists.
 func (t *Txn) Has(key []byte) (bool, error) {
-	_, err := t.t.Get(key)
+	_, err := t.t.Get(t.key(key))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -298,21 +309,22 @@ func (t *Txn) Has(key []byte) (bool, error) {
 }
 
 // Set writes key. Badger keeps the slices until commit: do not reuse them.
-func (t *Txn) Set(key, val []byte) error { return translate(t.t.Set(key, val)) }
+func (t *Txn) Set(key, val []byte) error { return translate(t.t.Set(t.key(key), val)) }
 
 // Delete removes key.
-func (t *Txn) Delete(key []byte) error { return translate(t.t.Delete(key)) }
+func (t *Txn) Delete(key []byte) error { return translate(t.t.Delete(t.key(key))) }
 
 // Iterate calls fn for each key with the given prefix, in key order. The
 // slices are valid only during the call. Returning ErrStop ends the walk.
 func (t *Txn) Iterate(prefix []byte, withValues bool, fn func(key, val []byte) error) error {
+	full := t.key(prefix)
 	o := badger.DefaultIteratorOptions
 	o.PrefetchValues = withValues
 	o.PrefetchSize = 16
-	o.Prefix = prefix
+	o.Prefix = full
 	it := t.t.NewIterator(o)
 	defer it.Close()
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+	for it.Seek(full); it.ValidForPrefix(full); it.Next() {
 		item := it.Item()
 		var val []byte
 		if withValues {
@@ -322,7 +334,7 @@ func (t *Txn) Iterate(prefix []byte, withValues bool, fn func(key, val []byte) e
 			}
 			val = v
 		}
-		if err := fn(item.Key(), val); err != nil {
+		if err := fn(item.Key()[len(t.prefix):], val); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil
 			}
@@ -332,8 +344,8 @@ func (t *Txn) Iterate(prefix []byte, withValues bool, fn func(key, val []byte) e
 	return nil
 }
 
-// ErrStop ends an Iterate early without error.
-var ErrStop = errors.New("stop")
+// ErrStop ends an Iterate early without error: the contract's kv.ErrStop.
+var ErrStop = kv.ErrStop
 
 // spaceCheck refuses writes when the filesystem is nearly full. statfs is
 // cached briefly: it sits in front of every write.

@@ -14,7 +14,7 @@ func TestOpenRefusesAnotherSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Update(func(tx *Txn) error { return tx.Set(keySchema, []byte("1")) }); err != nil {
+	if err := d.update(func(tx *Txn) error { return tx.Set(keySchema, []byte("1")) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {

@@ -1,7 +1,6 @@
-package lineage_test
+package tlog_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // logWorld records n entries and a few gate decisions, with checkpoints.
@@ -30,7 +30,7 @@ func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
 			decisions = append(decisions, d.ID)
 		}
 		if i == n/2 || i == n-1 {
-			if _, err := w.E.Checkpoint(context.Background(), w.Operator); err != nil {
+			if _, err := w.E.Checkpoint(t.Context(), w.Operator); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -40,11 +40,11 @@ func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
 
 func TestLogRootMatchesReference(t *testing.T) {
 	w, ids, decisions := logWorld(t, 13)
-	cps, err := w.E.UnsafeGraph().Checkpoints()
+	cps, err := w.E.UnsafeLog().Checkpoints()
 	if err != nil || len(cps) != 2 {
 		t.Fatalf("checkpoints %v %v", cps, err)
 	}
-	size, _ := w.E.UnsafeGraph().LogSize()
+	size, _ := w.E.UnsafeLog().Size()
 	// Each check logs its call entry and its decision.
 	if want := uint64(len(ids) + 2*len(decisions)); size != want || cps[1].Size != size {
 		t.Fatalf("log size %d, checkpoint %d, want %d", size, cps[1].Size, want)
@@ -78,7 +78,7 @@ func TestLogRootMatchesReference(t *testing.T) {
 
 func TestInclusionAndConsistency(t *testing.T) {
 	w, ids, decisions := logWorld(t, 21)
-	g := w.E.UnsafeGraph()
+	g := w.E.UnsafeLog()
 	cps, _ := g.Checkpoints()
 	for _, id := range append(append([]string{}, ids...), decisions...) {
 		p, err := g.Prove(id, 0)
@@ -93,7 +93,7 @@ func TestInclusionAndConsistency(t *testing.T) {
 		}
 	}
 	// An entry logged after the first checkpoint is not in it.
-	if _, err := g.Prove(ids[len(ids)-1], cps[0].Size); !errors.Is(err, lineage.ErrNoCheckpoint) {
+	if _, err := g.Prove(ids[len(ids)-1], cps[0].Size); !errors.Is(err, tlog.ErrNoCheckpoint) {
 		t.Fatalf("prove against an older checkpoint: %v", err)
 	}
 	c, err := g.Consistency(cps[0].Size, cps[1].Size)
@@ -104,7 +104,7 @@ func TestInclusionAndConsistency(t *testing.T) {
 	if c.Verify() == nil {
 		t.Fatal("a consistency proof verified against a wrong root")
 	}
-	if _, err := g.Prove(strings.Repeat("ab", 32), 0); !errors.Is(err, lineage.ErrNotLogged) {
+	if _, err := g.Prove(strings.Repeat("ab", 32), 0); !errors.Is(err, tlog.ErrNotLogged) {
 		t.Fatalf("unknown ID: %v", err)
 	}
 }
@@ -113,14 +113,14 @@ func TestInclusionAndConsistency(t *testing.T) {
 func tamperLog(t *testing.T, fn func(tx *store.Txn, ids, decisions []string) error) *lineage.Report {
 	t.Helper()
 	w, ids, decisions := logWorld(t, 12)
-	if r, err := w.E.Verify(context.Background()); err != nil || !r.OK() {
+	if r, err := w.E.Verify(t.Context()); err != nil || !r.OK() {
 		t.Fatalf("clean store: %+v %v", r, err)
 	}
 	w.Tamper(func(tx *store.Txn) error { return fn(tx, ids, decisions) })
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.E.Verify(context.Background())
+	r, err := w.E.Verify(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +141,10 @@ func TestLogCatchesDeletedEntry(t *testing.T) {
 	r := tamperLog(t, func(tx *store.Txn, ids, _ []string) error {
 		// Delete an entry with no children, everywhere but the log.
 		id := ids[len(ids)-1]
-		for _, k := range []string{"e/" + id, "n/" + id} {
+		for _, k := range []string{"lin/e/" + id, "lin/n/" + id} {
 			tx.Delete([]byte(k))
 		}
-		return tx.Iterate([]byte("q/"), true, func(k, v []byte) error {
+		return tx.Iterate([]byte("lin/q/"), true, func(k, v []byte) error {
 			if string(v) == id {
 				return tx.Delete(append([]byte(nil), k...))
 			}
@@ -156,7 +156,7 @@ func TestLogCatchesDeletedEntry(t *testing.T) {
 
 func TestLogCatchesRewrittenDecision(t *testing.T) {
 	r := tamperLog(t, func(tx *store.Txn, _, decisions []string) error {
-		k := []byte("g/" + decisions[0])
+		k := []byte("dec/g/" + decisions[0])
 		b, _ := tx.Get(k)
 		return tx.Set(k, []byte(strings.Replace(string(b), `"decision":"deny"`, `"decision":"allow"`, 1)))
 	})
@@ -165,7 +165,7 @@ func TestLogCatchesRewrittenDecision(t *testing.T) {
 
 func TestLogCatchesDeletedDecision(t *testing.T) {
 	r := tamperLog(t, func(tx *store.Txn, _, decisions []string) error {
-		return tx.Delete([]byte("g/" + decisions[1]))
+		return tx.Delete([]byte("dec/g/" + decisions[1]))
 	})
 	anyProblem(t, r, "the logged decision is missing")
 }
@@ -199,7 +199,7 @@ func TestLogCatchesForgedCheckpoint(t *testing.T) {
 
 func TestLogCatchesRewrittenDecisionInput(t *testing.T) {
 	r := tamperLog(t, func(tx *store.Txn, _, decisions []string) error {
-		return tx.Set([]byte("gi/"+decisions[0]), []byte(`{"justification":[]}`))
+		return tx.Set([]byte("dec/gi/"+decisions[0]), []byte(`{"justification":[]}`))
 	})
 	anyProblem(t, r, "input was rewritten")
 }

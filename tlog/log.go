@@ -1,14 +1,27 @@
-package lineage
+// Package tlog is pedigree's tamper-evident log: an RFC 6962 Merkle tree
+// over every entry, decision and recall, in append order, appended in the
+// same transaction as what it logs. Every complete subtree's hash is stored,
+// so an inclusion or consistency proof reads O(log n) nodes. Checkpoints
+// (size and root) are signed by the operator key; Verify recomputes the
+// tree from the leaves and checks every stored hash and checkpoint.
+//
+// The log keeps its rows through the kv contract, in its own namespace; the
+// engine hands Append the namespace's view of the transaction that stores
+// what is logged. The proof and checkpoint types are public so that anyone
+// holding a checkpoint can verify a proof without the store.
+package tlog
 
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -16,36 +29,46 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/registry"
 )
-
-// The log is an RFC 6962 Merkle tree over every entry and every gate
-// decision, in append order, written in the same transaction as what it
-// logs. Every complete subtree's hash is stored, so an inclusion or
-// consistency proof reads O(log n) nodes. Checkpoints (size and root) are
-// signed by the operator key; verify recomputes the tree from the leaves and
-// checks every checkpoint against it.
 
 // Leaf kinds.
 const (
 	LeafEntry    byte = 'e'
 	LeafDecision byte = 'd'
+	LeafRecall   byte = 'r'
 )
 
+// KindName names a leaf kind for people and proofs.
+func KindName(kind byte) string {
+	switch kind {
+	case LeafEntry:
+		return "entry"
+	case LeafDecision:
+		return "decision"
+	case LeafRecall:
+		return "recall"
+	}
+	return fmt.Sprintf("kind %q", kind)
+}
+
 var (
+	// ErrMalformed: a checkpoint, proof or request that is not well formed.
+	ErrMalformed = errors.New("malformed log record")
 	// ErrNotLogged: the entry or decision is not in the log.
 	ErrNotLogged = errors.New("not in the log")
 	// ErrNoCheckpoint: no checkpoint of that size (or none at all).
 	ErrNoCheckpoint = errors.New("no such checkpoint")
 )
 
+// Rows of the log's namespace.
 const (
-	keyLogState = "l/state" // size (8 bytes) + the compact range's hashes
-	pLogNode    = "l/n/"    // l/n/<level><index> -> hash of a complete subtree
-	pLogLeaf    = "l/leaf/" // l/leaf/<index> -> kind + raw ID
-	pLogIndex   = "l/i/"    // l/i/<kind><id> -> index
-	pCheckpoint = "l/cp/"   // l/cp/<size> -> signed Checkpoint
+	keyLogState = "state" // size (8 bytes) + the compact range's hashes
+	pLogNode    = "n/"    // n/<level><index> -> hash of a complete subtree
+	pLogLeaf    = "leaf/" // leaf/<index> -> kind + raw ID
+	pLogIndex   = "i/"    // i/<kind><id> -> index
+	pCheckpoint = "cp/"   // cp/<size> -> signed Checkpoint
 	leafPrefix  = "pedigree-log-v1\x00"
 )
 
@@ -60,7 +83,7 @@ func nodeKey(id compact.NodeID) []byte {
 
 func leafKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pLogLeaf), i) }
 
-func indexKey(kind byte, id string) []byte { return append([]byte{'l', '/', 'i', '/', kind}, id...) }
+func indexKey(kind byte, id string) []byte { return append(append([]byte(pLogIndex), kind), id...) }
 
 // LeafData is what a leaf commits to: its kind and the raw ID (an entry's
 // ID is the hash of its signed bytes; a decision's the hash of its record).
@@ -77,9 +100,9 @@ type logState struct {
 	hashes [][]byte
 }
 
-func readLogState(t *store.Txn) (*logState, error) {
+func readLogState(t kv.Txn) (*logState, error) {
 	b, err := t.Get([]byte(keyLogState))
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, kv.ErrNotFound) {
 		return &logState{}, nil
 	}
 	if err != nil {
@@ -95,10 +118,11 @@ func readLogState(t *store.Txn) (*logState, error) {
 	return s, nil
 }
 
-// appendLeaf adds a leaf to the log inside t. Every transaction that logs
-// something reads and writes the log state, so concurrent ones conflict and
-// are retried: leaves get gap-free indices in commit order.
-func appendLeaf(t *store.Txn, kind byte, id string) (uint64, error) {
+// Append adds a leaf to the log inside t (the log's namespace of the
+// transaction that stores what is logged) and returns its index. Every
+// transaction that logs something reads and writes the log state, so leaves
+// get gap-free indices in commit order.
+func Append(t kv.Txn, kind byte, id string) (uint64, error) {
 	data, err := LeafData(kind, id)
 	if err != nil {
 		return 0, err
@@ -119,7 +143,7 @@ func appendLeaf(t *store.Txn, kind byte, id string) (uint64, error) {
 			werr = t.Set(nodeKey(nid), bytes.Clone(h))
 		}
 	}
-	visit(compact.NewNodeID(0, index), leaf)
+	// Append visits the leaf itself, then every subtree it completes.
 	if err := r.Append(leaf, visit); err != nil {
 		return 0, err
 	}
@@ -139,11 +163,20 @@ func appendLeaf(t *store.Txn, kind byte, id string) (uint64, error) {
 	return index, t.Set(indexKey(kind, id), binary.BigEndian.AppendUint64(nil, index))
 }
 
-// AppendLog logs a leaf inside the caller's transaction: the gate logs its
-// decisions in the transaction that stores them.
-func (g *Graph) AppendLog(t *store.Txn, kind byte, id string) error {
-	_, err := appendLeaf(t, kind, id)
-	return err
+// Log reads the log, checks and stores checkpoints, and builds proofs.
+type Log struct {
+	store    kv.Store
+	operator *registry.Verifier
+}
+
+// New returns the log kept in store, whose checkpoints the operator key
+// signs.
+func New(store kv.Store, operator ed25519.PublicKey) (*Log, error) {
+	v, err := registry.NewVerifier(operator)
+	if err != nil {
+		return nil, err
+	}
+	return &Log{store: store, operator: v}, nil
 }
 
 // Checkpoint is a signed statement of the log's size and root.
@@ -158,10 +191,10 @@ func (c *Checkpoint) signed() []byte {
 	return []byte("pedigree-checkpoint-v1\n" + strconv.FormatUint(c.Size, 10) + "\n" + c.Root + "\n" + c.Time + "\n")
 }
 
-// LogSize is the number of leaves.
-func (g *Graph) LogSize() (uint64, error) {
+// Size is the number of leaves.
+func (l *Log) Size() (uint64, error) {
 	var n uint64
-	err := g.db.View(func(t *store.Txn) error {
+	err := l.store.View(func(t kv.Txn) error {
 		st, err := readLogState(t)
 		n = st.size
 		return err
@@ -170,7 +203,7 @@ func (g *Graph) LogSize() (uint64, error) {
 }
 
 // rootAt computes the root of the first size leaves from stored nodes.
-func rootAt(t *store.Txn, size uint64) ([]byte, error) {
+func rootAt(t kv.Txn, size uint64) ([]byte, error) {
 	if size == 0 {
 		return hasher.EmptyRoot(), nil
 	}
@@ -186,7 +219,7 @@ func rootAt(t *store.Txn, size uint64) ([]byte, error) {
 	return r.GetRootHash(nil)
 }
 
-func getNodes(t *store.Txn, ids []compact.NodeID) ([][]byte, error) {
+func getNodes(t kv.Txn, ids []compact.NodeID) ([][]byte, error) {
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		h, err := t.Get(nodeKey(id))
@@ -198,11 +231,11 @@ func getNodes(t *store.Txn, ids []compact.NodeID) ([][]byte, error) {
 	return out, nil
 }
 
-// LogHead is the log's current size and root.
-func (g *Graph) LogHead() (uint64, string, error) {
+// Head is the log's current size and root.
+func (l *Log) Head() (uint64, string, error) {
 	var size uint64
 	var root []byte
-	err := g.db.View(func(t *store.Txn) error {
+	err := l.store.View(func(t kv.Txn) error {
 		st, err := readLogState(t)
 		if err != nil {
 			return err
@@ -217,7 +250,7 @@ func (g *Graph) LogHead() (uint64, string, error) {
 // SignCheckpoint signs a log size and root with the operator key. Whoever
 // holds the key signs; the engine checks and stores (AddCheckpoint).
 func SignCheckpoint(operator *registry.Signer, size uint64, root string, now time.Time) (*Checkpoint, error) {
-	cp := &Checkpoint{Size: size, Root: root, Time: FormatTime(now)}
+	cp := &Checkpoint{Size: size, Root: root, Time: now.UTC().Format(time.RFC3339Nano)}
 	sig, err := operator.Sign(cp.signed())
 	if err != nil {
 		return nil, err
@@ -228,14 +261,14 @@ func SignCheckpoint(operator *registry.Signer, size uint64, root string, now tim
 
 // AddCheckpoint stores a checkpoint after checking that the operator
 // signed it and that its root is the log's root at its size.
-func (g *Graph) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
-	if err := g.checkCheckpoint(cp); err != nil {
+func (l *Log) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
+	if err := l.checkCheckpoint(cp); err != nil {
 		return fmt.Errorf("%w: signed with a key that is not the operator key of this store", registry.ErrBadKey)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, cp.Time); err != nil {
 		return fmt.Errorf("%w: checkpoint time %q", ErrMalformed, cp.Time)
 	}
-	return g.Commit(ctx, func(t *store.Txn) error {
+	return l.store.Commit(ctx, 512, func(t kv.Txn) error {
 		st, err := readLogState(t)
 		if err != nil {
 			return err
@@ -252,13 +285,13 @@ func (g *Graph) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
 		}
 		b, _ := json.Marshal(cp)
 		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), cp.Size), b)
-	}, 512)
+	})
 }
 
 // Checkpoints lists the stored checkpoints, smallest first.
-func (g *Graph) Checkpoints() ([]Checkpoint, error) {
+func (l *Log) Checkpoints() ([]Checkpoint, error) {
 	var out []Checkpoint
-	err := g.db.View(func(t *store.Txn) error {
+	err := l.store.View(func(t kv.Txn) error {
 		return t.Iterate([]byte(pCheckpoint), true, func(_, v []byte) error {
 			var c Checkpoint
 			if err := json.Unmarshal(v, &c); err != nil {
@@ -272,35 +305,31 @@ func (g *Graph) Checkpoints() ([]Checkpoint, error) {
 }
 
 // checkpoint returns the checkpoint of a size, or the latest when size is 0.
-func (g *Graph) checkpoint(size uint64) (*Checkpoint, error) {
-	cps, err := g.Checkpoints()
+func (l *Log) checkpoint(size uint64) (*Checkpoint, error) {
+	cps, err := l.Checkpoints()
 	if err != nil {
 		return nil, err
 	}
 	for i := len(cps) - 1; i >= 0; i-- {
 		if size == 0 || cps[i].Size == size {
-			if err := g.checkCheckpoint(&cps[i]); err != nil {
+			if err := l.checkCheckpoint(&cps[i]); err != nil {
 				return nil, err
 			}
 			return &cps[i], nil
 		}
 	}
 	if size == 0 {
-		return nil, fmt.Errorf("%w: run 'pedigree log checkpoint' first", ErrNoCheckpoint)
+		return nil, fmt.Errorf("%w: the log has no checkpoint yet", ErrNoCheckpoint)
 	}
 	return nil, fmt.Errorf("%w of size %d", ErrNoCheckpoint, size)
 }
 
-func (g *Graph) checkCheckpoint(c *Checkpoint) error {
+func (l *Log) checkCheckpoint(c *Checkpoint) error {
 	sig, err := base64.StdEncoding.DecodeString(c.Signature)
 	if err != nil {
 		return fmt.Errorf("checkpoint %d: %w", c.Size, registry.ErrBadSignature)
 	}
-	v, err := registry.NewVerifier(g.reg.OperatorKey())
-	if err != nil {
-		return err
-	}
-	if err := v.Verify(sig, c.signed()); err != nil {
+	if err := l.operator.Verify(sig, c.signed()); err != nil {
 		return fmt.Errorf("checkpoint %d: %w", c.Size, registry.ErrBadSignature)
 	}
 	return nil
@@ -317,22 +346,22 @@ type InclusionProof struct {
 	Checkpoint Checkpoint `json:"checkpoint"`
 }
 
-// Prove builds an inclusion proof for id (an entry, else a decision)
-// against the checkpoint of size (0: the latest), and verifies it.
-func (g *Graph) Prove(id string, size uint64) (*InclusionProof, error) {
-	cp, err := g.checkpoint(size)
+// Prove builds an inclusion proof for id (an entry, else a decision, else a
+// recall) against the checkpoint of size (0: the latest), and verifies it.
+func (l *Log) Prove(id string, size uint64) (*InclusionProof, error) {
+	cp, err := l.checkpoint(size)
 	if err != nil {
 		return nil, err
 	}
 	p := &InclusionProof{ID: id, Checkpoint: *cp}
-	err = g.db.View(func(t *store.Txn) error {
+	err = l.store.View(func(t kv.Txn) error {
 		var b []byte
-		for _, kind := range []byte{LeafEntry, LeafDecision} {
+		for _, kind := range []byte{LeafEntry, LeafDecision, LeafRecall} {
 			var err error
 			if b, err = t.Get(indexKey(kind, id)); err == nil {
-				p.Kind = map[byte]string{LeafEntry: "entry", LeafDecision: "decision"}[kind]
+				p.Kind = KindName(kind)
 				break
-			} else if !errors.Is(err, store.ErrNotFound) {
+			} else if !errors.Is(err, kv.ErrNotFound) {
 				return err
 			}
 		}
@@ -366,9 +395,14 @@ func (g *Graph) Prove(id string, size uint64) (*InclusionProof, error) {
 // Verify checks the proof against its checkpoint's root, and that the leaf
 // hash is the hash of the leaf it claims to be.
 func (p *InclusionProof) Verify() error {
-	kind := LeafEntry
-	if p.Kind == "decision" {
-		kind = LeafDecision
+	var kind byte
+	for _, k := range []byte{LeafEntry, LeafDecision, LeafRecall} {
+		if KindName(k) == p.Kind {
+			kind = k
+		}
+	}
+	if kind == 0 {
+		return fmt.Errorf("%w: proof of unknown leaf kind %q", ErrMalformed, p.Kind)
 	}
 	data, err := LeafData(kind, p.ID)
 	if err != nil {
@@ -390,20 +424,20 @@ type ConsistencyProof struct {
 
 // Consistency builds and verifies a consistency proof between two
 // checkpoints.
-func (g *Graph) Consistency(oldSize, newSize uint64) (*ConsistencyProof, error) {
+func (l *Log) Consistency(oldSize, newSize uint64) (*ConsistencyProof, error) {
 	if oldSize > newSize {
 		return nil, fmt.Errorf("%w: old size %d is larger than new size %d", ErrMalformed, oldSize, newSize)
 	}
-	o, err := g.checkpoint(oldSize)
+	o, err := l.checkpoint(oldSize)
 	if err != nil {
 		return nil, err
 	}
-	n, err := g.checkpoint(newSize)
+	n, err := l.checkpoint(newSize)
 	if err != nil {
 		return nil, err
 	}
 	p := &ConsistencyProof{Old: *o, New: *n, Hashes: []string{}}
-	err = g.db.View(func(t *store.Txn) error {
+	err = l.store.View(func(t kv.Txn) error {
 		nodes, err := proof.Consistency(oldSize, newSize)
 		if err != nil {
 			return err
@@ -424,7 +458,7 @@ func (p *ConsistencyProof) Verify() error {
 
 // proofHashes reads the stored nodes a proof names and folds the ephemeral
 // one, as hex.
-func proofHashes(t *store.Txn, nodes proof.Nodes) ([]string, error) {
+func proofHashes(t kv.Txn, nodes proof.Nodes) ([]string, error) {
 	hashes, err := getNodes(t, nodes.IDs)
 	if err != nil {
 		return nil, err
@@ -452,11 +486,13 @@ func unhexOne(h string) []byte {
 	return b
 }
 
-// verifyLog recomputes the tree from the leaves: each leaf must name an
-// entry or decision that is stored (decided by exists), each stored node
-// hash must match, every checkpoint must be signed by the operator and
-// match the root at its size, and every stored entry must be logged.
-func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]uint64, exists func(kind byte, id string) error, bad func(string, string, ...any)) error {
+// Verify recomputes the tree from the leaves inside t (the log's namespace
+// of one read transaction): each leaf is handed to logged, which checks that
+// what it names is stored and intact (at that index); every stored subtree
+// hash and index row must match the leaves; every checkpoint must be signed
+// by the operator and match the root at its size. What it finds wrong goes
+// to bad; an error means it could not check.
+func (l *Log) Verify(ctx context.Context, t kv.Txn, logged func(index uint64, kind byte, id string) error, bad func(id, f string, a ...any)) error {
 	cps := map[uint64]Checkpoint{}
 	if err := t.Iterate([]byte(pCheckpoint), true, func(_, v []byte) error {
 		var c Checkpoint
@@ -464,7 +500,7 @@ func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]
 			bad("", "a checkpoint does not decode: %v", err)
 			return nil
 		}
-		if err := g.checkCheckpoint(&c); err != nil {
+		if err := l.checkCheckpoint(&c); err != nil {
 			bad("", "%v", err)
 			return nil
 		}
@@ -485,8 +521,9 @@ func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]
 	}
 	r := rangeFactory.NewEmptyRange(0)
 	checkRoot(0, r)
-	logged := map[string]bool{}
 	var next uint64
+	subtrees := 0 // stored subtree hashes recomputed from the leaves
+	leaves := map[string]uint64{}
 	err := t.Iterate([]byte(pLogLeaf), true, func(k, v []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -494,26 +531,30 @@ func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]
 		i := binary.BigEndian.Uint64(k[len(pLogLeaf):])
 		if i != next {
 			bad("", "log leaf %d is missing", next)
-			next = i
+			return fmt.Errorf("%w: the log's leaves are not contiguous at %d", ErrMalformed, next)
 		}
 		next++
 		if len(v) != 33 {
 			bad("", "log leaf %d is malformed", i)
-			return nil
+			return fmt.Errorf("%w: log leaf %d", ErrMalformed, i)
 		}
 		kind, id := v[0], hex.EncodeToString(v[1:])
-		if err := exists(kind, id); err != nil {
-			bad(id, "log leaf %d: %v", i, err)
+		if err := logged(i, kind, id); err != nil {
+			bad(id, "log leaf %d (%s): %v", i, KindName(kind), err)
 		}
-		if kind == LeafEntry {
-			logged[id] = true
+		leaves[string(indexKey(kind, id))] = i
+		if b, err := t.Get(indexKey(kind, id)); err != nil || len(b) != 8 || binary.BigEndian.Uint64(b) != i {
+			bad(id, "the index row of log leaf %d is missing or wrong", i)
 		}
 		data, _ := LeafData(kind, id)
 		leaf := hasher.HashLeaf(data)
-		if h, err := t.Get(nodeKey(compact.NewNodeID(0, i))); err != nil || !bytes.Equal(h, leaf) {
-			bad(id, "log leaf %d's stored hash does not match it", i)
+		check := func(nid compact.NodeID, want []byte) {
+			subtrees++
+			if h, err := t.Get(nodeKey(nid)); err != nil || !bytes.Equal(h, want) {
+				bad(id, "the log's stored hash of subtree (level %d, index %d) does not match the leaves", nid.Level, nid.Index)
+			}
 		}
-		if err := r.Append(leaf, nil); err != nil {
+		if err := r.Append(leaf, check); err != nil { // visits the leaf, then each subtree it completes
 			return err
 		}
 		checkRoot(r.End(), r)
@@ -523,20 +564,34 @@ func (g *Graph) verifyLog(ctx context.Context, t *store.Txn, entries map[string]
 		return err
 	}
 	st, err := readLogState(t)
-	if err != nil {
+	switch {
+	case err != nil:
 		bad("", "%v", err)
-	} else if st.size != r.End() {
+	case st.size != r.End():
 		bad("", "the log says it has %d leaves; %d are stored", st.size, r.End())
+	case !slices.EqualFunc(st.hashes, r.Hashes(), bytes.Equal):
+		bad("", "the log's state row does not match its leaves")
 	}
 	for size := range cps {
 		if size > r.End() {
 			bad("", "checkpoint %d is larger than the log (%d leaves): leaves were deleted", size, r.End())
 		}
 	}
-	for id := range entries {
-		if !logged[id] {
-			bad(id, "entry is not in the log")
+	// Rows the leaves do not account for.
+	n := 0
+	if err := t.Iterate([]byte(pLogNode), false, func(_, _ []byte) error { n++; return nil }); err != nil {
+		return err
+	}
+	if n != subtrees {
+		bad("", "the log holds %d subtree hashes, its leaves make %d", n, subtrees)
+	}
+	if err := t.Iterate([]byte(pLogIndex), false, func(k, _ []byte) error {
+		if _, ok := leaves[string(k)]; !ok {
+			bad("", "an index row names no log leaf")
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	return nil
 }

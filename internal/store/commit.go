@@ -1,11 +1,9 @@
-package lineage
+package store
 
 import (
 	"context"
 	"errors"
 	"sync"
-
-	"github.com/pedigree-ai/pedigree/internal/store"
 )
 
 // Group commit. An fsync costs far more than writing an entry, and Badger
@@ -16,10 +14,10 @@ import (
 // only after it. A batch that fails is retried one write at a time, so one
 // bad write never fails another's.
 //
-// Every write that appends to the log (entries, gate decisions) goes through
-// here: they all read and write the log's state, and committed from several
-// goroutines they conflicted until Badger's retries ran out (found by the
-// crash test with four writers).
+// Every write goes through here: most of them append to the log, so they all
+// read and write the log's state, and committed from several goroutines they
+// conflicted until Badger's retries ran out (found by the crash test with
+// four writers).
 
 // Batch bounds: entries and bytes in one transaction, well below Badger's
 // transaction size limit.
@@ -32,19 +30,20 @@ const (
 )
 
 type commitReq struct {
-	fn   func(*store.Txn) error
+	fn   func(*Txn) error
 	size int
 	done chan error
 }
 
 type committer struct {
-	db   *store.DB
+	db   *DB
 	reqs chan commitReq
 	stop chan struct{}
+	once sync.Once
 	wg   sync.WaitGroup
 }
 
-func newCommitter(db *store.DB) *committer {
+func newCommitter(db *DB) *committer {
 	c := &committer{db: db, reqs: make(chan commitReq, maxBatchEntries), stop: make(chan struct{})}
 	for range committers {
 		c.wg.Go(c.loop)
@@ -52,17 +51,18 @@ func newCommitter(db *store.DB) *committer {
 	return c
 }
 
-var errClosed = errors.New("the graph is closed")
+// ErrClosed: the store is closed.
+var ErrClosed = errors.New("the store is closed")
 
 // commit runs fn durably, batched with whatever else is waiting. fn may be
 // run more than once (a conflict, or a failed batch): it must do nothing
 // but write to t. size is a rough count of the bytes it writes.
-func (c *committer) commit(ctx context.Context, fn func(*store.Txn) error, size int) error {
+func (c *committer) commit(ctx context.Context, fn func(*Txn) error, size int) error {
 	r := commitReq{fn: fn, size: size, done: make(chan error, 1)}
 	select {
 	case c.reqs <- r:
 	case <-c.stop:
-		return errClosed
+		return ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -81,7 +81,7 @@ func (c *committer) loop() {
 			for {
 				select {
 				case r := <-c.reqs:
-					r.done <- c.db.Update(r.fn)
+					r.done <- c.db.update(r.fn)
 				default:
 					return
 				}
@@ -104,7 +104,7 @@ func (c *committer) loop() {
 
 func (c *committer) write(batch []commitReq) {
 	if len(batch) > 1 {
-		err := c.db.Update(func(t *store.Txn) error {
+		err := c.db.update(func(t *Txn) error {
 			for _, r := range batch {
 				if err := r.fn(t); err != nil {
 					return err
@@ -120,18 +120,11 @@ func (c *committer) write(batch []commitReq) {
 		}
 	}
 	for _, r := range batch {
-		r.done <- c.db.Update(r.fn)
+		r.done <- c.db.update(r.fn)
 	}
 }
 
 func (c *committer) close() {
-	close(c.stop)
+	c.once.Do(func() { close(c.stop) })
 	c.wg.Wait()
-}
-
-// Commit runs fn durably through the committer, batched with the graph's
-// other writes: the gate stores its decisions this way, so that they and the
-// entries they log are appended to the log by one writer.
-func (g *Graph) Commit(ctx context.Context, fn func(*store.Txn) error, size int) error {
-	return g.committer.commit(ctx, fn, size)
 }

@@ -1,0 +1,242 @@
+package pedigree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/decisionlog"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
+)
+
+// check decides on a proposed call. It verifies the call entry (prepared
+// by the caller from a signed statement or an envelope), reads the facts in
+// one read transaction, asks the gate, then stores the call entry, its log
+// leaf, the decision and its leaf, the trajectory step and the use of an
+// approval in one durable commit. Every failure to decide is a deny with its
+// cause in the reasons; an error is returned only when the call cannot be
+// read or the decision cannot be stored, and the caller must treat that as
+// a deny.
+func (e *Engine) check(ctx context.Context, pending *lineage.Pending, refused error, st *lineage.Statement, callID string, argSources map[string][]string) (*gate.Decision, error) {
+	now := e.cfg.clock()
+	if st.Kind != lineage.KindCall {
+		return nil, fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, st.Kind)
+	}
+	d := e.gate.NewDecision(st, callID, now)
+	if refused != nil {
+		// The call entry is not stored: it was refused.
+		return e.failClosed(ctx, d, nil, "the call entry was refused: "+refused.Error())
+	}
+	for attempt := 0; ; attempt++ {
+		f, err := e.facts(pending.Statement, pending.Node, argSources, now)
+		if err != nil {
+			return e.failClosed(ctx, d, nil, err.Error())
+		}
+		ev, err := e.gate.Decide(ctx, f, d, now)
+		if err != nil {
+			return e.failClosed(ctx, d, ev.Input, err.Error())
+		}
+		err = e.storeDecision(ctx, d, ev, pending)
+		if errors.Is(err, decisionlog.ErrApprovalUsed) && attempt < 3 {
+			continue // another check used the approval meanwhile: decide again without it
+		}
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+}
+
+// failClosed logs d as a deny with cause. The call entry is not stored: it
+// was refused, or nothing was decided on it.
+func (e *Engine) failClosed(ctx context.Context, d *gate.Decision, input []byte, cause string) (*gate.Decision, error) {
+	gate.FailClosed(d, cause)
+	if err := e.storeDecision(ctx, d, &gate.Evaluation{Input: input}, nil); err != nil {
+		return nil, err
+	}
+	e.cfg.log.Warn("gate failed closed", "call", d.CallID, "tool", d.Tool, "cause", cause)
+	return d, nil
+}
+
+// facts reads, in one read transaction, what the gate decides on: the
+// nodes the call names with the sources of their untrusted labels, the
+// session's trajectory, and the approvals of this exact action that verify.
+func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time) (*gate.Facts, error) {
+	f := &gate.Facts{Statement: st, Call: call, ArgSources: argSources,
+		Nodes: map[string]*lineage.Node{}, Sources: map[string][]lineage.Source{}}
+	ids := make([]string, 0, len(st.Parents))
+	for _, par := range st.Parents {
+		ids = append(ids, par.ID)
+	}
+	for _, srcs := range argSources {
+		ids = append(ids, srcs...)
+	}
+	err := e.db.View(func(t *store.Txn) error {
+		lt, dt := t.In(store.Lineage), t.In(store.Decisions)
+		nodes, err := e.graph.NodesIn(lt, ids)
+		if err != nil {
+			return err
+		}
+		sources, err := e.graph.WitnessesIn(lt, nodes)
+		if err != nil {
+			return err
+		}
+		for i, n := range nodes {
+			f.Nodes[n.ID], f.Sources[n.ID] = n, sources[i]
+		}
+		if f.Trajectory, err = e.decisions.TrajectoryIn(dt, st.Session); err != nil {
+			return err
+		}
+		f.Approvals, err = e.approvals(lt, dt, st, now)
+		return err
+	})
+	return f, err
+}
+
+// approvals are the approvals that can still allow this exact action in this
+// session: indexed and unused, and, read from the signed entry itself (never
+// from the index), verified against the frozen registry, by a user-tier
+// principal, for a logged decision of the same action, session and
+// proposer, and not expired.
+func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.Time) ([]gate.Approval, error) {
+	action := lineage.ActionDigest(call.Tool, call.Args)
+	cands, err := e.decisions.Candidates(dt, call.Session, action)
+	if err != nil {
+		return nil, err
+	}
+	var out []gate.Approval
+	for _, c := range cands {
+		st, p, err := e.graph.ApprovalIn(lt, c.ID)
+		if err != nil {
+			e.cfg.log.Warn("an indexed approval does not verify: ignored", "approval", c.ID, "error", err)
+			continue
+		}
+		g := st.Approval
+		exp, err := time.Parse(time.RFC3339Nano, g.Expires)
+		if err != nil || !exp.After(now) || p.Tier != registry.User || st.Session != call.Session || g.Action != action {
+			continue
+		}
+		d, err := e.decisions.Record(g.Decision)
+		if err != nil || d.Session != call.Session || d.ArgsDigest != action || d.Principal != call.Principal {
+			continue
+		}
+		out = append(out, gate.Approval{ID: c.ID, Approver: p.ID, Tier: p.Tier, Expires: g.Expires})
+	}
+	return out, nil
+}
+
+// storeDecision seals d and stores it with its log leaf, after the call
+// entry and its leaf when call is not nil, in one commit.
+func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.Evaluation, call *lineage.Pending) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	body, err := decisionlog.Seal(d, ev.Input)
+	if err != nil {
+		return err
+	}
+	size := len(body) + len(ev.Input) + 1024
+	if call != nil {
+		size += call.Size()
+	}
+	err = e.db.Commit(ctx, size, func(t *store.Txn) error {
+		if call != nil {
+			if _, err := e.writeEntry(t, call); err != nil {
+				return err
+			}
+		}
+		idx, err := tlog.Append(t.In(store.Log), tlog.LeafDecision, d.ID)
+		if err != nil {
+			return err
+		}
+		return e.decisions.Append(t.In(store.Decisions), d, body, ev.Input, idx+1, ev.Step)
+	})
+	if err == nil && call != nil {
+		call.Committed()
+	}
+	return err
+}
+
+// approve records a signed approval of a logged decision, after checking
+// that a user-tier principal signed it for that decision's session and
+// action, that it has not expired, and that the decision was not allowed.
+// The entry, its log leaf and its index row are one commit.
+func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error) {
+	st, _, _, err := lineage.Open(env)
+	if err != nil {
+		return nil, err
+	}
+	if st.Kind != lineage.KindApproval {
+		return nil, fmt.Errorf("%w: an approval entry is needed, not %s", gate.ErrApproval, st.Kind)
+	}
+	p, ok := e.reg.Lookup(st.Principal)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
+	}
+	if p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: %s is %s tier; only a user-tier principal approves", gate.ErrApproval, p.ID, p.Tier)
+	}
+	r, err := e.decisions.Record(st.Approval.Decision)
+	if err != nil {
+		return nil, err
+	}
+	d := &r.Decision
+	switch {
+	case d.Decision == gate.Allow:
+		return nil, fmt.Errorf("%w: decision %s already allowed the call", gate.ErrApproval, d.ID[:12])
+	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
+		return nil, fmt.Errorf("%w: the approval does not bind the decision's session and action", gate.ErrApproval)
+	}
+	exp, _ := time.Parse(time.RFC3339Nano, st.Approval.Expires)
+	if !exp.After(e.cfg.clock()) {
+		return nil, fmt.Errorf("%w: the approval has already expired", gate.ErrApproval)
+	}
+	pending, err := e.graph.Prepare(ctx, env, nil)
+	if err != nil {
+		return nil, err
+	}
+	var existing *lineage.Node
+	err = e.db.Commit(ctx, pending.Size()+512, func(t *store.Txn) error {
+		if existing, err = e.writeEntry(t, pending); err != nil || existing != nil {
+			return err
+		}
+		return e.decisions.AddApproval(t.In(store.Decisions), st.Session, st.Approval.Action, pending.Node.ID, st.Approval.Expires)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil {
+		return existing, nil
+	}
+	pending.Committed()
+	return pending.Node, nil
+}
+
+// Preview is the decision the gate would make on a call now, with nothing
+// signed or stored (no call entry, no decision logged, no approval used): a
+// dry run, and what `pedigree bench` measures as a decision alone.
+func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
+	st, srcs, err := e.CallStatement(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	call, err := e.graph.Preview(st)
+	if err != nil {
+		return nil, err
+	}
+	now := e.cfg.clock()
+	d := e.gate.NewDecision(st, call.ID, now)
+	f, err := e.facts(st, call, srcs, now)
+	if err == nil {
+		_, err = e.gate.Decide(ctx, f, d, now)
+	}
+	if err != nil {
+		gate.FailClosed(d, err.Error())
+	}
+	return d, nil
+}

@@ -1,0 +1,144 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// Decision is the gate's answer, as logged and as printed.
+type Decision struct {
+	Version       int              `json:"version"`
+	Decision      Outcome          `json:"decision"`
+	ID            string           `json:"decision_id"`
+	CallID        string           `json:"call_id"`
+	Tool          string           `json:"tool"`
+	Reasons       []string         `json:"reasons"`
+	Untrusted     []lineage.Source `json:"untrusted"`
+	Warnings      []string         `json:"warnings"`
+	PolicyVersion string           `json:"policy_version"`
+	Approval      string           `json:"approval,omitempty"`
+	Principal     string           `json:"principal"`
+	Session       string           `json:"session"`
+	Time          string           `json:"time"`
+	ArgsDigest    string           `json:"args_digest"`
+	Justification []string         `json:"justification"`
+	// InputDigest is the sha256 of the policy input as logged, so that the
+	// decision's ID covers what the policy saw.
+	InputDigest string `json:"input_digest,omitempty"`
+}
+
+// NewDecision starts the decision on call statement st (whose entry is
+// callID) at now: a deny until the policy says otherwise.
+func (g *Gate) NewDecision(st *lineage.Statement, callID string, now time.Time) *Decision {
+	d := &Decision{
+		Version: 1, Decision: Deny, CallID: callID, Tool: st.Tool, Principal: st.Principal, Session: st.Session,
+		Time: lineage.FormatTime(now), ArgsDigest: lineage.ActionDigest(st.Tool, st.Args),
+		PolicyVersion: g.version, Reasons: []string{}, Warnings: []string{}, Untrusted: []lineage.Source{},
+		Justification: make([]string, 0, len(st.Parents)),
+	}
+	for _, p := range st.Parents {
+		d.Justification = append(d.Justification, p.ID)
+	}
+	return d
+}
+
+// FailClosed makes d a deny with cause as its one reason: what every failure
+// to decide becomes.
+func FailClosed(d *Decision, cause string) {
+	d.Decision, d.Approval = Deny, ""
+	d.Reasons = []string{"fail closed: " + cause}
+	d.Warnings = []string{}
+}
+
+// Facts are what the engine read for one call, in one read transaction:
+// the call and its node, where each argument came from, the node of every
+// entry the call names (its justification and its arguments' sources) with
+// the sources of its untrusted labels, the session's trajectory so far, and
+// the approvals that could allow this exact action (each already checked
+// against its signed entry).
+type Facts struct {
+	Statement  *lineage.Statement
+	Call       *lineage.Node
+	ArgSources map[string][]string
+	Nodes      map[string]*lineage.Node
+	Sources    map[string][]lineage.Source
+	Trajectory *trajectory.State
+	Approvals  []Approval
+}
+
+// Approval is an approval offered to the policy.
+type Approval struct {
+	ID       string
+	Approver string
+	Tier     registry.Tier
+	Expires  string
+}
+
+// Evaluation is what a decision leaves for the log: the policy input as
+// logged (nil when it could not be built) and the trajectory step the call
+// appends.
+type Evaluation struct {
+	Input []byte
+	Step  *trajectory.Call
+}
+
+// Decide builds the policy input from f and evaluates the policy at now,
+// filling in d. An error means the gate could not decide: the caller makes d
+// a deny (FailClosed) and logs it with whatever input was built.
+func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
+	in, step, err := g.input(f, d)
+	if err != nil {
+		return &Evaluation{}, err
+	}
+	ev := &Evaluation{}
+	if ev.Input, err = appendJSON(make([]byte, 0, 4096), in); err != nil {
+		return ev, err
+	}
+	v, err := g.eval(ctx, in, now)
+	if err != nil {
+		return ev, err
+	}
+	d.Decision, d.Reasons, d.Approval = v.Decision, v.Reasons, ""
+	d.Warnings = v.Warnings
+	if d.Warnings == nil {
+		d.Warnings = []string{}
+	}
+	if v.Approval != "" {
+		if v.Decision != Allow || !approvalOffered(in, v.Approval) {
+			return ev, errors.New("the policy named an approval that was not offered to it")
+		}
+		d.Approval = v.Approval
+	}
+	ev.Step = step
+	return ev, nil
+}
+
+// Reevaluate runs the policy again on a logged input at the logged time.
+// With the same policy version the outcome is the same: that is what makes
+// the decision log auditable.
+func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outcome, []string, error) {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return "", nil, err
+	}
+	in, err := ast.InterfaceToValue(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := g.eval(ctx, in, at)
+	if err != nil {
+		return Deny, []string{"fail closed: " + err.Error()}, nil
+	}
+	return v.Decision, v.Reasons, nil
+}

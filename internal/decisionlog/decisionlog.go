@@ -1,0 +1,386 @@
+// Package decisionlog owns what the gate's decisions leave behind: the
+// decision records and the exact policy input each was made on, the index
+// of approvals by session and action with the use of each, and each
+// session's trajectory (its features, calls and alerts). It keeps them in
+// its own namespace of the store, through the kv contract, and writes only
+// inside a transaction the engine assembles, because every decision is
+// logged in the same commit.
+//
+// It is internal: the engine is its only user. Nothing here is evidence by
+// itself. A decision record is hashed into its ID, which the Merkle log
+// holds; an approval counts only after its signed entry verifies (the index
+// here only finds candidates); a use is the logged decision that names the
+// approval; a trajectory is re-derived from the logged decisions and recalls
+// by verify.
+package decisionlog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/kv"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/trajectory"
+)
+
+// Rows of the decision log's namespace.
+const (
+	pDecision    = "g/"  // g/<decision id> -> the decision's JSON without its ID: the bytes its ID hashes
+	pInput       = "gi/" // gi/<decision id> -> the policy input it was made on
+	pDecisionSeq = "gq/" // gq/<seq> -> decision id
+	pApproval    = "a/"  // a/<session>\x00<action>\x00<approval id> -> expiry (a hint; the signed entry decides)
+	pUsed        = "au/" // au/<approval id> -> the decision id that used it
+	pTrajectory  = "t/"  // t/<session> -> trajectory.State
+	pTrajCall    = "tc/" // tc/<session>\x00<seq> -> trajectory.Call
+	pTrajAlert   = "ta/" // ta/<session>\x00<seq> -> trajectory.Alert
+)
+
+// ErrApprovalUsed: the approval was used by another decision meanwhile.
+var ErrApprovalUsed = errors.New("approval already used")
+
+// Log is the decision log.
+type Log struct {
+	store kv.Store
+	model *trajectory.Model
+}
+
+// New returns the decision log kept in store; model, when not nil, adds its
+// alerts to the trajectory's rules.
+func New(store kv.Store, model *trajectory.Model) *Log {
+	return &Log{store: store, model: model}
+}
+
+// Seal fixes a decision's ID: the sha256 of its record without the ID, which
+// covers the digest of the logged input. It returns the record's bytes.
+func Seal(d *gate.Decision, input []byte) ([]byte, error) {
+	d.ID, d.InputDigest = "", ""
+	if input != nil {
+		s := sha256.Sum256(input)
+		d.InputDigest = hex.EncodeToString(s[:])
+	}
+	body, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(body)
+	d.ID = hex.EncodeToString(sum[:])
+	return body, nil
+}
+
+// Append stores a sealed decision inside t with its append sequence (its log
+// leaf's index + 1), its input, the use of its approval, and the call's
+// step in its session's trajectory (when given).
+func (l *Log) Append(t kv.Txn, d *gate.Decision, body, input []byte, seq uint64, step *trajectory.Call) error {
+	if d.Approval != "" {
+		used := []byte(pUsed + d.Approval)
+		if ok, err := t.Has(used); err != nil {
+			return err
+		} else if ok {
+			return ErrApprovalUsed
+		}
+		if err := t.Set(used, []byte(d.ID)); err != nil {
+			return err
+		}
+	}
+	if err := t.Set([]byte(pDecision+d.ID), body); err != nil {
+		return err
+	}
+	if input != nil {
+		if err := t.Set([]byte(pInput+d.ID), input); err != nil {
+			return err
+		}
+	}
+	if err := t.Set(binary.BigEndian.AppendUint64([]byte(pDecisionSeq), seq), []byte(d.ID)); err != nil {
+		return err
+	}
+	if step != nil && d.Session != "" {
+		_, err := l.appendTrajectory(t, d.Session, *step)
+		return err
+	}
+	return nil
+}
+
+func approvalPrefix(session, action string) []byte {
+	b := append([]byte(pApproval), session...)
+	b = append(b, 0)
+	b = append(b, action...)
+	return append(b, 0)
+}
+
+// AddApproval indexes a stored approval entry inside t, so that the checks
+// of its session and action find it.
+func (l *Log) AddApproval(t kv.Txn, session, action, approvalID, expires string) error {
+	return t.Set(append(approvalPrefix(session, action), approvalID...), []byte(expires))
+}
+
+// Candidate is an indexed approval not yet used: a hint that the engine
+// checks against the signed approval entry before it offers it to the
+// policy.
+type Candidate struct {
+	ID string
+}
+
+// Candidates lists, inside t, the indexed approvals of this session and
+// action that no decision has used.
+func (l *Log) Candidates(t kv.Txn, session, action string) ([]Candidate, error) {
+	var out []Candidate
+	prefix := approvalPrefix(session, action)
+	err := t.Iterate(prefix, false, func(k, _ []byte) error {
+		id := string(k[len(prefix):])
+		if used, err := t.Has([]byte(pUsed + id)); err != nil || used {
+			return err
+		}
+		out = append(out, Candidate{ID: id})
+		return nil
+	})
+	return out, err
+}
+
+// Approved reports inside t whether some approval of this decision is
+// indexed already (one decision, one approval).
+func (l *Log) Approved(t kv.Txn, d *gate.Decision) (bool, error) {
+	found := false
+	prefix := approvalPrefix(d.Session, d.ArgsDigest)
+	err := t.Iterate(prefix, false, func(k, _ []byte) error {
+		found = true
+		return kv.ErrStop
+	})
+	return found, err
+}
+
+// Record is a logged decision with the exact input its policy saw.
+type Record struct {
+	gate.Decision
+	Input []byte
+}
+
+// Record returns a logged decision by ID or unique prefix.
+func (l *Log) Record(idOrPrefix string) (*Record, error) {
+	if len(idOrPrefix) < lineage.MinPrefix {
+		return nil, fmt.Errorf("%w: %q is too short an ID", gate.ErrUnknownDecision, idOrPrefix)
+	}
+	var found []string
+	var body, input []byte
+	err := l.store.View(func(t kv.Txn) error {
+		err := t.Iterate([]byte(pDecision+idOrPrefix), true, func(k, v []byte) error {
+			found = append(found, string(k[len(pDecision):]))
+			body = bytes.Clone(v)
+			if len(found) > 1 {
+				return kv.ErrStop
+			}
+			return nil
+		})
+		if err != nil || len(found) != 1 {
+			return err
+		}
+		input, err = t.Get([]byte(pInput + found[0]))
+		if errors.Is(err, kv.ErrNotFound) {
+			input, err = nil, nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(found) == 0:
+		return nil, fmt.Errorf("%w %s", gate.ErrUnknownDecision, idOrPrefix)
+	case len(found) > 1:
+		return nil, fmt.Errorf("%w: %s is an ambiguous prefix", gate.ErrUnknownDecision, idOrPrefix)
+	}
+	r := &Record{Input: input}
+	if err := json.Unmarshal(body, &r.Decision); err != nil {
+		return nil, fmt.Errorf("decision %s: %w", idOrPrefix, err)
+	}
+	r.ID = found[0]
+	return r, nil
+}
+
+// Decisions lists logged decisions in order, newest last; limit 0 lists all,
+// otherwise the last limit; session, when set, keeps that session's only.
+func (l *Log) Decisions(ctx context.Context, limit int, session string) ([]gate.Decision, error) {
+	var out []gate.Decision
+	err := l.store.View(func(t kv.Txn) error {
+		return t.Iterate([]byte(pDecisionSeq), true, func(_, id []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			b, err := t.Get([]byte(pDecision + string(id)))
+			if err != nil {
+				return fmt.Errorf("decision %s: %w", id, err)
+			}
+			var d gate.Decision
+			if err := json.Unmarshal(b, &d); err != nil {
+				return fmt.Errorf("decision %s: %w", id, err)
+			}
+			if session != "" && d.Session != session {
+				return nil
+			}
+			d.ID = string(id)
+			out = append(out, d)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	if out == nil {
+		out = []gate.Decision{}
+	}
+	return out, nil
+}
+
+func trajKey(prefix, session string, seq uint64) []byte {
+	b := append([]byte(prefix), session...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+// TrajectoryIn returns, inside t, a session's trajectory features, without
+// its calls and alerts (see Trajectory).
+func (l *Log) TrajectoryIn(t kv.Txn, session string) (*trajectory.State, error) {
+	s := &trajectory.State{}
+	b, err := t.Get([]byte(pTrajectory + session))
+	if errors.Is(err, kv.ErrNotFound) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, json.Unmarshal(b, s)
+}
+
+// Trajectory returns a session's trajectory with its calls and alerts.
+func (l *Log) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
+	var s *trajectory.State
+	err := l.store.View(func(t kv.Txn) error {
+		var err error
+		if s, err = l.TrajectoryIn(t, session); err != nil {
+			return err
+		}
+		prefix := append([]byte(pTrajCall+session), 0)
+		if err := t.Iterate(prefix, true, func(_, v []byte) error {
+			var c trajectory.Call
+			s.Calls = append(s.Calls, c)
+			return json.Unmarshal(v, &s.Calls[len(s.Calls)-1])
+		}); err != nil {
+			return err
+		}
+		prefix = append([]byte(pTrajAlert+session), 0)
+		return t.Iterate(prefix, true, func(_, v []byte) error {
+			var a trajectory.Alert
+			s.Alerts = append(s.Alerts, a)
+			return json.Unmarshal(v, &s.Alerts[len(s.Alerts)-1])
+		})
+	})
+	return s, err
+}
+
+// Observe appends, inside t, a call that did not go through a check (a
+// memory recall) to its session's trajectory.
+func (l *Log) Observe(t kv.Txn, session string, c trajectory.Call) ([]trajectory.Alert, error) {
+	return l.appendTrajectory(t, session, c)
+}
+
+func (l *Log) appendTrajectory(t kv.Txn, session string, c trajectory.Call) ([]trajectory.Alert, error) {
+	s, err := l.TrajectoryIn(t, session)
+	if err != nil {
+		return nil, fmt.Errorf("trajectory of %s: %w", session, err)
+	}
+	at := uint64(s.Len)
+	alerts := s.Observe(c, l.model)
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Set([]byte(pTrajectory+session), b); err != nil {
+		return nil, err
+	}
+	if at < trajectory.MaxKeptCalls {
+		cb, _ := json.Marshal(c)
+		if err := t.Set(trajKey(pTrajCall, session, at), cb); err != nil {
+			return nil, err
+		}
+	}
+	for i, a := range alerts {
+		ab, _ := json.Marshal(a)
+		if err := t.Set(trajKey(pTrajAlert, session, at<<8|uint64(i)), ab); err != nil {
+			return nil, err
+		}
+	}
+	return alerts, nil
+}
+
+// VerifyDecision checks inside t that a logged decision is stored at seq and
+// that its record hashes to its ID (which covers the digest of its input).
+func (l *Log) VerifyDecision(t kv.Txn, id string, seq uint64) error {
+	b, err := t.Get([]byte(pDecision + id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return errors.New("the logged decision is missing")
+	}
+	if err != nil {
+		return err
+	}
+	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != id {
+		return errors.New("the decision record was rewritten: it does not hash to its ID")
+	}
+	var d gate.Decision
+	if err := json.Unmarshal(b, &d); err != nil {
+		return fmt.Errorf("the decision record does not decode: %v", err)
+	}
+	in, err := t.Get([]byte(pInput + id))
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		if d.InputDigest != "" {
+			return errors.New("the decision's logged input was deleted")
+		}
+	case err != nil:
+		return err
+	default:
+		if s := sha256.Sum256(in); hex.EncodeToString(s[:]) != d.InputDigest {
+			return errors.New("the decision's logged input was rewritten")
+		}
+	}
+	if got, err := t.Get(binary.BigEndian.AppendUint64([]byte(pDecisionSeq), seq)); err != nil || string(got) != id {
+		return errors.New("the decision's place in the append order is missing or names another")
+	}
+	if d.Approval != "" {
+		if used, err := t.Get([]byte(pUsed + d.Approval)); err != nil || string(used) != id {
+			return fmt.Errorf("the use of approval %s by this decision is not recorded", d.Approval)
+		}
+	}
+	return nil
+}
+
+// DecisionIDs lists inside t every stored decision with its sequence.
+func (l *Log) DecisionIDs(t kv.Txn) (map[string]uint64, error) {
+	ids := map[string]uint64{}
+	err := t.Iterate([]byte(pDecisionSeq), true, func(k, v []byte) error {
+		ids[string(v)] = binary.BigEndian.Uint64(k[len(pDecisionSeq):])
+		return nil
+	})
+	return ids, err
+}
+
+// Used lists inside t every recorded approval use: approval -> decision.
+func (l *Log) Used(t kv.Txn) (map[string]string, error) {
+	out := map[string]string{}
+	err := t.Iterate([]byte(pUsed), true, func(k, v []byte) error {
+		out[string(k[len(pUsed):])] = string(v)
+		return nil
+	})
+	return out, err
+}
+
+// ParseExpiry reads an approval's signed expiry.
+func ParseExpiry(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }

@@ -1,0 +1,65 @@
+// Package store is pedigree's one door to Badger. It implements the kv
+// contract (package kv) that every owner of stored facts is written
+// against, gives each owner its own namespace, and runs the one write path:
+// a group committer that batches the writes waiting at the same moment into
+// one transaction and one fsync. The key-value engine, its memory profile,
+// its durability settings and its error vocabulary live here and nowhere
+// else.
+//
+// # Namespaces
+//
+// Every key belongs to exactly one owner, declared once in space.go. An
+// owner is handed its namespace (a Space, or a transaction seen through
+// Txn.In) and its keys are relative to it, so no package can read or write
+// another's rows. The engine (the root package) is the only code that holds
+// the whole key space: it composes the owners' writes into the one commit a
+// verb needs.
+//
+// # Every row, and what vouches for it
+//
+// "signed" rows carry a principal's or the operator's signature; "derived"
+// rows are recomputed from signed rows by `pedigree verify` (and the ones a
+// check relies on are re-checked at use where noted); "logged" rows are
+// leaves of the Merkle log (or hashed into one) whose root the operator's
+// checkpoints sign; a row named "hint" is never evidence by itself.
+//
+//	namespace  row                         owner                what vouches for it
+//	meta/      schema                      store                refused at open when it is not this build's
+//	reg/       meta (τ, operator key)      registry             τ: the signed freeze manifest, checked at open;
+//	                                                            operator key: only a trust root pinned outside
+//	                                                            the directory (until one is, a writer of the
+//	                                                            directory can replace it and re-freeze)
+//	reg/       p/<principal>               registry             the signed freeze manifest, checked at open
+//	reg/       freeze                      registry             signed by the operator key; a copy is kept
+//	                                                            beside the store (registry.freeze)
+//	lin/       e/<id>                      lineage              signed by the entry's principal; the ID is the
+//	                                                            hash of the signed bytes
+//	lin/       n/<id>                      lineage              derived: labels, parents and fields recomputed
+//	                                                            from the signed statement and the parents' rows
+//	lin/       c/<id>                      lineage              derived: must hash to the signed content digest
+//	lin/       q/<seq>                     lineage              logged: seq is the entry's log leaf index + 1
+//	lin/       s/<session>\x00<seq>         lineage              derived: every session's context is re-derived
+//	lin/       m/<session>\x00<id>          lineage              from the entries' signed sessions and the recall
+//	                                                            records, both ways
+//	lin/       r/<recall id>               lineage              logged: a leaf names it; it hashes to its ID
+//	l/         leaf/<index>                tlog                 logged: the leaves; their root at each
+//	                                                            checkpoint's size must match its signed root
+//	l/         n/<level><index>            tlog                 derived: every subtree hash is recomputed
+//	l/         i/<kind><id>, state         tlog                 derived: recomputed from the leaves
+//	l/         cp/<size>                   tlog                 signed by the operator key
+//	dec/       g/<decision id>             decisionlog          logged: the record hashes to its ID, a leaf
+//	dec/       gi/<decision id>            decisionlog          derived: hashes to the record's input digest
+//	dec/       gq/<seq>                    decisionlog          logged: seq is the decision's leaf index + 1
+//	dec/       au/<approval id>            decisionlog          logged: the decision that used the approval
+//	                                                            names it, and verify checks both ways
+//	dec/       a/<session>\x00<action>\x00<id>  decisionlog     hint: a check reads the signed approval entry
+//	                                                            and the logged decision it names, never this row
+//	dec/       t/<session>, tc/…, ta/…     decisionlog          NOT yet re-derived by verify: the session's
+//	                                                            trajectory features, calls and alerts. They
+//	                                                            feed only soft alerts under the default policy
+//	                                                            (warnings); an operator policy that acts on
+//	                                                            alerts trusts these rows
+//
+// A row of any namespace that this table does not name is reported by
+// verify where its owner iterates its namespace (lineage and the log do).
+package store

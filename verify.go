@@ -1,0 +1,99 @@
+package pedigree
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/tlog"
+)
+
+// Verify checks the whole store in one read transaction: every entry's
+// signature, ID, node row, labels and session context (lineage); every
+// decision record and its input (the decision log); and the Merkle log over
+// all of them, its subtree hashes, index rows and checkpoints, each leaf
+// against the owner of what it names, at its index. It returns an error
+// only when it could not check; what it finds wrong is in the report.
+func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
+	r := &lineage.Report{Problems: []lineage.Problem{}}
+	bad := func(id, f string, a ...any) {
+		r.Problems = append(r.Problems, lineage.Problem{ID: id, What: fmt.Sprintf(f, a...)})
+	}
+	err := e.db.View(func(t *store.Txn) error {
+		lt, dt := t.In(store.Lineage), t.In(store.Decisions)
+		v, err := e.graph.VerifyIn(ctx, lt, bad)
+		if err != nil {
+			return err
+		}
+		r.Entries = len(v.Entries)
+		decisions, err := e.decisions.DecisionIDs(dt)
+		if err != nil {
+			return err
+		}
+		logged := map[byte]map[string]bool{tlog.LeafEntry: {}, tlog.LeafDecision: {}, tlog.LeafRecall: {}}
+		leaf := func(index uint64, kind byte, id string) error {
+			seen, ok := logged[kind]
+			if !ok {
+				return fmt.Errorf("unknown leaf kind %q", kind)
+			}
+			if seen[id] {
+				return errors.New("logged twice")
+			}
+			seen[id] = true
+			switch kind {
+			case tlog.LeafEntry:
+				seq, ok := v.Entries[id]
+				if !ok {
+					return errors.New("the logged entry is missing or does not verify")
+				}
+				if seq != index+1 {
+					return fmt.Errorf("the entry's append sequence is %d, its leaf %d", seq, index)
+				}
+			case tlog.LeafDecision:
+				if decisions[id] != index+1 {
+					return fmt.Errorf("the decision's append sequence is %d, its leaf %d", decisions[id], index)
+				}
+				return e.decisions.VerifyDecision(dt, id, index+1)
+			case tlog.LeafRecall:
+				if _, ok := v.Recalls[id]; !ok {
+					return errors.New("the logged recall record is missing or does not verify")
+				}
+			}
+			return nil
+		}
+		if err := e.log.Verify(ctx, t.In(store.Log), leaf, bad); err != nil {
+			return err
+		}
+		for id := range v.Entries {
+			if !logged[tlog.LeafEntry][id] {
+				bad(id, "entry is not in the log")
+			}
+		}
+		for id := range decisions {
+			if !logged[tlog.LeafDecision][id] {
+				bad(id, "decision is not in the log")
+			}
+		}
+		for id := range v.Recalls {
+			if !logged[tlog.LeafRecall][id] {
+				bad(id, "recall record is not in the log")
+			}
+		}
+		used, err := e.decisions.Used(dt)
+		if err != nil {
+			return err
+		}
+		for approval, decision := range used {
+			if decisions[decision] == 0 {
+				bad(approval, "approval use by decision %s, which is not logged", decision)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("verify could not finish: %w", err)
+	}
+	return r, nil
+}
