@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree"
 )
 
 // DefaultLockWait is how long a verb waits for a data directory that another
@@ -20,23 +20,29 @@ const (
 )
 
 // errStillLocked is the error a verb ends with when the directory stayed
-// held for the whole wait: what happened, and what to do about it.
+// held for the whole wait; its hint says what to do about it.
 type errStillLocked struct {
 	dir    string
 	waited time.Duration
 	err    error
+	// serving: the verb is 'serve', which needs the directory alone.
+	serving bool
 }
 
-func (e errStillLocked) Error() string {
-	return fmt.Sprintf("%v (waited %v). Only one process can open a data directory: to run several "+
-		"commands at once, start 'pedigree serve --dir %s' and they will share it through its socket; "+
-		"or wait for the other command to finish, or give it longer with --lock-wait", e.err, e.waited, e.dir)
-}
-
+func (e errStillLocked) Error() string { return fmt.Sprintf("%v (waited %v)", e.err, e.waited) }
 func (e errStillLocked) Unwrap() error { return e.err }
 
+func (e errStillLocked) hint() string {
+	if e.serving {
+		return "'pedigree serve' needs the data directory alone: stop the command that holds it, or give it longer with --lock-wait"
+	}
+	return fmt.Sprintf("only one process can open a data directory: to run several commands at once, "+
+		"start 'pedigree serve --dir %s' and they will share it through its socket; "+
+		"or wait for the other command to finish, or give it longer with --lock-wait", e.dir)
+}
+
 // waitForDirectory calls attempt until it returns anything but
-// store.ErrLocked, backing off between attempts, for at most a.lockWait.
+// pedigree.ErrLocked, backing off between attempts, for at most a.lockWait.
 // It says once on stderr that it is waiting, so that a pause is never
 // silent. attempt is retried whole, so it may also look for a server that
 // has started meanwhile.
@@ -46,7 +52,7 @@ func (a *app) waitForDirectory(ctx context.Context, attempt func() error) error 
 	said := false
 	for {
 		err := attempt()
-		if !errors.Is(err, store.ErrLocked) {
+		if !errors.Is(err, pedigree.ErrLocked) {
 			return err
 		}
 		waited := time.Since(start)

@@ -109,3 +109,25 @@ func TestLockWaitRunsOut(t *testing.T) {
 		}
 	}
 }
+
+// serve on a directory another process holds waits too, and then does not
+// advise starting a server; on a directory a server already serves, it
+// says so at once.
+func TestServeOnAHeldDirectory(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	holder, err := pedigree.Open(t.Context(), c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("--lock-wait", "50ms", "serve")
+	holder.Close()
+	if r.code != ExitError || !strings.Contains(r.err, "'pedigree serve' needs the data directory alone") || strings.Contains(r.err, "start 'pedigree serve") {
+		t.Fatalf("held: exit %d %s", r.code, r.err)
+	}
+	c.serve()
+	r = c.run("serve")
+	if r.code != ExitError || !strings.Contains(r.err, "a pedigree server is running on this data directory") {
+		t.Fatalf("served: exit %d %s", r.code, r.err)
+	}
+}
