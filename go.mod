@@ -15,7 +15,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/secure-systems-lab/go-securesystemslib v0.11.1
+require (
+	github.com/google/btree v1.1.3
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
+)
 
 require (
 	github.com/agnivade/levenshtein v1.2.2 // indirect

@@ -118,6 +118,7 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 		return err
 	}
 	got := map[string]map[string]bool{}
+	chains := map[string]contextHead{}
 	if err := t.Iterate([]byte(pSession), true, func(k, val []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -135,6 +136,7 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 			got[session] = map[string]bool{}
 		}
 		got[session][id] = true
+		chains[session] = chains[session].add(id)
 		if ok, err := t.Has(memberKey(session, id)); err != nil {
 			return err
 		} else if !ok {
@@ -149,6 +151,23 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 			if !got[session][id] {
 				bad(id, "missing from the context of session %s", session)
 			}
+		}
+	}
+	heads := map[string]bool{}
+	if err := t.Iterate([]byte(pHead), true, func(k, val []byte) error {
+		session := string(k[len(pHead):])
+		heads[session] = true
+		h, err := readHead(t, session)
+		if err != nil || h != chains[session] {
+			bad("", "the context head of session %s does not match its context rows", session)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for session := range chains {
+		if !heads[session] {
+			bad("", "session %s has context rows but no context head", session)
 		}
 	}
 	return t.Iterate([]byte(pMember), false, func(k, _ []byte) error {

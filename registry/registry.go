@@ -80,8 +80,11 @@ type principalRow struct {
 
 // manifest is what the operator signs at freeze: every principal and τ.
 type manifest struct {
-	Version    int             `json:"version"`
-	Tau        float64         `json:"tau"`
+	Version int     `json:"version"`
+	Tau     float64 `json:"tau"`
+	// Meta is the sha256 of the registry's meta row (τ, the operator key,
+	// its creation time) as frozen: a row rewritten after freeze is refused.
+	Meta       string          `json:"meta_sha256"`
 	Principals []manifestEntry `json:"principals"`
 	Digest     string          `json:"digest"`
 	Time       string          `json:"time"`
@@ -110,6 +113,7 @@ type Registry struct {
 	principals map[string]Principal
 	verifiers  map[string]*Verifier
 	frozen     bool
+	metaDigest string
 }
 
 // ValidateTau checks a strong-edge threshold.
@@ -154,6 +158,8 @@ func Load(db kv.Store) (*Registry, error) {
 		if err := json.Unmarshal(b, &m); err != nil {
 			return fmt.Errorf("read registry: %w", err)
 		}
+		sum := sha256.Sum256(b)
+		r.metaDigest = hex.EncodeToString(sum[:])
 		r.tau = m.Tau
 		if r.operator, err = ParsePublicKey([]byte(m.OperatorKey)); err != nil {
 			return fmt.Errorf("operator key: %w", err)
@@ -218,6 +224,9 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 		return &TamperError{Differences: []string{"the freeze record cannot be read: " + err.Error()}}
 	}
 	var diffs []string
+	if m.Meta != r.metaDigest {
+		diffs = append(diffs, "the registry's meta row (tau, the operator key) was rewritten since freeze")
+	}
 	if m.Tau != r.tau {
 		diffs = append(diffs, fmt.Sprintf("tau is %v, frozen as %v", r.tau, m.Tau))
 	}
@@ -318,7 +327,7 @@ func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) 
 	if r.frozen {
 		return ErrFrozen
 	}
-	m := manifest{Version: 1, Tau: r.tau, Time: now.UTC().Format(time.RFC3339Nano)}
+	m := manifest{Version: 1, Tau: r.tau, Meta: r.metaDigest, Time: now.UTC().Format(time.RFC3339Nano)}
 	for _, id := range r.sortedIDs() {
 		p := r.principals[id]
 		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey)})

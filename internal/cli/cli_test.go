@@ -369,6 +369,7 @@ func testBadInput(t *testing.T, served bool) {
 		{"log checkpoint with another key", []string{"log", "checkpoint", "--operator-key", alice}, ExitError, "not the operator key"},
 		{"freeze with another key", []string{"registry", "freeze", "--operator-key", alice}, ExitError, "frozen"},
 		{"bench with no entries", []string{"bench", "--entries", "0"}, ExitUsage, "--entries"},
+		{"bench in memory with a directory", []string{"bench", "--in-memory", "--tmp", "x"}, ExitUsage, "--in-memory has no directory"},
 		{"bench with a bad memory limit", []string{"bench", "--memory-limit", "lots"}, ExitUsage, "--memory-limit \"lots\": want a size"},
 		{"bench with a negative memory limit", []string{"bench", "--memory-limit", "-1MiB"}, ExitUsage, "want a size"},
 		{"serve with an overflowing memory limit", []string{"serve", "--memory-limit", "9999999999TiB"}, ExitUsage, "want a size"},

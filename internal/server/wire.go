@@ -87,6 +87,7 @@ var errorKinds = []struct {
 	err    error
 	status int
 }{
+	{"tampered", registry.ErrTampered, http.StatusConflict},
 	{"frozen", registry.ErrFrozen, http.StatusConflict},
 	{"not_frozen", registry.ErrNotFrozen, http.StatusConflict},
 	{"unknown_principal", registry.ErrUnknownPrincipal, http.StatusForbidden},

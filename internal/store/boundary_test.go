@@ -17,6 +17,7 @@ import (
 func TestHeavyDependenciesStayInTheirPackage(t *testing.T) {
 	owners := map[string][]string{
 		"github.com/dgraph-io/badger":        {"internal/store"},
+		"github.com/google/btree":            {"internal/store"},
 		"github.com/open-policy-agent/opa":   {"gate", "policies"},
 		"github.com/sigstore/sigstore":       {"registry"},
 		"github.com/secure-systems-lab":      {"registry"},

@@ -1,10 +1,25 @@
-// Package store is pedigree's one door to Badger. It implements the kv
-// contract (package kv) that every owner of stored facts is written
-// against, gives each owner its own namespace, and runs the one write path:
-// a group committer that batches the writes waiting at the same moment into
-// one transaction and one fsync. The key-value engine, its memory profile,
-// its durability settings and its error vocabulary live here and nowhere
-// else.
+// Package store is pedigree's one door to its key-value engines. It
+// implements the kv contract (package kv) that every owner of stored facts
+// is written against, gives each owner its own namespace, and runs the one
+// write path: a group committer that batches the writes waiting at the
+// same moment into one transaction and one fsync. The engines, their memory
+// profile, their durability settings and their error vocabulary live here
+// and nowhere else.
+//
+// # Two engines, one contract
+//
+// A data directory is Badger (badger.go). An in-memory store
+// (Options.InMemory: NewInMemory, replays, tests) is a B-tree
+// (memory.go, github.com/google/btree): a read transaction works on a
+// copy-on-write clone, a read-write one buffers its writes, reads them
+// back merged with the snapshot in key order, and applies them at commit
+// under a lock; the committer already makes writes one at a time, so it
+// never conflicts. Both answer with the same errors (kv.ErrNotFound,
+// kv.ErrStop; a write in a read transaction fails). The memory engine has
+// no transaction size limit (Badger's ErrTxnTooBig) and no free-space
+// check: the committer's batch bounds are the only limits there. Both
+// engines, and Badger's own in-memory mode, run the conformance suite in
+// kvtest (conformance_test.go), so they cannot drift apart unseen.
 //
 // # Namespaces
 //
