@@ -23,26 +23,31 @@
 //
 // # The lifecycle
 //
-//  1. Init creates a data directory (Open opens it again; NewInMemory
-//     makes a throwaway engine for tests and replays) with τ and an operator
-//     key, which only signs the registry freeze and log checkpoints.
+//  1. Init creates a data directory with τ and an operator key, which only
+//     signs the registry freeze and log checkpoints: WithOperatorKeyFile
+//     writes a new one outside the directory, with its public half (the
+//     trust root) beside it; WithOperatorSigner takes one the caller holds.
+//     Open opens the directory again, pinned to the trust root with
+//     WithTrustRoot; NewInMemory makes a throwaway engine for tests and
+//     replays.
 //  2. AddPrincipal registers every principal with its tier (Internal, User,
 //     Unverified, External, most trusted first) and public key: the user,
-//     the agent, every tool whose output the agent reads.
+//     the agent, every tool whose output the agent reads. Approver marks
+//     the user-tier principals who may approve a denied call.
 //  3. Freeze signs the registry with the operator key. From then on no
 //     principal can be added, removed or changed, after restarts too, and
 //     entries can be recorded. Keep the operator key off the host.
 //  4. Record signs an entry with its principal's key (Insert takes one
-//     signed elsewhere: the harness may keep every private key). An agent's
-//     entry in a session without explicit Parents derives from the whole
-//     session context with strong edges.
+//     signed elsewhere: the harness may keep every private key). An entry
+//     in a session without explicit Parents derives from the whole session
+//     context with strong edges, unless a user wrote it.
 //  5. Recall puts stored memories into a session's context: what the agent
 //     writes or calls there next derives from them.
 //  6. Check signs and records a proposed call and decides on it: allow,
 //     deny or ask. Its CallID is the parent the tool's output names when it
 //     is recorded. Any error from Check means the call must not run.
-//  7. Approve lets a user-tier principal allow one denied call, once, bound
-//     to its session, tool and exact arguments, with an expiry.
+//  7. Approve lets an approver allow one denied call, once, bound to its
+//     session, tool and exact arguments, with an expiry.
 //  8. Trace explains a label: every untrusted root and the path to it.
 //  9. Verify checks every signature, ID, edge and label, the registry
 //     freeze and the Merkle log; Checkpoint signs the log's head, to keep
@@ -61,8 +66,8 @@
 //     justification, so a trusted tool that echoes untrusted input stays
 //     tainted;
 //   - leave Entry.Parents and Call.Justification nil unless it knows better:
-//     nil means the whole session context, and an explicit list (or an
-//     empty one, which means "nothing") is the harness vouching for it;
+//     nil means the whole session context, and an explicit list is the
+//     harness vouching for it (an empty Justification is refused);
 //   - give ArgSources when it knows where an argument's value came from,
 //     so that untrusted free text in a harmless argument does not block the
 //     call, while a recipient that came from an email still denies;

@@ -17,10 +17,13 @@ type Entry struct {
 	Kind      lineage.Kind
 	Session   string
 	Content   []byte
-	// Parents, when not nil, are the harness's attribution; an empty,
-	// non-nil slice means no parents. When nil, an agent's entry in a
-	// session derives from the session's whole context with strong edges
-	// (the agent read all of it); other principals' entries have no parents.
+	// Parents, when not nil, are the harness's attribution (an empty slice:
+	// no parents). When nil, an entry in a session derives from the
+	// session's whole context with strong edges: an agent read all of it,
+	// and a tool's output is made from what the agent handed it, so neither
+	// starts clean in a tainted session. Only a user principal's entries
+	// (what a person typed) and entries outside any session have no parents
+	// by default.
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
@@ -56,7 +59,7 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 		en.Kind = lineage.KindMemory
 	}
 	parents := en.Parents
-	if parents == nil && en.Session != "" && isAgent(en.Principal) {
+	if parents == nil && en.Session != "" && !isUser(en.Principal) {
 		ids, err := r.Context(ctx, en.Session)
 		if err != nil {
 			return nil, err
@@ -76,7 +79,8 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	return st, st.Validate()
 }
 
-func isAgent(principal string) bool { return strings.HasPrefix(principal, "agent:") }
+// isUser: a user principal's entries take no default parents.
+func isUser(principal string) bool { return strings.HasPrefix(principal, "user:") }
 
 // Call is a proposed tool call.
 type Call struct {
@@ -84,13 +88,11 @@ type Call struct {
 	Session   string
 	Tool      string
 	Args      []byte // JSON object; nil for none
-	// Justification is what the agent relied on to decide the call (IDs or
-	// prefixes): the call entry's parents. Nil means the session's whole
-	// context, the safe default. An empty, non-nil slice means the call
-	// relies on nothing at all: with nothing to descend from untrusted
-	// content, the default policy allows it. Pass it only when that is true;
-	// like leaving the email out of the context, it is the harness vouching
-	// for the call.
+	// Justification is what the agent relied on (IDs or prefixes). When
+	// nil, it is the session's whole context. An explicit empty list (or an
+	// empty ID in it) is refused with lineage.ErrMalformed: it never means
+	// "nothing", which would let a call in a tainted session rest on no
+	// entry at all.
 	Justification []string
 	// ArgSources maps an argument to the entries its value came from (IDs
 	// or prefixes). An argument it does not name comes from the whole
@@ -113,6 +115,9 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 		return nil, nil, err
 	}
 	just := c.Justification
+	if err := checkJustification(just); err != nil {
+		return nil, nil, err
+	}
 	if just == nil {
 		if just, err = r.Context(ctx, c.Session); err != nil {
 			return nil, nil, err

@@ -1,10 +1,13 @@
 package gate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -20,7 +23,9 @@ type ArgRule struct {
 
 // Tool is a tool's entry in the catalog.
 type Tool struct {
-	Sensitive      bool               `json:"sensitive"`
+	// Sensitive is nil when the entry does not say: such a tool is
+	// sensitive. Only an explicit false skips the checks.
+	Sensitive      *bool              `json:"sensitive,omitempty"`
 	Irreversible   bool               `json:"irreversible"`
 	ExternalSink   bool               `json:"external_sink"`
 	Role           trajectory.Role    `json:"role,omitempty"`
@@ -44,11 +49,23 @@ type Catalog struct {
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
-// ParseCatalog reads a catalog from YAML or JSON, strictly: an unknown field
-// is an error, not a silently ignored typo.
+// ParseCatalog reads a catalog from YAML or JSON, strictly: a duplicate key
+// is an error, and every key must be a field's name exactly (encoding/json
+// would fold case and Unicode, so that `SENSITIVE` or `ſensitive` set
+// `sensitive`); anything else is an unknown field, not a silently ignored
+// typo.
 func ParseCatalog(b []byte) (*Catalog, error) {
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+	}
+	if err := exactKeys(j, reflect.TypeFor[Catalog](), "catalog"); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+	}
 	var c Catalog
-	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
 	}
 	if c.Tools == nil {
@@ -88,15 +105,20 @@ func LoadCatalog(path string) (*Catalog, error) {
 }
 
 // Lookup returns a tool's entry. A tool missing from the catalog is treated
-// as sensitive and irreversible: unknown means careful.
+// as sensitive (its Sensitive is nil) and irreversible: unknown means
+// careful.
 func (c *Catalog) Lookup(name string) (Tool, bool) {
 	if c != nil {
 		if t, ok := c.Tools[name]; ok {
 			return t, true
 		}
 	}
-	return Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false
+	return Tool{Irreversible: true, Role: trajectory.Other}, false
 }
+
+// IsSensitive reports whether the checks apply: unless the entry says
+// `sensitive: false`, they do.
+func (t Tool) IsSensitive() bool { return t.Sensitive == nil || *t.Sensitive }
 
 // RoleOf is a tool's trajectory role.
 func (c *Catalog) RoleOf(name string) trajectory.Role {
@@ -133,4 +155,58 @@ func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Ca
 		}
 	}
 	return call
+}
+
+// exactKeys checks that every object key in the JSON j names a field of t
+// (a struct, a map of them, a slice, a pointer) exactly, as its json tag
+// spells it.
+func exactKeys(j []byte, t reflect.Type, where string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(j, &m); err != nil || m == nil {
+			return nil // not an object: the typed decoder says why
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		for k, v := range m {
+			ft, ok := fields[k]
+			if !ok {
+				return fmt.Errorf("%s: unknown field %q (keys match exactly)", where, k)
+			}
+			if err := exactKeys(v, ft, where+"."+k); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(j, &m); err != nil {
+			return nil
+		}
+		for k, v := range m {
+			if err := exactKeys(v, t.Elem(), where+"."+k); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		var l []json.RawMessage
+		if err := json.Unmarshal(j, &l); err != nil {
+			return nil
+		}
+		for i, v := range l {
+			if err := exactKeys(v, t.Elem(), fmt.Sprintf("%s[%d]", where, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -52,6 +52,16 @@ func policy(t *testing.T, name string) pedigree.Option {
 	return pedigree.WithPolicy(p)
 }
 
+// replacement loads testdata/policies/NAME as the whole policy.
+func replacement(t *testing.T, name string) pedigree.Option {
+	t.Helper()
+	p, err := gate.ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pedigree.WithPolicy(p)
+}
+
 // laundered records an email with an instruction and an agent memory that
 // summarises it: the attack pedigree exists for.
 func laundered(w *enginetest.World) (prompt, email, memory *lineage.Node) {
@@ -164,7 +174,7 @@ func TestFailClosed(t *testing.T) {
 	})
 	t.Run("unverifiable call", func(t *testing.T) {
 		w := world(t)
-		st, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money", Justification: []string{}})
+		st, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +186,7 @@ func TestFailClosed(t *testing.T) {
 	})
 	t.Run("call signed in process with another principal's key", func(t *testing.T) {
 		w := world(t)
-		d, err := w.E.Check(ctx, w.Keys["user:mallory"], pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money", Justification: []string{}})
+		d, err := w.E.Check(ctx, w.Keys["user:mallory"], pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money"})
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature: the signing key is not the one registered for agent:planner") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
@@ -188,26 +198,26 @@ func TestFailClosed(t *testing.T) {
 		}
 	})
 	t.Run("strict builtin errors", func(t *testing.T) {
-		w := world(t, policy(t, "failopen"))
-		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"lots"}`), Justification: []string{}})
+		w := world(t, replacement(t, "failopen"))
+		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"lots"}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "to_number") {
 			t.Fatalf("a builtin error must deny: got %s %v", d.Decision, d.Reasons)
 		}
-		d = w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"5"}`), Justification: []string{}})
+		d = w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"5"}`)})
 		if d.Decision != gate.Allow {
 			t.Fatalf("the same policy on good input: got %s %v", d.Decision, d.Reasons)
 		}
 	})
 	t.Run("undefined decision", func(t *testing.T) {
-		w := world(t, policy(t, "undefined"))
-		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"probe_marker":1}`), Justification: []string{}})
+		w := world(t, replacement(t, "undefined"))
+		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"probe_marker":1}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "undefined") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		w := world(t, policy(t, "slow"), pedigree.WithGateTimeout(20*time.Millisecond))
-		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"spin":100000000}`), Justification: []string{}})
+		w := world(t, replacement(t, "slow"), pedigree.WithGateTimeout(20*time.Millisecond))
+		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"spin":100000000}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "timed out") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
@@ -218,7 +228,7 @@ func TestPolicyRefusedAtStart(t *testing.T) {
 	ctx := t.Context()
 	for name, cause := range map[string]string{"badshape": "unknown field \"verdict\"", "broken": "rego_parse_error", "network": "http.send"} {
 		t.Run(name, func(t *testing.T) {
-			p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", name))
+			p, err := gate.ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", name))
 			if err == nil {
 				op, _, _ := registry.GenerateSigner(nil)
 				var e *pedigree.Engine

@@ -17,7 +17,7 @@ import (
 // evaluation itself.
 //
 //	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
-//	tool:          {known, sensitive, irreversible, external_sink, role, ask_on_untrusted, args: {NAME: {trusted}}}
+//	tool:          {known, sensitive (true, false or "unknown"), irreversible, external_sink, role, ask_on_untrusted, args: {NAME: {trusted}}}
 //	justification: [entry]
 //	arguments:     {NAME: {explicit, sources: [entry]}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
@@ -157,7 +157,13 @@ func toolTerm(t Tool, known bool) *ast.Term {
 	for name, r := range t.Args {
 		args = append(args, [2]*ast.Term{str(name), obj("trusted", ast.BooleanTerm(r.Trusted))})
 	}
-	return obj("known", ast.BooleanTerm(known), "sensitive", ast.BooleanTerm(t.Sensitive), "irreversible", ast.BooleanTerm(t.Irreversible),
+	// A catalog entry that does not say is "unknown", never false: only an
+	// explicit `sensitive: false` lets the policy skip the checks.
+	sens := str("unknown")
+	if t.Sensitive != nil {
+		sens = ast.BooleanTerm(*t.Sensitive)
+	}
+	return obj("known", ast.BooleanTerm(known), "sensitive", sens, "irreversible", ast.BooleanTerm(t.Irreversible),
 		"external_sink", ast.BooleanTerm(t.ExternalSink), "role", str(string(t.Role)), "ask_on_untrusted", ast.BooleanTerm(t.AskOnUntrusted),
 		"args", ast.ObjectTerm(args...))
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -111,6 +112,18 @@ func CanonicalArgs(raw []byte) (json.RawMessage, error) {
 	if len(raw) > MaxArgsBytes {
 		return nil, fmt.Errorf("%w: arguments larger than %d bytes", ErrMalformed, MaxArgsBytes)
 	}
+	// Decoding would rewrite what the tool may see: the last of two equal
+	// keys wins, and invalid UTF-8 or a lone surrogate becomes U+FFFD. The
+	// gate must decide on the arguments the tool gets, so both are refused.
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: arguments are not valid UTF-8", ErrMalformed)
+	}
+	if err := loneSurrogate(raw); err != nil {
+		return nil, err
+	}
+	if err := duplicateKeys(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -132,6 +145,101 @@ func CanonicalArgs(raw []byte) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: arguments: %v", ErrMalformed, err)
 	}
 	return out, nil
+}
+
+// duplicateKeys refuses a JSON value with an object that names a key twice,
+// at any depth. Malformed JSON is left to the decoder that follows.
+func duplicateKeys(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next token in this object is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.key {
+			k, _ := tok.(string)
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return nil
+				}
+				continue
+			}
+			if top.keys[k] {
+				return fmt.Errorf("%w: arguments: the key %q appears twice in one object", ErrMalformed, k)
+			}
+			top.keys[k] = true
+			top.key = false
+			continue
+		}
+		if top != nil && top.object {
+			top.key = true // after this value, a key
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, object: true, key: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].key = true
+			}
+		}
+		if len(stack) == 0 {
+			return nil
+		}
+	}
+}
+
+// loneSurrogate refuses a \u escape of half a UTF-16 surrogate pair, which
+// decoding would turn into U+FFFD.
+func loneSurrogate(raw []byte) error {
+	bad := fmt.Errorf("%w: arguments: a \\u escape names half a surrogate pair", ErrMalformed)
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			in = !in
+		case in && c == '\\':
+			r, ok := hex4(i)
+			if !ok {
+				i++ // an escape of one character
+				continue
+			}
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return bad
+			case r >= 0xD800 && r <= 0xDBFF:
+				lo, ok := hex4(i + 6)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return bad
+				}
+				i += 11
+			default:
+				i += 5
+			}
+		}
+	}
+	return nil
 }
 
 // ActionDigest binds a tool and its canonical arguments: what an approval

@@ -235,6 +235,9 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	if err := t.Set(seqKey(seq), []byte(id)); err != nil {
 		return err
 	}
+	if err := indexContent(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
 	// the context) and approvals are for the gate, so neither joins it.
@@ -606,6 +609,15 @@ func (g *Graph) ApprovalIn(t kv.Txn, id string) (*Statement, registry.Principal,
 func (g *Graph) VerifyEntrySignature(env []byte) error {
 	_, _, _, err := g.verify(env)
 	return err
+}
+
+// OpenVerified decodes an envelope and verifies its signature against the
+// frozen registry, returning the statement and the entry's ID (the hash of
+// the signed bytes). For stored envelopes that a decision rests on (an
+// approval): a row in the store proves nothing until it verifies.
+func (g *Graph) OpenVerified(env []byte) (*Statement, string, error) {
+	st, _, id, err := g.verify(env)
+	return st, id, err
 }
 
 // Count counts stored entries, stopping at limit (0: no limit).

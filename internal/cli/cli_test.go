@@ -32,6 +32,8 @@ type cliEnv struct {
 	// served: a server runs on dir, so the verbs go through its socket.
 	served bool
 	mu     sync.Mutex
+	// env overrides the environment the command sees (see getenv).
+	env map[string]string
 }
 
 // clock moves a millisecond a reading; the CLI and a test server share it.
@@ -112,7 +114,7 @@ func (r result) json(t *testing.T) map[string]any {
 // millisecond a reading.
 func (c *cliEnv) run(args ...string) result {
 	var out, errw bytes.Buffer
-	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: c.getenv, clock: c.clock}
 	code := a.run(c.t.Context(), append([]string{"--dir", c.dir}, args...))
 	return result{out.String(), errw.String(), code}
 }
@@ -128,11 +130,34 @@ func (c *cliEnv) must(args ...string) result {
 
 func (c *cliEnv) key(name string) string { return filepath.Join(c.tmp, name+".key") }
 
+// getenv is the environment the command sees: only the keys directory,
+// in the test's temporary directory; env adds to it.
+func (c *cliEnv) getenv(k string) string {
+	if v, ok := c.env[k]; ok {
+		return v
+	}
+	if k == "PEDIGREE_KEYS" {
+		return filepath.Join(c.tmp, "keys")
+	}
+	return ""
+}
+
+// operatorKey is where init wrote the operator key.
+func (c *cliEnv) operatorKey() string {
+	c.t.Helper()
+	p, err := pedigree.OperatorKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
 // bootstrap initialises the store with four principals and freezes it.
 func (c *cliEnv) bootstrap() {
 	c.t.Helper()
 	c.must("init")
-	for _, p := range [][2]string{{"user:alice", "user"}, {"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:web", "unverified"}} {
+	c.must("registry", "add", "user:alice", "--tier", "user", "--approver", "--new-key", c.key("user_alice"))
+	for _, p := range [][2]string{{"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:web", "unverified"}} {
 		c.must("registry", "add", p[0], "--tier", p[1], "--new-key", c.key(strings.ReplaceAll(p[0], ":", "_")))
 	}
 	c.must("registry", "freeze")
@@ -260,7 +285,7 @@ func testRegistryListJSON(t *testing.T, served bool) {
 func TestKeyFileMode(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	for _, f := range []string{c.key("user_alice"), filepath.Join(c.dir, pedigree.OperatorKeyFile)} {
+	for _, f := range []string{c.key("user_alice"), c.operatorKey()} {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v %v", f, fi.Mode(), err)
@@ -458,7 +483,14 @@ func TestDataDirectoryProblems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errw bytes.Buffer
-			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: time.Now}
+			keys := filepath.Join(tmp, "keys-"+tc.name)
+			getenv := func(k string) string {
+				if k == "PEDIGREE_KEYS" {
+					return keys
+				}
+				return ""
+			}
+			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: getenv, clock: time.Now}
 			code := a.run(t.Context(), append([]string{"--dir", tc.dir}, tc.args...))
 			if code != ExitError || !strings.Contains(errw.String(), tc.msg) {
 				t.Fatalf("exit %d: %s", code, errw.String())

@@ -17,6 +17,8 @@ start: $Q (a scratch directory), $KEYS (the private keys), and the entries $P
 // TestReadmeQuickStart: a line whose comment says "exit N" must
 // exit N, every other line 0. Each works when pasted into the Quick start's
 // shell; the verbs that only work before freeze make a scratch directory.
+// An example whose first line is "# needs: PATH" is run only when PATH
+// (relative to the checkout) exists.
 // A verb that sets its own Example keeps it.
 var examples = []struct{ path, example string }{
 	{"pedigree init", `
@@ -66,6 +68,26 @@ A=$(pedigree log checkpoint | awk 'NR==1 {print $2+0}')   # the size of a checkp
 pedigree record --as user:alice --key "$KEYS/alice.key" --session s1 --content "one more"
 B=$(pedigree log checkpoint | awk 'NR==1 {print $2+0}')
 pedigree log consistency $A $B`},
+	{"pedigree log refusals", `
+pedigree log refusals --limit 20                 # forged signatures, unknown principals, bad approvals...`},
+	{"pedigree mcp add", `
+# needs: testdata/mcp/node_modules (cd testdata/mcp && npm ci: the reference MCP servers)
+D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
+pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl" -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js`},
+	{"pedigree mcp list", `
+pedigree mcp list -o json`},
+	{"pedigree mcp run", `
+# needs: testdata/mcp/node_modules (cd testdata/mcp && npm ci: the reference MCP servers)
+D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
+pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl" -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js
+pedigree --dir "$D/data" registry freeze
+pedigree --dir "$D/data" mcp run --listen 127.0.0.1:8931 2>"$D/mcp.log" &   # MCP over HTTP; the bearer token is in $D/data/mcp/token
+kill %%                                          # stop it`},
+	{"pedigree mcp import-memory", `
+echo '{"type":"entity","name":"Alice","entityType":"person","observations":["pays bills to 123-456"]}' > "$Q/memory.jsonl"
+pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.key"`},
 	{"pedigree serve", `
 pedigree serve 2>"$Q/serve.log" &                # logs (JSON lines) to a file
 pedigree registry list                           # answered through the server's socket

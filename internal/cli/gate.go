@@ -23,16 +23,39 @@ func newGateCommand(a *app) *cobra.Command {
 }
 
 // gateOptions are the flags that load another policy or catalog.
-type gateOptions struct{ policies, tools string }
+type gateOptions struct {
+	policies, tools string
+	replace         bool
+}
 
 func (g *gateOptions) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends or replaces the default policy")
+	cmd.Flags().StringVar(&g.policies, "policies", "", "Rego directory that extends the default policy (rules in package pedigree.ext)")
+	cmd.Flags().BoolVar(&g.replace, "replace-policy", false, "the --policies directory replaces the default policy (it defines package pedigree.gate)")
 	cmd.Flags().StringVar(&g.tools, "tools", "", "tool catalog file (default DIR/tools.yaml)")
+}
+
+// check refuses --replace-policy without a directory to replace it with.
+func (g *gateOptions) check() error {
+	if g.replace && g.policies == "" {
+		return usagef("--replace-policy needs --policies DIR")
+	}
+	return nil
+}
+
+// load reads the --policies directory as the flags say: extension or
+// replacement.
+func (g *gateOptions) load() (*gate.Policy, error) {
+	if g.replace {
+		return gate.ReplacementPolicyFromDir(g.policies)
+	}
+	return gate.PolicyFromDir(g.policies)
 }
 
 func (g *gateOptions) options() []pedigree.Option {
 	var o []pedigree.Option
-	if g.policies != "" {
+	if g.policies != "" && g.replace {
+		o = append(o, pedigree.WithReplacementPolicyDir(g.policies))
+	} else if g.policies != "" {
 		o = append(o, pedigree.WithPolicyDir(g.policies))
 	}
 	if g.tools != "" {
@@ -53,17 +76,32 @@ deny (exit 3) or ask, needs a human (exit 4). The call's ID (call_id) is the
 parent that the tool's output names when it is recorded.
 
 --justification lists the entries the agent relied on; without it, the
-justification is the session's whole context. --arg NAME=ID,... says which entries
+justification is the session's whole context. An empty list (--justification ""
+or ",") is a usage error, never "nothing". --arg NAME=ID,... says which entries
 an argument's value came from (repeatable); an argument without it comes from the
 whole justification. Per-argument rules in the tool catalog decide which arguments
 must be trusted.
 
 The gate fails closed: an unknown or unverifiable justification, a policy error,
-an undefined decision or a timeout all deny, with the cause in the reasons.`,
+an undefined decision or a timeout all deny, with the cause in the reasons. A call
+proposed by an unverified or external principal is denied. --args with a key
+twice in one object, or that is not valid UTF-8, is refused (exit 1): the gate
+decides on exactly the arguments the tool gets.
+
+--policies DIR extends the default policy with deny and ask rules in package
+pedigree.ext; a module anywhere else under package pedigree is refused, unless
+--replace-policy says DIR is the whole policy. Policies may call pure builtins
+only (no network, files, environment or randomness).
+
+  pedigree gate check --as agent:assistant --key agent.key --session s1 \
+      --tool send_money --args '{"to":"123-456"}' --justification 3f2a9c1e`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" || tool == "" {
 				return usagef("--session and --tool are required")
+			}
+			if err := g.check(); err != nil {
+				return err
 			}
 			srcs := map[string][]string{}
 			for _, spec := range argSpecs {
@@ -83,7 +121,9 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 				c.Args = []byte(args)
 			}
 			if cmd.Flags().Changed("justification") {
-				c.Justification = splitList(strings.Join(just, ","))
+				if c.Justification, err = justificationFlag(just); err != nil {
+					return err
+				}
 			}
 			d, err := e.Check(cmd.Context(), s, c)
 			if err != nil {
@@ -105,6 +145,24 @@ an undefined decision or a timeout all deny, with the cause in the reasons.`,
 	f.StringArrayVar(&argSpecs, "arg", nil, "where an argument came from, NAME=ID,... (repeatable)")
 	g.add(cmd)
 	return cmd
+}
+
+// justificationFlag reads --justification: an empty list, or an empty item,
+// is a usage error (it would otherwise mean "relies on nothing").
+func justificationFlag(vals []string) ([]string, error) {
+	out := []string{}
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				return nil, usagef("--justification %q names an empty ID: list the entries the call relies on, or leave the flag out for the session's whole context", strings.Join(vals, ","))
+			}
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, usagef("--justification is empty: list the entries the call relies on, or leave the flag out for the session's whole context")
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {
@@ -164,12 +222,18 @@ func newGateApprove(a *app) *cobra.Command {
 	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "approve DECISION_ID --as PRINCIPAL --key FILE [--ttl 15m]",
-		Short: "Approve a denied call once, as a user-tier principal",
-		Long: `Record a signed approval of a denied (or ask) decision. The approval binds the
-decision's session and the sha256 of its exact tool and canonical arguments, and
-expires after --ttl. The next identical check in that session is allowed once and
-consumes it; other arguments, a second use or an expired approval have no effect.
-Only a user-tier principal can approve.`,
+		Short: "Approve a denied call once, as a principal registered with --approver",
+		Long: `Record a signed approval of a denied (or ask) decision. The approval names the
+decision, whose ID hashes its proposer, session, justification and the sha256 of its
+exact tool and canonical arguments, so it binds all of them; it expires after --ttl,
+which may not exceed the cap set at init (--max-approval-ttl, 24h by default). The
+next identical check (same proposer, session, action and justification) is allowed
+once and consumes it; anything else, a second use or an expired approval has no
+effect. A decision gets one approval: a second is refused. Only a user-tier
+principal registered with 'registry add ... --approver' can approve.
+
+Example:
+  pedigree gate approve 3f2a9c1e --as user:alice --key alice.key --ttl 10m`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ttl <= 0 {
@@ -189,7 +253,7 @@ Only a user-tier principal can approve.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&as, "as", "", "the approving user-tier principal")
+	cmd.Flags().StringVar(&as, "as", "", "the approving principal (user tier, registered with --approver)")
 	cmd.Flags().StringVar(&key, "key", "", "its private key file")
 	cmd.Flags().DurationVar(&ttl, "ttl", pedigree.DefaultApprovalTTL, "how long the approval stays usable")
 	return cmd

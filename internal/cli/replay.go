@@ -37,8 +37,11 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 			var o replay.Options
 			o.Workers = workers
 			var err error
+			if err := g.check(); err != nil {
+				return err
+			}
 			if g.policies != "" {
-				if o.Policy, err = gate.PolicyFromDir(g.policies); err != nil {
+				if o.Policy, err = g.load(); err != nil {
 					return err
 				}
 			}

@@ -26,9 +26,11 @@ type app struct {
 	output string
 	// lockWait is how long to wait for a data directory another process holds.
 	lockWait time.Duration
-	in       io.Reader
-	out      io.Writer
-	errw     io.Writer
+	// trustRoot is --trust-root (see keys.go).
+	trustRoot string
+	in        io.Reader
+	out       io.Writer
+	errw      io.Writer
 	// clock is the engine clock; tests set it.
 	clock func() time.Time
 	// getenv reads the environment; tests set it.
@@ -123,11 +125,12 @@ Start with 'pedigree demo'.
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json (lineage trace: also dot)")
 	root.PersistentFlags().DurationVar(&a.lockWait, "lock-wait", DefaultLockWait, "how long to wait for a data directory another pedigree process holds (without 'pedigree serve', one process at a time)")
+	root.PersistentFlags().StringVar(&a.trustRoot, "trust-root", "", "the operator public key (PEM) or freeze digest (hex) the store must match (default $PEDIGREE_TRUST_ROOT, else the keys directory's operator-<h>.pub)")
 	root.SetHelpTemplate(root.HelpTemplate())
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
-		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a),
+		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
 	)
 	addExamples(root)
 	return root
@@ -159,8 +162,8 @@ func noArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// open opens the data directory, waiting up to --lock-wait for another
-// process to release it.
+// open opens the data directory, pinned to the trust root when one is,
+// waiting up to --lock-wait for another process to release it.
 func (a *app) open(ctx context.Context, opts ...pedigree.Option) (e *pedigree.Engine, err error) {
 	err = a.waitForDirectory(ctx, func() error {
 		e, err = a.openOnce(ctx, opts...)
@@ -169,9 +172,14 @@ func (a *app) open(ctx context.Context, opts ...pedigree.Option) (e *pedigree.En
 	return e, err
 }
 
-// openOnce opens the data directory or fails at once.
+// openOnce opens the data directory, pinned to the trust root when one is,
+// or fails at once.
 func (a *app) openOnce(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
-	opts = append([]pedigree.Option{pedigree.WithClock(a.clock)}, opts...)
+	root, err := a.trustRootOption()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...), opts...)
 	return pedigree.Open(ctx, a.dir, opts...)
 }
 

@@ -26,6 +26,17 @@ lets one process hold a data directory; while the server runs, every pedigree ve
 on the directory talks to it through the socket, with the same output and exit
 codes.
 
+Every request (but /healthz and /readyz) must carry the bearer token that serve
+writes to DIR/serve.token (mode 0600, new at each start): Authorization: Bearer
+TOKEN. A request with an Origin header (a browser), a Host that is not loopback, or
+a body that is not Content-Type: application/json is refused, on the socket and on
+TCP alike. The CLI trusts the server that DIR/serve.json names only when its socket
+is in DIR, is this user's with mode 0600, and the server proves it holds the token
+(HMAC of a nonce) before anything else is sent; otherwise it stops with an error.
+
+  TOKEN=$(cat "$PEDIGREE_DIR/serve.token")
+  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7070/v1/registry
+
 Clients sign entries, calls and approvals with their own keys; the server verifies
 them against the frozen registry and never holds a principal's private key. No
 endpoint changes the registry. Endpoints: /healthz, /readyz, /metrics (Prometheus),
@@ -40,6 +51,9 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 				if err := server.CheckLoopback(addr); err != nil {
 					return usagef("%v", err)
 				}
+			}
+			if err := g.check(); err != nil {
+				return err
 			}
 			if err := mem.apply(cmd); err != nil {
 				return err

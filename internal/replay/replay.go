@@ -340,7 +340,7 @@ func catalogFor(s *Scenario, base *gate.Catalog) *gate.Catalog {
 		if base == nil || !hasTool(base, name) {
 			t = gate.Tool{Role: "other"}
 		}
-		t.Sensitive = sens
+		t.Sensitive = &sens
 		if sens {
 			t.Irreversible = true
 		}

@@ -58,6 +58,11 @@ func New(e *pedigree.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{e: e, log: log, mux: http.NewServeMux(), metrics: newMetrics()}
+	// Refused writes (forged signatures, unknown principals, bad
+	// approvals): counted by the engine, which logs each one.
+	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pedigree_refused_writes_total",
+		Help: "Writes refused as attempts (bad signature, unknown principal, bad key, bad approval, refused call); see 'pedigree log refusals'."},
+		func() float64 { return float64(e.RefusalCount()) }))
 	s.routes()
 	return s
 }
@@ -192,6 +197,13 @@ func (s *Server) routes() {
 		return reply(w, map[string]any{"id": id})
 	})
 	s.route("POST", "/v1/entries", s.insert)
+	s.route("GET", "/v1/content/{digest}", func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := s.e.ByContent(r.Context(), r.PathValue("digest"))
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"ids": nonNil(ids)})
+	})
 	s.route("GET", "/v1/entries/{id}", s.show)
 	s.route("POST", "/v1/recall", func(w http.ResponseWriter, r *http.Request) error {
 		var req recallRequest
@@ -241,10 +253,25 @@ func (s *Server) routes() {
 		return reply(w, re)
 	})
 	s.route("GET", "/v1/trace/{id}", s.trace)
+	s.route("GET", "/v1/refusals", func(w http.ResponseWriter, r *http.Request) error {
+		limit, err := intParam(r, "limit")
+		if err != nil {
+			return err
+		}
+		rs, err := s.e.Refusals(r.Context(), limit)
+		if err != nil {
+			return err
+		}
+		return reply(w, refusalsResponse{Refusals: rs})
+	})
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
+		var req verifyRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
 		// Verifying a large store takes longer than a write timeout.
 		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		rep, err := s.e.Verify(r.Context())
+		rep, err := s.e.VerifyCheckpoints(r.Context(), req.Checkpoints)
 		if err != nil {
 			return err
 		}
@@ -273,6 +300,28 @@ func (s *Server) routes() {
 			return err
 		}
 		return reply(w, req.Checkpoint)
+	})
+	s.route("POST", "/v1/log/prove-against", func(w http.ResponseWriter, r *http.Request) error {
+		var req proveAgainstRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		p, err := s.e.ProveAgainst(r.Context(), req.ID, &req.Checkpoint)
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
+	s.route("POST", "/v1/log/consistency-from", func(w http.ResponseWriter, r *http.Request) error {
+		var req consistencyFromRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		p, err := s.e.ConsistencyFrom(r.Context(), &req.Checkpoint, req.New)
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
 	})
 	s.route("GET", "/v1/log/prove/{id}", func(w http.ResponseWriter, r *http.Request) error {
 		size, err := intParam(r, "checkpoint")
@@ -326,13 +375,21 @@ func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}}
+	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}, FreezeDigest: reg.FreezeDigest,
+		MaxApprovalTTL: reg.MaxApprovalTTL.String(), TrustRoot: reg.TrustRoot}
+	if len(reg.OperatorKey) > 0 {
+		pemBytes, err := registry.MarshalPublicKey(reg.OperatorKey)
+		if err != nil {
+			return err
+		}
+		out.OperatorKey = string(pemBytes)
+	}
 	for _, p := range reg.Principals {
 		pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 		if err != nil {
 			return err
 		}
-		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
 	}
 	return reply(w, out)
 }

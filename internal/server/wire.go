@@ -13,6 +13,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -48,15 +49,32 @@ type (
 	checkpointRequest struct {
 		Checkpoint tlog.Checkpoint `json:"checkpoint"`
 	}
+	verifyRequest struct {
+		Checkpoints []tlog.Checkpoint `json:"checkpoints,omitempty"`
+	}
+	proveAgainstRequest struct {
+		ID         string          `json:"id"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
+	}
+	consistencyFromRequest struct {
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
+		New        uint64          `json:"new,omitempty"`
+	}
 	registryResponse struct {
 		Frozen     bool                `json:"frozen"`
 		Tau        float64             `json:"tau"`
 		Principals []principalResponse `json:"principals"`
+		// FreezeDigest, MaxApprovalTTL and TrustRoot: see pedigree.RegistryView.
+		OperatorKey    string `json:"operator_key,omitempty"`
+		FreezeDigest   string `json:"freeze_digest,omitempty"`
+		MaxApprovalTTL string `json:"max_approval_ttl,omitempty"`
+		TrustRoot      string `json:"trust_root,omitempty"`
 	}
 	principalResponse struct {
 		ID        string        `json:"id"`
 		Tier      registry.Tier `json:"tier"`
 		PublicKey string        `json:"public_key"`
+		Approver  bool          `json:"approver,omitempty"`
 	}
 	traceResponse struct {
 		Root      *lineage.Node    `json:"root"`
@@ -69,6 +87,9 @@ type (
 		State  trajectory.State   `json:"state"`
 		Calls  []trajectory.Call  `json:"calls"`
 		Alerts []trajectory.Alert `json:"alerts"`
+	}
+	refusalsResponse struct {
+		Refusals []pedigree.Refusal `json:"refusals"`
 	}
 	headResponse struct {
 		Size uint64 `json:"size"`
@@ -100,6 +121,8 @@ var errorKinds = []struct {
 	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
 	{"not_logged", tlog.ErrNotLogged, http.StatusNotFound},
 	{"no_checkpoint", tlog.ErrNoCheckpoint, http.StatusNotFound},
+	{"not_extension", tlog.ErrNotExtension, http.StatusConflict},
+	{"checkpoint_exists", tlog.ErrCheckpointExists, http.StatusConflict},
 	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
 	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},

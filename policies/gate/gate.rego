@@ -100,9 +100,13 @@ blocked if count(deny_reasons) + count(ask_reasons) > 0
 
 untrusted_outcome := "ask" if input.tool.ask_on_untrusted else := "deny"
 
-# Only a tool the catalog says is not sensitive skips the checks: a missing
-# field is not "false".
-verdict := {"decision": "allow", "reasons": [sprintf("tool %s is not sensitive", [input.action.tool])]} if {
+# A call proposed by an untrusted principal (a tool that reads mail, a web
+# fetcher) is denied whatever it relies on: its own words are untrusted.
+verdict := {"decision": "deny", "reasons": [sprintf("the call is proposed by %s principal %s: an untrusted principal may not propose calls", [input.action.principal_tier, input.action.principal])]} if {
+	untrusted_tier[input.action.principal_tier]
+} else := {"decision": "allow", "reasons": [sprintf("tool %s is not sensitive", [input.action.tool])]} if {
+	# Only a tool the catalog says is not sensitive skips the checks: a
+	# missing field (or "unknown") is not "false".
 	input.tool.sensitive == false
 } else := {
 	"decision": "allow",

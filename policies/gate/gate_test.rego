@@ -113,3 +113,30 @@ test_missing_sensitive_field_is_sensitive if {
 	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [entry("a", "external", "external")]})
 	d.decision == "deny"
 }
+
+test_untrusted_proposer_denies if {
+	every tier in ["unverified", "external"] {
+		action := object.union(base.action, {"principal": "tool:web", "principal_tier": tier})
+		d := gate.decision with input as object.union(base, {"action": action, "justification": [entry("a", "user", "user")]})
+		d.decision == "deny"
+		d.reasons == [sprintf("the call is proposed by %s principal tool:web: an untrusted principal may not propose calls", [tier])]
+	}
+	every tier in ["internal", "user"] {
+		action := object.union(base.action, {"principal": "agent:a", "principal_tier": tier})
+		d := gate.decision with input as object.union(base, {"action": action, "justification": [entry("a", "user", "user")]})
+		d.decision == "allow"
+	}
+}
+
+test_untrusted_proposer_denies_even_a_tool_that_is_not_sensitive if {
+	action := object.union(base.action, {"principal": "tool:web", "principal_tier": "external"})
+	tool := object.union(base.tool, {"sensitive": false})
+	d := gate.decision with input as object.union(base, {"action": action, "tool": tool})
+	d.decision == "deny"
+}
+
+test_sensitive_unknown_is_checked if {
+	tool := object.union(base.tool, {"sensitive": "unknown"})
+	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [entry("a", "external", "external")]})
+	d.decision == "deny"
+}
