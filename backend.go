@@ -45,6 +45,14 @@ type Backend interface {
 	// Approve signs an approval of a logged decision, usable once within ttl
 	// (0: DefaultApprovalTTL), and records it.
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
+	// Reject signs a rejection of a logged decision and records it: the
+	// decision can no longer be approved.
+	Reject(ctx context.Context, s *registry.Signer, rejecter, decisionID string) (*lineage.Node, error)
+	// Pending lists denies and asks nobody has approved or rejected, newest
+	// first, with where each argument came from.
+	Pending(ctx context.Context) ([]gate.Pending, error)
+	// Reviews lists approvals and rejections of decisions, oldest first.
+	Reviews(ctx context.Context) ([]gate.Review, error)
 	// Decision is a logged decision, by ID or unique prefix.
 	Decision(ctx context.Context, id string) (*gate.Decision, error)
 	// Reevaluate evaluates a logged decision again, on its logged input, at

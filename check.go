@@ -92,6 +92,9 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 		for i, n := range nodes {
 			f.Nodes[n.ID], f.Sources[n.ID] = n, sources[i]
 		}
+		if f.Plan, err = e.planFact(lt, st, f.Nodes); err != nil {
+			return err
+		}
 		if f.Trajectory, err = e.decisions.TrajectoryIn(dt, st.Session); err != nil {
 			return err
 		}
@@ -204,6 +207,9 @@ func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error)
 	if err := e.checkGrant(st, d, e.cfg.clock()); err != nil {
 		return nil, err
 	}
+	if err := e.checkNotRejected(d.ID); err != nil {
+		return nil, err
+	}
 	pending, err := e.graph.Prepare(ctx, env, nil)
 	if err != nil {
 		return nil, err
@@ -215,6 +221,9 @@ func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error)
 			return err
 		}
 		if existing, err = e.writeEntry(t, pending); err != nil || existing != nil {
+			return err
+		}
+		if err := e.reviewApproval(dt, st, pending.Node.ID); err != nil {
 			return err
 		}
 		return e.decisions.AddApproval(dt, st.Session, st.Approval.Action, pending.Node.ID, st.Approval.Expires)

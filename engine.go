@@ -52,14 +52,14 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 		return fail(err)
 	}
 	if c.catalog == nil {
-		path := c.toolsFile
-		if path == "" && dir != "" {
+		paths := c.toolsFiles
+		if len(paths) == 0 && dir != "" {
 			if p := filepath.Join(dir, ToolsFile); fileExists(p) {
-				path = p
+				paths = []string{p}
 			}
 		}
-		if path != "" {
-			if c.catalog, err = gate.LoadCatalog(path); err != nil {
+		if len(paths) > 0 {
+			if c.catalog, err = gate.LoadCatalogs(paths...); err != nil {
 				return fail(err)
 			}
 		}

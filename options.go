@@ -19,7 +19,7 @@ type config struct {
 	// replaceDir replaces the default policy, where policyDir extends it.
 	replaceDir  string
 	catalog     *gate.Catalog
-	toolsFile   string
+	toolsFiles  []string
 	model       *trajectory.Model
 	noSync      bool
 	gateTimeout time.Duration
@@ -62,7 +62,13 @@ func WithCatalog(cat *gate.Catalog) Option { return func(c *config) { c.catalog 
 
 // WithToolsFile loads the tool catalog from a file (instead of tools.yaml in
 // the data directory).
-func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = path } }
+func WithToolsFile(path string) Option { return WithToolsFiles(path) }
+
+// WithToolsFiles loads and merges several catalog files (see
+// gate.MergeCatalogs).
+func WithToolsFiles(paths ...string) Option {
+	return func(c *config) { c.toolsFiles = append(c.toolsFiles, paths...) }
+}
 
 // WithModel sets a trained trajectory model.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
@@ -100,7 +106,7 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithPolicy and WithPolicyDir or WithReplacementPolicyDir both give the policy", ErrOptions)
 	case c.policyDir != "" && c.replaceDir != "":
 		return fmt.Errorf("%w: WithPolicyDir extends the default policy and WithReplacementPolicyDir replaces it: give one", ErrOptions)
-	case c.catalog != nil && c.toolsFile != "":
+	case c.catalog != nil && len(c.toolsFiles) > 0:
 		return fmt.Errorf("%w: WithCatalog and WithToolsFile both give the tool catalog", ErrOptions)
 	case c.timeoutSet && c.gateTimeout <= 0:
 		return fmt.Errorf("%w: WithGateTimeout(%s): the evaluation timeout must be positive", ErrOptions, c.gateTimeout)

@@ -465,7 +465,10 @@ func TestRefusedWritesAreLogged(t *testing.T) {
 	if _, err := w.E.Approve(ctx, w.Keys["user:mallory"], "user:mallory", d.ID, 0); !errors.Is(err, gate.ErrApproval) {
 		t.Fatal(err)
 	}
-	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money"})
+	cst, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Justification: d.Justification})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cenv, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], cst)
 	if d, err := w.E.CheckEnvelope(ctx, cenv, nil); err != nil || d.Decision != gate.Deny {
 		t.Fatalf("forged call: %v %v", d, err)

@@ -27,6 +27,9 @@ type Entry struct {
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
+	// Steps are a plan's steps (Kind lineage.KindPlan only). A plan names
+	// its parents explicitly: what it was made from.
+	Steps []lineage.PlanStep
 }
 
 // Reader is what building a statement reads: the session's context (for
@@ -58,6 +61,9 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	if en.Kind == "" {
 		en.Kind = lineage.KindMemory
 	}
+	if en.Kind == lineage.KindPlan && en.Parents == nil {
+		return nil, fmt.Errorf("%w: a plan names its parents explicitly (what it was made from), never the whole context", lineage.ErrMalformed)
+	}
 	parents := en.Parents
 	if parents == nil && en.Session != "" && !isUser(en.Principal) {
 		ids, err := r.Context(ctx, en.Session)
@@ -75,6 +81,7 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	st := &lineage.Statement{
 		Version: 1, Principal: en.Principal, Kind: en.Kind, Session: en.Session,
 		ContentDigest: lineage.DigestContent(en.Content), Parents: parents, Time: lineage.FormatTime(now),
+		Steps: en.Steps,
 	}
 	return st, st.Validate()
 }
@@ -99,6 +106,13 @@ type Call struct {
 	// justification. The catalog's per-argument rules say which arguments
 	// must come from trusted entries.
 	ArgSources map[string][]string
+	// Plan, when set, is the plan (ID or prefix) whose step PlanStep the
+	// call carries out. When the call matches the step, its justification
+	// is the plan and the sources of its data arguments (plus Justification
+	// when given); when it does not, the plan and the ordinary
+	// justification. See plan.go.
+	Plan     string
+	PlanStep int
 }
 
 // CallStatement builds the signed statement of a proposed call.
@@ -114,9 +128,19 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 	if err != nil {
 		return nil, nil, err
 	}
+	srcs, err := resolveSources(ctx, r, c.ArgSources)
+	if err != nil {
+		return nil, nil, err
+	}
 	just := c.Justification
 	if err := checkJustification(just); err != nil {
 		return nil, nil, err
+	}
+	var ref *lineage.PlanRef
+	if c.Plan != "" {
+		if ref, just, err = planJustification(ctx, r, c, args, srcs); err != nil {
+			return nil, nil, err
+		}
 	}
 	if just == nil {
 		if just, err = r.Context(ctx, c.Session); err != nil {
@@ -146,22 +170,31 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 			parents = append(parents, lineage.Parent{ID: id, Weight: 1})
 		}
 	}
+	st := &lineage.Statement{
+		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
+		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
+		Plan: ref, Time: lineage.FormatTime(now),
+	}
+	return st, srcs, st.Validate()
+}
+
+// resolveSources resolves every argument's sources to full IDs.
+func resolveSources(ctx context.Context, r Reader, in map[string][]string) (map[string][]string, error) {
 	srcs := map[string][]string{}
-	for name, ids := range c.ArgSources {
+	for name, ids := range in {
+		// An explicit empty list stays explicit: the agent says it composed
+		// the value itself, which the policy judges apart from "no
+		// provenance given".
+		srcs[name] = []string{}
 		for _, p := range ids {
 			id, err := r.Resolve(ctx, p)
 			if err != nil {
-				return nil, nil, fmt.Errorf("argument %s: %w", name, err)
+				return nil, fmt.Errorf("argument %s: %w", name, err)
 			}
 			srcs[name] = append(srcs[name], id)
 		}
 	}
-	st := &lineage.Statement{
-		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
-		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
-		Time: lineage.FormatTime(now),
-	}
-	return st, srcs, st.Validate()
+	return srcs, nil
 }
 
 // BuildApproval builds an approval of decision d by approver, usable until

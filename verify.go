@@ -94,6 +94,9 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 		if err != nil {
 			return err
 		}
+		if err := e.verifyReviews(lt, dt, v.Entries, bad); err != nil {
+			return err
+		}
 		for approval, decision := range used {
 			if decisions[decision] == 0 {
 				bad(approval, "approval use by decision %s, which is not logged", decision)

@@ -25,12 +25,17 @@ type ArgRule struct {
 type Tool struct {
 	// Sensitive is nil when the entry does not say: such a tool is
 	// sensitive. Only an explicit false skips the checks.
-	Sensitive      *bool              `json:"sensitive,omitempty"`
-	Irreversible   bool               `json:"irreversible"`
-	ExternalSink   bool               `json:"external_sink"`
-	Role           trajectory.Role    `json:"role,omitempty"`
-	AskOnUntrusted bool               `json:"ask_on_untrusted"`
-	Args           map[string]ArgRule `json:"args,omitempty"`
+	Sensitive      *bool           `json:"sensitive,omitempty"`
+	Irreversible   bool            `json:"irreversible"`
+	ExternalSink   bool            `json:"external_sink"`
+	Role           trajectory.Role `json:"role,omitempty"`
+	AskOnUntrusted bool            `json:"ask_on_untrusted"`
+	// OnSteered is the outcome of a call whose control justification is
+	// tainted but whose protected arguments all come from explicit, trusted
+	// sources: the decision may have been steered, the data was not.
+	// "ask" (the default, when empty), "deny" (delete-like tools) or "allow".
+	OnSteered Outcome            `json:"on_steered,omitempty"`
+	Args      map[string]ArgRule `json:"args,omitempty"`
 	// RecipientArg names the argument that holds a send's recipient, for
 	// the trajectory detector's external-recipient signal.
 	RecipientArg string `json:"recipient_arg,omitempty"`
@@ -45,6 +50,9 @@ type Catalog struct {
 	// bob@mail.example.com); *.example.com matches every subdomain of
 	// example.com, and not example.com itself.
 	InternalDomains []string `json:"internal_domains,omitempty"`
+	// Aliases map an operator's tool names onto the catalog's (see
+	// catalogs.go).
+	Aliases map[string]string `json:"aliases,omitempty"`
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -87,6 +95,16 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 		if _, err := trajectory.ParseRole(string(t.Role)); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
 		}
+		if err := checkOnSteered(t.OnSteered); err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
+		}
+	}
+	for alias := range c.Aliases {
+		// Whether an alias names a tool is checked once the catalogs are
+		// merged (LoadCatalogs): it may name one in another file.
+		if !toolName.MatchString(alias) {
+			return nil, fmt.Errorf("%w: alias name %q", ErrCatalog, alias)
+		}
 	}
 	return &c, nil
 }
@@ -110,6 +128,9 @@ func LoadCatalog(path string) (*Catalog, error) {
 func (c *Catalog) Lookup(name string) (Tool, bool) {
 	if c != nil {
 		if t, ok := c.Tools[name]; ok {
+			return t, true
+		}
+		if t, ok := c.Tools[c.Aliases[name]]; ok {
 			return t, true
 		}
 	}
@@ -155,6 +176,16 @@ func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Ca
 		}
 	}
 	return call
+}
+
+// checkOnSteered refuses an on_steered that is not an outcome: a typo must
+// not silently mean the default.
+func checkOnSteered(o Outcome) error {
+	switch o {
+	case "", Ask, Deny, Allow:
+		return nil
+	}
+	return fmt.Errorf("on_steered %q: want ask, deny or allow", o)
 }
 
 // exactKeys checks that every object key in the JSON j names a field of t

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -46,20 +47,29 @@ func TestExtensionCannotRewriteTheDefault(t *testing.T) {
 	}
 }
 
-// TestRewriteWouldAllow shows what the refusal prevents: the module of
-// rewrite-root, added to the default policy, allows a laundered call.
-func TestRewriteWouldAllow(t *testing.T) {
+// TestRewriteWouldWeakenTheDefault shows what the refusal prevents: a module
+// in package pedigree adds clauses to the default policy's own rules. The
+// default is written so that its sets only add reasons to deny, and a second
+// value for any of its complete rules is a conflict (an error, so a deny):
+// `gate.excused(_) := true` no longer names a rule, and no added clause we
+// tried reaches an allow. One still weakens it: an extra name in protected_args
+// turns a tainted call with no protected argument from a deny into an ask.
+func TestRewriteWouldWeakenTheDefault(t *testing.T) {
 	p, err := gate.DefaultPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Modules["excuse.rego"] = ast.MustParseModuleWithOpts("package pedigree\nimport rego.v1\ngate.excused(_) := true\n", ast.ParserOptions{RegoVersion: ast.RegoV1})
-	w := world(t, pedigree.WithPolicy(p))
-	prompt, _, memory := laundered(w)
-	d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"999-666","amount":5,"subject":"x"}`),
-		Justification: []string{prompt.ID, memory.ID}, ArgSources: map[string][]string{"subject": {memory.ID}, "recipient": {prompt.ID}, "amount": {prompt.ID}}})
-	if d.Decision != gate.Allow {
-		t.Fatalf("the rewrite did not allow (%s %v): this test no longer shows the attack", d.Decision, d.Reasons)
+	p.Modules["excuse.rego"] = ast.MustParseModuleWithOpts("package pedigree\nimport rego.v1\ngate.protected_args contains \"nothing\"\n", ast.ParserOptions{RegoVersion: ast.RegoV1})
+	call := func(w *enginetest.World) *gate.Decision {
+		_, _, memory := laundered(w)
+		return w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"subject":"x"}`),
+			Justification: []string{memory.ID}, ArgSources: map[string][]string{"subject": {memory.ID}}})
+	}
+	if d := call(world(t)); d.Decision != gate.Deny {
+		t.Fatalf("the default policy: %s %v, want deny", d.Decision, d.Reasons)
+	}
+	if d := call(world(t, pedigree.WithPolicy(p))); d.Decision != gate.Ask {
+		t.Fatalf("the rewrite did not weaken the decision (%s %v): this test no longer shows the attack", d.Decision, d.Reasons)
 	}
 }
 

@@ -84,7 +84,8 @@ func TestLaunderedInstructionDenied(t *testing.T) {
 	if p := d.Untrusted[0].Path; len(p) != 3 || p[0] != d.CallID || p[1] != memory.ID || p[2] != email.ID {
 		t.Fatalf("path %v, want call -> memory -> email", p)
 	}
-	if !strings.Contains(d.Reasons[0], "descends from external principal tool:gmail_read") {
+	if !strings.HasPrefix(d.Reasons[0], "unsourced-argument: protected argument amount") ||
+		!strings.Contains(strings.Join(d.Reasons, "\n"), "tainted-justification: justification "+memory.ID[:12]+" descends from external principal tool:gmail_read") {
 		t.Fatalf("reasons %v", d.Reasons)
 	}
 }
@@ -113,7 +114,16 @@ func TestPerArgumentRule(t *testing.T) {
 	call := pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"123-456","amount":5,"subject":"re: your invoice"}`),
 		Justification: []string{prompt.ID, email.ID},
 		ArgSources:    map[string][]string{"recipient": {prompt.ID}, "amount": {prompt.ID}, "subject": {email.ID}}}
-	if d := w.Check("agent:planner", call); d.Decision != gate.Allow {
+	// The email is in the control justification: the decision may have been
+	// steered, though every protected argument is the user's. A person decides.
+	if d := w.Check("agent:planner", call); d.Decision != gate.Ask || !strings.HasPrefix(d.Reasons[0], "steered: ") {
+		t.Fatalf("tainted justification, trusted protected arguments: got %s %v, want ask", d.Decision, d.Reasons)
+	}
+	// Justified by the prompt alone, untrusted text in an unprotected
+	// argument is data, nothing more.
+	byPrompt := call
+	byPrompt.Justification = []string{prompt.ID}
+	if d := w.Check("agent:planner", byPrompt); d.Decision != gate.Allow {
 		t.Fatalf("untrusted text only in an unprotected argument: got %s %v, want allow", d.Decision, d.Reasons)
 	}
 	call.ArgSources = map[string][]string{"recipient": {email.ID}, "amount": {prompt.ID}, "subject": {email.ID}}
@@ -124,6 +134,50 @@ func TestPerArgumentRule(t *testing.T) {
 	call.ArgSources = map[string][]string{"subject": {email.ID}}
 	if d := w.Check("agent:planner", call); d.Decision != gate.Deny {
 		t.Fatalf("recipient without provenance: got %s, want deny", d.Decision)
+	}
+}
+
+// Issue 14 item 23: the per-argument rule alone denies a call justified by
+// the user's prompt whose recipient comes from an email; nothing else in
+// the input is untrusted.
+func TestUntrustedRecipientDeniedByTheArgumentRuleAlone(t *testing.T) {
+	w := world(t)
+	prompt, email, _ := laundered(w)
+	d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"999-666","amount":5}`),
+		Justification: []string{prompt.ID}, ArgSources: map[string][]string{"recipient": {email.ID}, "amount": {prompt.ID}}})
+	want := "untrusted-argument: argument recipient comes from " + email.ID[:12] + " (tool:gmail_read), which descends from external principal tool:gmail_read"
+	if d.Decision != gate.Deny || len(d.Reasons) != 1 || d.Reasons[0] != want {
+		t.Fatalf("got %s %q, want deny %q", d.Decision, d.Reasons, want)
+	}
+}
+
+// Issue 14 item 3: an explicit empty source list for a protected argument
+// excuses nothing in a tainted context.
+func TestEmptySourceListExcusesNothing(t *testing.T) {
+	w := world(t)
+	prompt, email, _ := laundered(w)
+	call := pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"999-666","amount":5,"subject":"hi"}`),
+		Justification: []string{email.ID}, ArgSources: map[string][]string{"recipient": {}, "amount": {prompt.ID}, "subject": {email.ID}}}
+	d := w.Check("agent:planner", call)
+	if d.Decision != gate.Deny || !strings.HasPrefix(d.Reasons[0], "empty-sources: protected argument recipient") {
+		t.Fatalf("got %s %v, want deny by empty-sources", d.Decision, d.Reasons)
+	}
+	// The same through the gate's own request, as the server passes it.
+	call.Principal = "agent:planner"
+	st, srcs, err := w.E.CallStatement(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := srcs["recipient"]; !ok || len(got) != 0 {
+		t.Fatalf("the explicit empty list was lost: %v", srcs)
+	}
+	signed, err := lineage.SignStatement(w.Keys["agent:planner"], st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = w.E.CheckEnvelope(t.Context(), signed.Envelope(), srcs)
+	if err != nil || d.Decision != gate.Deny {
+		t.Fatalf("gate request: %v %v", d, err)
 	}
 }
 

@@ -109,8 +109,8 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 			return nil, fmt.Errorf("%w: content does not match its signed digest", ErrMalformed)
 		}
 	}
-	if st.Kind == KindApproval && p.Tier != registry.User {
-		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
+	if (st.Kind == KindApproval || st.Kind == KindRejection) && p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: an entry of kind %s must be signed by a user-tier principal, %s is %s", ErrMalformed, st.Kind, p.ID, p.Tier)
 	}
 	var n *Node
 	err := g.store.View(func(t kv.Txn) error {
@@ -240,7 +240,8 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
-	// the context) and approvals are for the gate, so neither joins it.
+	// the context) and approvals and rejections are for the gate, so none
+	// joins it.
 	if st := p.Statement; joinsContext(st) {
 		return addToContext(t, st.Session, id, seq)
 	}
@@ -255,7 +256,7 @@ func (p *Pending) Committed() {
 }
 
 func joinsContext(st *Statement) bool {
-	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall
+	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindRejection && st.Kind != KindCall
 }
 
 // propagate folds one parent into a child's labels: max-of-strong-edges for

@@ -330,11 +330,12 @@ func (r *Registry) sortedIDs() []string {
 }
 
 // digest is a sha256 over every principal (ID, tier, key, approval
-// authority), τ, the approval cap and the operator key, in ID order.
+// authority), τ, the approval cap, the operator key and the meta row's
+// digest, in ID order.
 func digest(m *manifest) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "pedigree-registry-v2\ntau=%s\nmax_approval_ttl=%s\noperator=%s\n",
-		strconv.FormatFloat(m.Tau, 'g', -1, 64), m.MaxApprovalTTL, m.OperatorKey)
+	fmt.Fprintf(h, "pedigree-registry-v2\ntau=%s\nmax_approval_ttl=%s\noperator=%s\nmeta=%s\n",
+		strconv.FormatFloat(m.Tau, 'g', -1, 64), m.MaxApprovalTTL, m.OperatorKey, m.Meta)
 	for _, p := range m.Principals {
 		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%t\n", p.ID, p.Tier, p.Key, p.Approver)
 	}

@@ -281,6 +281,7 @@ func open(ctx context.Context, o Options, cat *gate.Catalog) (*pedigree.Engine, 
 	if err != nil {
 		return nil, nil, "", err
 	}
+	// The operator key stays in memory: nothing is written beside the store.
 	op, _, err := registry.GenerateSigner(nil)
 	if err != nil {
 		os.RemoveAll(dir)

@@ -208,7 +208,13 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if r.code != ExitOK || r.json(t)["decision"] != "allow" {
 		t.Fatalf("user's own prompt: exit %d %s", r.code, r.out)
 	}
+	// The email steered the decision (it is in the justification); the
+	// protected recipient is the user's: a person decides.
 	r = check("--tool", "send_money", "--args", `{"recipient":"123","subject":"re"}`, "--justification", prompt2+","+email, "--arg", "recipient="+prompt2, "--arg", "subject="+email)
+	if r.code != ExitAsk {
+		t.Fatalf("tainted justification, trusted recipient: exit %d %s", r.code, r.out)
+	}
+	r = check("--tool", "send_money", "--args", `{"recipient":"123","subject":"re"}`, "--justification", prompt2, "--arg", "recipient="+prompt2, "--arg", "subject="+email)
 	if r.code != ExitOK {
 		t.Fatalf("untrusted only in an unprotected argument: exit %d %s", r.code, r.out)
 	}
@@ -233,8 +239,8 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 		t.Fatalf("agent approved: exit %d", r.code)
 	}
 	log := c.must("-o", "json", "gate", "log").json(t)
-	if n := len(log["decisions"].([]any)); n != 6 {
-		t.Fatalf("%d logged decisions, want 6", n)
+	if n := len(log["decisions"].([]any)); n != 7 {
+		t.Fatalf("%d logged decisions, want 7", n)
 	}
 	// The log: a checkpoint, a proof of the memory and of a decision.
 	cp := c.must("-o", "json", "log", "checkpoint").json(t)["checkpoint"].(map[string]any)
@@ -250,7 +256,7 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if cons["verified"] != true {
 		t.Fatalf("consistency: %v", cons)
 	}
-	if tj := c.must("-o", "json", "trajectory", "show", "--session", "s2").json(t); len(tj["calls"].([]any)) != 7 {
+	if tj := c.must("-o", "json", "trajectory", "show", "--session", "s2").json(t); len(tj["calls"].([]any)) != 8 {
 		t.Fatalf("trajectory: %v", tj)
 	}
 	if v := c.must("-o", "json", "verify").json(t); v["ok"] != true {

@@ -161,7 +161,8 @@ func newLineageShow(a *app) *cobra.Command {
 			}
 			out := entryJSON(n, edges)
 			out.showFields = &showFields{SignatureValid: sigErr == nil, Time: st.Time, ContentDigest: st.ContentDigest,
-				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args}
+				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args,
+				Steps: st.Steps, Plan: st.Plan, Rejection: st.Rejection}
 			if content != nil {
 				c := string(content)
 				out.Content = &c
@@ -174,6 +175,15 @@ func newLineageShow(a *app) *cobra.Command {
 				fmt.Fprintf(w, "time      %s\ncontent   %s\n", st.Time, st.ContentDigest)
 				if st.Tool != "" {
 					fmt.Fprintf(w, "call      %s %s\n", st.Tool, st.Args)
+				}
+				if st.Plan != nil {
+					fmt.Fprintf(w, "plan      %s step %d\n", short(st.Plan.ID), st.Plan.Step)
+				}
+				for i, step := range st.Steps {
+					fmt.Fprintf(w, "step %-4d %s %s\n", i, step.Tool, step.Args)
+				}
+				if st.Rejection != nil {
+					fmt.Fprintf(w, "rejects   decision %s\n", short(st.Rejection.Decision))
 				}
 				if sigErr == nil {
 					fmt.Fprintf(w, "signature valid (%s)\n", n.Principal)

@@ -37,7 +37,7 @@ the human through the host when the policy says ask.
 
 Bootstrap (before 'registry freeze'):
   pedigree init
-  pedigree registry add user:alice --tier user --new-key alice.key
+  pedigree registry add user:alice --tier user --new-key alice.key --approver
   pedigree mcp add fs --tier external -- npx -y @modelcontextprotocol/server-filesystem ~/work
   pedigree mcp add mem --tier internal -- npx -y @modelcontextprotocol/server-memory
   pedigree registry freeze
@@ -246,7 +246,8 @@ func newMCPList(a *app) *cobra.Command {
 }
 
 func newMCPRun(a *app) *cobra.Command {
-	var tools, policies, mode, approver, approverKey, listen string
+	var policies, mode, approver, approverKey, listen string
+	var tools []string
 	cmd := &cobra.Command{
 		Use:   "run [--tools FILE] [--mode enforce|shadow] [--approver PRINCIPAL --approver-key FILE] [--listen 127.0.0.1:PORT]",
 		Short: "Run the gateway: one MCP server on stdio in front of every added server",
@@ -259,7 +260,8 @@ by agent:mcp and justified by the session's context, checked by the gate;
 every result is a tool_output entry signed by tool:NAME, derived from the call.
 A denied call returns isError with text starting "pedigree denied" and
 _meta["io.pedigree/decision"]. An ask elicits the human through the host; on
-accept, an approval signed by --approver is recorded and the call runs once.
+accept, an approval signed by --approver (a principal registered with 'registry
+add ... --approver') is recorded and the call runs once.
 Without elicitation, or on decline, the call is refused with the decision ID
 and the 'gate approve' command. --mode shadow forwards everything and logs
 what enforce would have decided.
@@ -329,6 +331,11 @@ Example (Claude Code):
 				if o.Approver, err = signer(ctx, b, approver, approverKey); err != nil {
 					return err
 				}
+				// Said at start, not only at the first approval a person
+				// gives (which the engine refuses: the call stays denied).
+				if p, _ := reg.Lookup(approver); !p.Approver || p.Tier != registry.User {
+					log.Warn("the --approver holds no approval authority: every approval it signs will be refused (register a user-tier principal with 'registry add ... --approver')", "approver", approver)
+				}
 				o.ApproverID = approver
 				who = approver + " --key FILE"
 			}
@@ -345,7 +352,7 @@ Example (Claude Code):
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tools, "tools", "", "tool catalog file (default DIR/tools.yaml)")
+	f.StringSliceVar(&tools, "tools", nil, "tool catalog files, merged: FILE,... (default DIR/tools.yaml)")
 	f.StringVar(&policies, "policies", "", "Rego directory that extends or replaces the default policy")
 	f.StringVar(&mode, "mode", "enforce", "enforce (refuse and ask) or shadow (forward everything, log what enforce would do)")
 	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")

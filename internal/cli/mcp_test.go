@@ -146,7 +146,8 @@ func TestMCPGateway(t *testing.T) {
 	memFile := filepath.Join(work, "memory.jsonl")
 
 	c.must("init")
-	c.must("registry", "add", "user:alice", "--tier", "user", "--new-key", c.key("user_alice"))
+	c.must("registry", "add", "user:alice", "--tier", "user", "--approver", "--new-key", c.key("user_alice"))
+	c.must("registry", "add", "user:bob", "--tier", "user", "--approver=false", "--new-key", c.key("user_bob"))
 	if r := c.run("mcp", "add", "fs", "node", fsJS); r.code != ExitUsage {
 		t.Fatalf("mcp add without --: exit %d", r.code)
 	}
@@ -189,6 +190,12 @@ func TestMCPGateway(t *testing.T) {
 	c.must("registry", "freeze")
 	if r := c.run("mcp", "add", "x", "--", "node", fsJS, work); r.code != ExitError || !strings.Contains(r.err, "frozen") {
 		t.Fatalf("mcp add after freeze: exit %d %s", r.code, r.err)
+	}
+
+	// An approver without approval authority is named at start (its
+	// approvals are refused by the engine).
+	if r := c.run("mcp", "run", "--approver", "user:bob", "--approver-key", c.key("user_bob")); r.code != ExitOK || !strings.Contains(r.err, "approval authority") {
+		t.Fatalf("mcp run --approver user:bob: exit %d %s", r.code, r.err)
 	}
 
 	// Two gateways at once on the directory: the first serves it, the

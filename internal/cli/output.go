@@ -95,6 +95,11 @@ type (
 		Tool           string          `json:"tool,omitempty"`
 		Args           json.RawMessage `json:"args,omitempty"`
 		Content        *string         `json:"content,omitempty"`
+		// A plan's steps; the plan step a call cites; what a rejection
+		// rejects.
+		Steps     []lineage.PlanStep `json:"steps,omitempty"`
+		Plan      *lineage.PlanRef   `json:"plan,omitempty"`
+		Rejection *lineage.Rejection `json:"rejection,omitempty"`
 	}
 	recallOutput struct {
 		v
@@ -107,10 +112,27 @@ type (
 		DecisionID string `json:"decision_id"`
 		Approver   string `json:"approver"`
 		TTL        string `json:"ttl"`
+		// What was approved: the exact call, shown before it was signed.
+		Tool    string          `json:"tool"`
+		Args    json.RawMessage `json:"args"`
+		Session string          `json:"session"`
+	}
+	rejectOutput struct {
+		v
+		RejectionID string `json:"rejection_id"`
+		DecisionID  string `json:"decision_id"`
+		Rejecter    string `json:"rejecter"`
+	}
+	// pendingOutput is `gate pending -o json`.
+	pendingOutput struct {
+		v
+		Pending []gate.Pending `json:"pending"`
 	}
 	decisionsOutput struct {
 		v
 		Decisions []gate.Decision `json:"decisions"`
+		// Reviews are the approvals and rejections of the decisions shown.
+		Reviews []gate.Review `json:"reviews"`
 	}
 	traceNodeOutput struct {
 		ID            string       `json:"id"`

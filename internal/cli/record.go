@@ -55,8 +55,8 @@ requires; a key others can read is refused.`,
 			if err != nil {
 				return err
 			}
-			if k == lineage.KindCall || k == lineage.KindApproval {
-				return fmt.Errorf("%w: calls are recorded by 'gate check' and approvals by 'gate approve'", lineage.ErrMalformed)
+			if k == lineage.KindCall || k == lineage.KindApproval || k == lineage.KindRejection || k == lineage.KindPlan {
+				return fmt.Errorf("%w: calls are recorded by 'gate check', approvals by 'gate approve', rejections by 'gate reject' and plans by 'plan record'", lineage.ErrMalformed)
 			}
 			e, s, err := a.backendAs(cmd.Context(), as, key)
 			if err != nil {

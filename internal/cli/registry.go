@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +41,9 @@ the operator's key, is refused: each principal signs with a key of its own. Afte
 
 --approver gives the principal approval authority: only such principals can
 approve a denied call ('gate approve'), and only a user-tier principal can hold it.
-It is stored with the principal and frozen with the registry.
+A user:NAME principal at the user tier holds it by default (--approver=false to
+withhold it); any other principal only when --approver says so. It is stored with
+the principal and frozen with the registry.
 
 Example:
   pedigree registry add user:alice --tier user --new-key alice.key --approver
@@ -60,6 +63,12 @@ Example:
 			}
 			if approver && t != registry.User {
 				return usagef("--approver: only a user-tier principal can approve, and %s is %s", id, t)
+			}
+			// A person (user:NAME at the user tier) approves unless told not
+			// to; anything else approves only when told to, and only at the
+			// user tier: a tool registered as user does not.
+			if !cmd.Flags().Changed("approver") {
+				approver = t == registry.User && strings.HasPrefix(id, "user:")
 			}
 			if err := registry.ValidateID(id); err != nil {
 				return err
@@ -124,7 +133,7 @@ Example:
 	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
 	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this Ed25519 public key (PEM)")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
-	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only)")
+	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only; default: true for user:NAME at the user tier)")
 	return cmd
 }
 

@@ -18,7 +18,7 @@ func newReplayCommand(a *app) *cobra.Command {
 	var verbose bool
 	var workers int
 	cmd := &cobra.Command{
-		Use:   "replay FILE... [--policies DIR] [--tools FILE] [--verbose]",
+		Use:   "replay FILE... [--policies DIR] [--tools FILE,...] [--verbose]",
 		Short: "Run recorded agent sessions through the engine and score the decisions",
 		Long: `Run scenarios (JSON Lines, one recorded session a line: see docs/SCENARIOS.md)
 through the real lineage and the real gate, each in a fresh in-memory store: a key
@@ -45,8 +45,8 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 					return err
 				}
 			}
-			if g.tools != "" {
-				if o.Catalog, err = gate.LoadCatalog(g.tools); err != nil {
+			if len(g.tools) > 0 {
+				if o.Catalog, err = gate.LoadCatalogs(g.tools...); err != nil {
 					return err
 				}
 			}
@@ -124,8 +124,10 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 
 func printSummary(w io.Writer, s *replay.Summary) {
 	fmt.Fprintf(w, "scenarios   %d (%d errors, %d refused as expected) in %.1fs\n", s.Scenarios, s.Errors, s.Refused, s.WallSeconds)
-	fmt.Fprintf(w, "attack      %d calls, %d allowed: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.ASR)
-	fmt.Fprintf(w, "benign      %d calls, %d allowed: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAllowRate)
+	fmt.Fprintf(w, "attack      %d calls, %d allowed, %d asked, %d denied: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.AttackAsked, s.AttackDenied, s.ASR)
+	fmt.Fprintf(w, "benign      %d calls, %d allowed, %d asked, %d denied: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAsked, s.BenignDenied, s.BenignAllowRate)
+	fmt.Fprintf(w, "completion  of %d scenarios with gated calls, every gated call allowed in %d (%.4f), allowed or asked in %d (%.4f)\n",
+		s.GatedScenarios, s.AllAllowed, s.AllAllowedShare, s.AllAllowedOrAsked, s.AllAllowedOrAskedShare)
 	fmt.Fprintf(w, "agreement   %d of %d calls with expect: %.4f\n", s.Agreed, s.Expected, s.Agreement)
 	for _, m := range s.Mismatches {
 		fmt.Fprintf(w, "  mismatch  %s %s: expected %s, got %s\n", m.Scenario, m.Call, m.Expect, m.Got)

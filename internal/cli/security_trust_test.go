@@ -27,6 +27,17 @@ func TestInitKeyAndTrustRoot(t *testing.T) {
 	if v["trust_root"] != "pinned key" {
 		t.Fatalf("verify: %v", v)
 	}
+	// A registration after freeze is refused, logged, and writes no key.
+	if r := c.run("registry", "add", "user:eve", "--tier", "user", "--new-key", c.key("eve")); r.code != ExitError {
+		t.Fatalf("registration after freeze: exit %d", r.code)
+	}
+	if _, err := os.Stat(c.key("eve")); err == nil {
+		t.Fatal("a key was written for a refused registration")
+	}
+	rs := c.must("-o", "json", "log", "refusals").json(t)["refusals"].([]any)
+	if len(rs) != 1 || rs[0].(map[string]any)["kind"] != "frozen" || rs[0].(map[string]any)["principal"] != "user:eve" {
+		t.Fatalf("refusals: %v", rs)
+	}
 	// Another keys directory: nothing pinned, and verify says so.
 	c.env = map[string]string{"PEDIGREE_KEYS": filepath.Join(c.tmp, "elsewhere")}
 	if r := c.must("verify"); !strings.Contains(r.out, "no trust root is pinned") {
@@ -150,5 +161,29 @@ func TestServedTrustRoot(t *testing.T) {
 	otherPub := strings.TrimSuffix(other.operatorKey(), ".key") + ".pub"
 	if r := c.run("--trust-root", otherPub, "verify"); r.code == ExitOK || !strings.Contains(r.err, "trust root") {
 		t.Fatalf("a server against another root: exit %d %s", r.code, r.err)
+	}
+}
+
+// TestApprovalAuthorityDefaults: a person (user:NAME at the user tier) holds
+// approval authority unless --approver=false withholds it; a tool registered
+// at the user tier holds none unless --approver gives it.
+func TestApprovalAuthorityDefaults(t *testing.T) {
+	c := newEnv(t)
+	c.must("init")
+	for _, args := range [][]string{
+		{"user:bob", "--tier", "user"},
+		{"user:carol", "--tier", "user", "--approver=false"},
+		{"tool:usertool", "--tier", "user"},
+	} {
+		c.must(append([]string{"registry", "add", args[0], "--new-key", c.key(strings.ReplaceAll(args[0], ":", "_"))}, args[1:]...)...)
+	}
+	list := c.must("-o", "json", "registry", "list").json(t)
+	got := map[string]bool{}
+	for _, p := range list["principals"].([]any) {
+		m := p.(map[string]any)
+		got[m["id"].(string)], _ = m["approver"].(bool)
+	}
+	if !got["user:bob"] || got["user:carol"] || got["tool:usertool"] {
+		t.Fatalf("approval authority %v: want user:bob only", got)
 	}
 }

@@ -15,10 +15,11 @@ import (
 
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
+	var claudeHooks bool
 	var g gateOptions
 	var mem memoryLimit
 	cmd := &cobra.Command{
-		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE]",
+		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
 		Long: `Open the data directory and serve it over HTTP/JSON on a unix socket (default
 DIR/pedigree.sock, mode 0600) and, with --addr, on a loopback TCP address. Badger
@@ -38,10 +39,13 @@ is in DIR, is this user's with mode 0600, and the server proves it holds the tok
   curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7070/v1/registry
 
 Clients sign entries, calls and approvals with their own keys; the server verifies
-them against the frozen registry and never holds a principal's private key. No
+them against the frozen registry and holds no principal's private key, except with
+--claude-hooks: then POST /v1/hooks/claude answers Claude Code's http hooks (see
+'pedigree hook claude --help'), signing with the keys 'hook claude init' wrote, for
+requests that carry DIR/hook-keys/http-token as a bearer token. No
 endpoint changes the registry. Endpoints: /healthz, /readyz, /metrics (Prometheus),
 and under /v1: registry, context, resolve, entries, recall, check, approvals,
-decisions, trace, verify, trajectory, log.
+decisions, trace, verify, trajectory, log, hooks/claude.
 
 SIGTERM or SIGINT drains: new connections are refused, requests in flight finish,
 and the store closes cleanly. Logs are JSON lines on stderr.`,
@@ -74,7 +78,7 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, Ready: func(s, t string) {
+			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, ClaudeHooks: claudeHooks, Ready: func(s, t string) {
 				if a.output == "json" {
 					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
@@ -93,6 +97,7 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
+	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")
 	g.add(cmd)
 	mem.add(cmd)
 	return cmd

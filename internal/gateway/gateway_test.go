@@ -125,7 +125,7 @@ func buildWorld(t testing.TB, catalog string, fsTier registry.Tier, onDisk bool,
 	ps := []enginetest.P{
 		{ID: AgentPrincipal, Tier: registry.Internal}, {ID: UnverifiedPrincipal, Tier: registry.Unverified},
 		{ID: "tool:fs", Tier: fsTier}, {ID: "tool:mem", Tier: registry.Internal},
-		{ID: "tool:forger", Tier: registry.Internal}, {ID: "user:alice", Tier: registry.User},
+		{ID: "tool:forger", Tier: registry.Internal}, {ID: "user:alice", Tier: registry.User, Approver: true},
 	}
 	w := &world{work: t.TempDir()}
 	if onDisk {

@@ -259,6 +259,50 @@ func (c *Client) Approve(ctx context.Context, s *registry.Signer, approver, deci
 	return &n, nil
 }
 
+// Reject builds and signs the rejection here.
+func (c *Client) Reject(ctx context.Context, s *registry.Signer, rejecter, decisionID string) (*lineage.Node, error) {
+	d, err := c.Decision(ctx, decisionID)
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := lineage.Sign(s, pedigree.BuildRejection(d, rejecter, c.clock()))
+	if err != nil {
+		return nil, err
+	}
+	var n lineage.Node
+	if err := c.do(ctx, "POST", "/v1/rejections", approveRequest{Envelope: env}, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// Plan reads a stored plan through the server, for BuildCall; the gate
+// reads it again from its own store.
+func (c *Client) Plan(ctx context.Context, id string) (*lineage.Statement, error) {
+	v, err := c.Show(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, _, _, err := lineage.Open(v.Envelope)
+	return st, err
+}
+
+var _ pedigree.PlanReader = (*Client)(nil)
+
+// Pending lists the decisions a person can still approve or reject.
+func (c *Client) Pending(ctx context.Context) ([]gate.Pending, error) {
+	var out struct{ Pending []gate.Pending }
+	err := c.do(ctx, "GET", "/v1/pending", nil, &out)
+	return out.Pending, err
+}
+
+// Reviews lists approvals and rejections of decisions.
+func (c *Client) Reviews(ctx context.Context) ([]gate.Review, error) {
+	var out struct{ Reviews []gate.Review }
+	err := c.do(ctx, "GET", "/v1/reviews", nil, &out)
+	return out.Reviews, err
+}
+
 // Decisions lists the decision log.
 func (c *Client) Decisions(ctx context.Context, q pedigree.DecisionQuery) ([]gate.Decision, error) {
 	var out struct{ Decisions []gate.Decision }

@@ -37,6 +37,8 @@ type Options struct {
 	Socket string // default DIR/pedigree.sock
 	Addr   string // optional loopback host:port
 	Log    *slog.Logger
+	// ClaudeHooks answers Claude Code's http hooks (POST /v1/hooks/claude).
+	ClaudeHooks bool
 	// Ready, when set, receives the addresses once listening.
 	Ready func(socket, addr string)
 }
@@ -122,6 +124,14 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	}
 	defer os.Remove(filepath.Join(tokenDir, TokenFile))
 	s := New(e, o.Log)
+	if o.ClaudeHooks {
+		if err := s.EnableClaudeHooks(); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
 	hs := &http.Server{Handler: s.Authenticated(token), ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	infoPath := filepath.Join(dir, InfoFile)

@@ -2,6 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"crypto/subtle"
+	"strings"
 
 	"encoding/json"
 	"errors"
@@ -18,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -29,6 +34,9 @@ type Server struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	metrics  *metrics
+	// claude answers Claude Code's http hooks, when enabled.
+	claude      *hook.Handler
+	claudeToken string
 }
 
 type metrics struct {
@@ -38,6 +46,9 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 	check     prometheus.Histogram
 	record    prometheus.Histogram
+	// reviews: decisions pending, approved and rejected, read from the
+	// store at each scrape (they outlive the process).
+	reviews *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -48,7 +59,9 @@ func newMetrics() *metrics {
 	buckets := prometheus.ExponentialBuckets(50e-6, 2, 14) // 50 µs to 0.4 s
 	m.check = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_check_seconds", Help: "Whole gate checks.", Buckets: buckets})
 	m.record = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_record_seconds", Help: "Entry inserts.", Buckets: buckets})
-	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record)
+	m.reviews = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pedigree_decisions_reviewed",
+		Help: "Denies and asks by review state: pending (nobody answered yet), approved, rejected."}, []string{"state"})
+	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record, m.reviews)
 	return m
 }
 
@@ -178,6 +191,9 @@ func (s *Server) routes() {
 	})
 	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 	s.route("GET", "/metrics", func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.countReviews(r.Context()); err != nil {
+			return err
+		}
 		metricsHandler.ServeHTTP(w, r)
 		return nil
 	})
@@ -227,6 +243,31 @@ func (s *Server) routes() {
 		}
 		return reply(w, n)
 	})
+	s.route("POST", "/v1/rejections", func(w http.ResponseWriter, r *http.Request) error {
+		var req approveRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		n, err := s.e.RejectEnvelope(r.Context(), req.Envelope)
+		if err != nil {
+			return err
+		}
+		return reply(w, n)
+	})
+	s.route("GET", "/v1/pending", func(w http.ResponseWriter, r *http.Request) error {
+		ps, err := s.e.Pending(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"pending": nonNil(ps)})
+	})
+	s.route("GET", "/v1/reviews", func(w http.ResponseWriter, r *http.Request) error {
+		rs, err := s.e.Reviews(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"reviews": nonNil(rs)})
+	})
 	s.route("GET", "/v1/decisions", func(w http.ResponseWriter, r *http.Request) error {
 		limit, err := intParam(r, "limit")
 		if err != nil {
@@ -264,6 +305,7 @@ func (s *Server) routes() {
 		}
 		return reply(w, refusalsResponse{Refusals: rs})
 	})
+	s.mux.HandleFunc(claudeHookPath, s.claudeHook)
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
 		var req verifyRequest
 		if err := decode(r, &req); err != nil {
@@ -351,6 +393,73 @@ func (s *Server) routes() {
 	})
 }
 
+// claudeHookPath is the route of Claude Code's http hooks.
+const claudeHookPath = "/v1/hooks/claude"
+
+// EnableClaudeHooks answers Claude Code's http hooks on POST
+// /v1/hooks/claude, signing with the hook's keys in the data directory
+// (written by 'pedigree hook claude init'): the one route through which the
+// server signs. Requests must carry the directory's bearer token.
+func (s *Server) EnableClaudeHooks() error {
+	dir := s.e.Dir()
+	token, err := hook.Token(dir)
+	if err != nil {
+		return err
+	}
+	h, err := hook.New(s.e, dir)
+	if err != nil {
+		return err
+	}
+	s.claude, s.claudeToken = h, token
+	return nil
+}
+
+// claudeHook answers one Claude Code http hook event. Claude Code lets a
+// call through when an http hook fails (a non-2xx status, a timeout), so
+// every failure is answered with status 200 and a body that blocks: a
+// PreToolUse is denied, a prompt is blocked, and an event that cannot be
+// read stops Claude Code.
+func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
+	var ev *hook.Event
+	err := func() error {
+		switch {
+		case r.Method != "POST":
+			return fmt.Errorf("%s %s: use POST", r.Method, r.URL.Path)
+		case r.Header.Get("Origin") != "" || !loopbackHost(r.Host):
+			return errors.New("a request from a browser, or to a Host that is not loopback, is refused")
+		case s.claude == nil:
+			return errors.New("this server does not answer Claude Code hooks: start it with 'pedigree serve --claude-hooks'")
+		case !bearer(r, s.claudeToken):
+			return errors.New("the request does not carry this data directory's hook token (see 'pedigree hook claude settings --http')")
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, hook.MaxEventBytes))
+		if err != nil {
+			return fmt.Errorf("%w: %v", hook.ErrEvent, err)
+		}
+		if ev, err = hook.ParseEvent(b); err != nil {
+			return err
+		}
+		ans, err := s.claude.Handle(r.Context(), ev)
+		if err != nil {
+			return err
+		}
+		if ans == nil {
+			ans = &hook.Answer{}
+		}
+		return reply(w, ans)
+	}()
+	if err != nil {
+		s.metrics.errors.WithLabelValues("hook").Inc()
+		s.log.Warn("claude hook blocked", "error", err.Error())
+		reply(w, hook.Block(ev, err))
+	}
+}
+
+func bearer(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
 func intParam(r *http.Request, name string) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
@@ -430,6 +539,26 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 	s.metrics.check.Observe(time.Since(start).Seconds())
 	s.metrics.decisions.WithLabelValues(string(d.Decision)).Inc()
 	return reply(w, d)
+}
+
+// countReviews sets the review gauges from the store.
+func (s *Server) countReviews(ctx context.Context) error {
+	ps, err := s.e.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := s.e.Reviews(ctx)
+	if err != nil {
+		return err
+	}
+	n := map[string]int{gate.Approved: 0, gate.Rejected: 0}
+	for _, r := range rs {
+		n[r.Outcome]++
+	}
+	s.metrics.reviews.WithLabelValues("pending").Set(float64(len(ps)))
+	s.metrics.reviews.WithLabelValues(gate.Approved).Set(float64(n[gate.Approved]))
+	s.metrics.reviews.WithLabelValues(gate.Rejected).Set(float64(n[gate.Rejected]))
+	return nil
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {

@@ -1,8 +1,9 @@
 // Package server is pedigree's sidecar: HTTP/JSON on a unix socket (and
 // optionally loopback TCP) in front of one engine, which holds the data
 // directory's lock. Clients sign entries, calls and approvals with their own
-// keys; the server verifies them against the frozen registry and never holds
-// a principal's private key. There is no endpoint that changes the registry.
+// keys; the server verifies them against the frozen registry and holds no
+// principal's private key, except the Claude Code hook's when its route is
+// enabled (EnableClaudeHooks). There is no endpoint that changes the registry.
 //
 // Client speaks the same API and returns the engine's own types and
 // sentinel errors, so the CLI behaves the same through either.
@@ -127,6 +128,8 @@ var errorKinds = []struct {
 	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
+	{"rejected", gate.ErrRejected, http.StatusConflict},
+	{"review_tampered", gate.ErrReviewTampered, http.StatusInternalServerError},
 	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},
 }
 

@@ -78,6 +78,10 @@
 //	dec/       ad/<decision id>            decisionlog          hint: one decision, one approval, refused at
 //	                                                            write; deleting it lets the approver approve
 //	                                                            again, which still needs the approver's key
+//	dec/       gr/<decision id>            decisionlog          hint, checked: who approved or rejected the
+//	                                                            decision; every read and verify checks it
+//	                                                            against the signed entry it names, and verify
+//	                                                            that every rejection entry has its row
 //	dec/       t/<session>, tc/…, ta/…     decisionlog          NOT yet re-derived by verify: the session's
 //	                                                            trajectory features, calls and alerts. They
 //	                                                            feed only soft alerts under the default policy
