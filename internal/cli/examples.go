@@ -47,6 +47,18 @@ D=$(pedigree gate log --limit 1 | awk 'NR==1 {print $2}')   # that decision's ID
 pedigree gate approve $D --as user:alice --key "$KEYS/alice.key"
 pedigree gate check --as agent:assistant --key "$KEYS/agent.key" --session s1 --tool send_money \
     --args '{"to":"999-666"}' --justification $M  # exit 0: allowed once, by Alice`},
+	{"pedigree gate pending", `
+pedigree gate pending                            # denies and asks nobody has answered yet`},
+	{"pedigree gate reject", `
+pedigree gate check --as agent:assistant --key "$KEYS/agent.key" --session s1 --tool send_money \
+    --args '{"to":"999-666","amount":5}' --justification $M  # exit 3: deny
+D=$(pedigree gate log --limit 1 | awk 'NR==1 {print $2}')   # that decision's ID
+pedigree gate reject $D --as user:alice --key "$KEYS/alice.key"   # it leaves 'gate pending' for good`},
+	{"pedigree plan record", `
+PL=$(pedigree plan record --as agent:assistant --key "$KEYS/agent.key" --session s1 --parent $P \
+    --steps '[{"tool":"send_money","args":{"to":"123-456"}}]')   # made from Alice's prompt alone
+pedigree gate check --as agent:assistant --key "$KEYS/agent.key" --session s1 --tool send_money \
+    --args '{"to":"123-456"}' --plan $PL --step 0   # exit 0: the plan is the call's control`},
 	{"pedigree gate log", `
 pedigree gate log --limit 5 --session s1`},
 	{"pedigree gate reevaluate", `
@@ -92,8 +104,18 @@ pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.
 pedigree serve 2>"$Q/serve.log" &                # logs (JSON lines) to a file
 pedigree registry list                           # answered through the server's socket
 kill %%                                          # stop it (the latest background job): it drains, then closes the store`},
+	{"pedigree hook claude init", `
+D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
+pedigree --dir "$D/data" hook claude init        # the principals and catalog entries the hook signs for
+pedigree --dir "$D/data" registry freeze`},
+	{"pedigree hook claude", `
+D=$(mktemp -d); pedigree --dir "$D/data" init; pedigree --dir "$D/data" hook claude init
+pedigree --dir "$D/data" registry freeze
+echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree --dir "$D/data" hook claude`},
+	{"pedigree hook claude settings", `
+pedigree hook claude settings > "$Q/hooks.json"  # the block for .claude/settings.json`},
 	{"pedigree replay", `
-pedigree replay testdata/scenarios/*.jsonl       # exit 0: every decision as expected`},
+pedigree replay testdata/scenarios/*.jsonl --tools policies/catalogs/email.yaml,policies/catalogs/payments.yaml,policies/catalogs/files.yaml,policies/catalogs/shell.yaml   # exit 0: every decision as expected`},
 	{"pedigree trajectory show", `
 pedigree trajectory show --session s1`},
 	{"pedigree trajectory train", `

@@ -1,12 +1,13 @@
 package cli
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
 
 // shellWords splits one line of shell into words, as far as an example
-// needs: quotes group, and an unquoted |, >, <, &, ; or # ends the command.
+// needs: quotes group, and an unquoted |, >, <, &, ;, ) or # ends the command.
 func shellWords(line string) []string {
 	var words []string
 	var cur strings.Builder
@@ -27,7 +28,7 @@ func shellWords(line string) []string {
 				words, inWord = append(words, cur.String()), false
 				cur.Reset()
 			}
-		case strings.ContainsRune("|><&;#", r):
+		case strings.ContainsRune("|><&;#)", r):
 			if inWord {
 				words = append(words, cur.String())
 			}
@@ -58,7 +59,11 @@ func TestEveryVerbHasAnExample(t *testing.T) {
 		}
 		found := false
 		joined := strings.ReplaceAll(e.Example, "\\\n", " ")
+		var commands []string // each command of each line: after a pipe, ;, && or $(
 		for _, line := range strings.Split(joined, "\n") {
+			commands = append(commands, commandStart.Split(line, -1)...)
+		}
+		for _, line := range commands {
 			words := shellWords(strings.TrimSpace(line))
 			if len(words) == 0 || words[0] != "pedigree" {
 				continue
@@ -81,6 +86,8 @@ func TestEveryVerbHasAnExample(t *testing.T) {
 		}
 	}
 }
+
+var commandStart = regexp.MustCompile(`\$\(|\||;|&&`)
 
 func TestShellWords(t *testing.T) {
 	got := strings.Join(shellWords(`pedigree gate check --args '{"to": "1"}' --key "$KEYS/a key" | cat`), ",")
