@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -62,7 +63,16 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(a.errw, nil))
+			if c, err := server.Dial(cmd.Context(), a.dir, a.clock); err == nil {
+				c.Close()
+				return fmt.Errorf("%w (%s): one server per data directory", errServed, a.dir)
+			}
 			e, err := a.open(cmd.Context(), append(g.options(), pedigree.WithLogger(log))...)
+			var held errStillLocked
+			if errors.As(err, &held) {
+				held.serving = true
+				return held
+			}
 			if err != nil {
 				return err
 			}
