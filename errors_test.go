@@ -21,7 +21,7 @@ func TestErrorsFromOutside(t *testing.T) {
 	if _, err := pedigree.Open(ctx, w.Dir); !errors.Is(err, pedigree.ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
 	}
-	if _, err := pedigree.Init(ctx, w.Dir, 0.5); !errors.Is(err, pedigree.ErrExists) {
+	if _, err := pedigree.Init(ctx, w.Dir, 0.5, pedigree.WithOperatorSigner(w.Operator)); !errors.Is(err, pedigree.ErrExists) {
 		t.Fatalf("init over a store: %v, want ErrExists", err)
 	}
 	// A principal row changed behind the engine's back: the evidence is
@@ -41,11 +41,14 @@ func TestOptionsValidated(t *testing.T) {
 	ctx := t.Context()
 	op := enginetest.New(t, nil).Operator
 	cases := map[string][]pedigree.Option{
-		"policy twice":      {pedigree.WithPolicy(nil), pedigree.WithPolicyDir("x")},
-		"catalog twice":     {pedigree.WithCatalog(&gate.Catalog{}), pedigree.WithToolsFile("x")},
-		"zero gate timeout": {pedigree.WithGateTimeout(0)},
-		"negative timeout":  {pedigree.WithGateTimeout(-time.Second)},
-		"no clock":          {pedigree.WithClock(nil)},
+		"policy twice":       {pedigree.WithPolicy(nil), pedigree.WithPolicyDir("x")},
+		"catalog twice":      {pedigree.WithCatalog(&gate.Catalog{}), pedigree.WithToolsFile("x")},
+		"zero gate timeout":  {pedigree.WithGateTimeout(0)},
+		"negative timeout":   {pedigree.WithGateTimeout(-time.Second)},
+		"no clock":           {pedigree.WithClock(nil)},
+		"extend and replace": {pedigree.WithPolicyDir("x"), pedigree.WithReplacementPolicyDir("y")},
+		"operator twice":     {pedigree.WithOperatorSigner(op), pedigree.WithOperatorKeyFile("x")},
+		"empty trust root":   {pedigree.WithTrustRoot(pedigree.TrustRoot{})},
 	}
 	for name, opts := range cases {
 		if name == "policy twice" {

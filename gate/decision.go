@@ -31,6 +31,9 @@ type Decision struct {
 	Time          string           `json:"time"`
 	ArgsDigest    string           `json:"args_digest"`
 	Justification []string         `json:"justification"`
+	// Plan is the plan step the call cites, and whether it stood as the
+	// control justification.
+	Plan *PlanUse `json:"plan,omitempty"`
 	// InputDigest is the sha256 of the policy input as logged, so that the
 	// decision's ID covers what the policy saw.
 	InputDigest string `json:"input_digest,omitempty"`
@@ -73,6 +76,16 @@ type Facts struct {
 	Sources    map[string][]lineage.Source
 	Trajectory *trajectory.State
 	Approvals  []Approval
+	// Plan is the stored plan the call cites (nil when it cites none): its
+	// statement, read from its verified entry, and its node.
+	Plan *PlanFact
+}
+
+// PlanFact is a stored plan as the engine read it.
+type PlanFact struct {
+	ID        string
+	Statement *lineage.Statement
+	Node      *lineage.Node
 }
 
 // Approval is an approval offered to the policy.

@@ -38,7 +38,7 @@ func TestCapabilitiesLeaveOutTheNetwork(t *testing.T) {
 			t.Errorf("builtin %s is available to policies", b.Name)
 		}
 	}
-	_, err := PolicyFromDir(filepath.Join("..", "testdata", "policies", "network"))
+	_, err := ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", "network"))
 	if err != nil {
 		t.Fatal(err) // it loads; it must fail to compile in New
 	}

@@ -155,7 +155,7 @@ func prepare(ctx context.Context, p *Policy) (rego.PreparedEvalQuery, error) {
 func (g *Gate) probe(ctx context.Context) error {
 	in := obj(
 		"action", obj("tool", str("pedigree.probe"), "args", ast.ObjectTerm(), "principal", str("agent:probe"), "session", str("probe")),
-		"tool", toolTerm(Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false),
+		"tool", toolTerm(Tool{Irreversible: true, Role: trajectory.Other}, false),
 		"justification", ast.ArrayTerm(),
 		"arguments", ast.ObjectTerm(),
 		"trajectory", obj("features", featuresTerm(&trajectory.State{}), "alerts", ast.ArrayTerm()),

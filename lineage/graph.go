@@ -109,8 +109,8 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 			return nil, fmt.Errorf("%w: content does not match its signed digest", ErrMalformed)
 		}
 	}
-	if st.Kind == KindApproval && p.Tier != registry.User {
-		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
+	if (st.Kind == KindApproval || st.Kind == KindRejection) && p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: an entry of kind %s must be signed by a user-tier principal, %s is %s", ErrMalformed, st.Kind, p.ID, p.Tier)
 	}
 	n, err := g.labelCached(st, id, p.Tier)
 	if err != nil {
@@ -262,9 +262,13 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	if err := t.Set(seqKey(seq), []byte(id)); err != nil {
 		return err
 	}
+	if err := indexContent(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
-	// the context) and approvals are for the gate, so neither joins it.
+	// the context) and approvals and rejections are for the gate, so none
+	// joins it.
 	if st := p.Statement; joinsContext(st) {
 		return addToContext(t, st.Session, id, seq)
 	}
@@ -279,7 +283,7 @@ func (p *Pending) Committed() {
 }
 
 func joinsContext(st *Statement) bool {
-	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall
+	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindRejection && st.Kind != KindCall
 }
 
 // propagate folds one parent into a child's labels: max-of-strong-edges for
@@ -633,6 +637,15 @@ func (g *Graph) ApprovalIn(t kv.Txn, id string) (*Statement, registry.Principal,
 func (g *Graph) VerifyEntrySignature(env []byte) error {
 	_, _, _, err := g.verify(env)
 	return err
+}
+
+// OpenVerified decodes an envelope and verifies its signature against the
+// frozen registry, returning the statement and the entry's ID (the hash of
+// the signed bytes). For stored envelopes that a decision rests on (an
+// approval): a row in the store proves nothing until it verifies.
+func (g *Graph) OpenVerified(env []byte) (*Statement, string, error) {
+	st, _, id, err := g.verify(env)
+	return st, id, err
 }
 
 // Count counts stored entries, stopping at limit (0: no limit).

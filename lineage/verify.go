@@ -21,6 +21,9 @@ type Problem struct {
 type Report struct {
 	Entries  int       `json:"entries"`
 	Problems []Problem `json:"problems"`
+	// TrustRoot is how the store's registry is anchored outside it ("pinned
+	// key", "pinned digest" or "none"), filled in by the engine, which knows.
+	TrustRoot string `json:"trust_root,omitempty"`
 }
 
 // OK reports whether nothing was found wrong.
@@ -76,6 +79,9 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 		}
 	}
 	if err := g.verifyContexts(ctx, t, v, stmts, bad); err != nil {
+		return nil, err
+	}
+	if err := verifyContentIndex(ctx, t, stmts, bad); err != nil {
 		return nil, err
 	}
 	return v, nil

@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	start := time.Now()
 	stopSampling := sampleAnon()
-	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Irreversible: true, ExternalSink: true, Role: "send"}}}
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Irreversible: true, ExternalSink: true, Role: "send"}}}
 	e, op, dir, err := open(ctx, o, cat)
 	if err != nil {
 		return nil, err
@@ -281,14 +281,14 @@ func open(ctx context.Context, o Options, cat *gate.Catalog) (*pedigree.Engine, 
 	if err != nil {
 		return nil, nil, "", err
 	}
-	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat))
+	// The operator key stays in memory: nothing is written beside the store.
+	op, _, err := registry.GenerateSigner(nil)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, "", err
 	}
-	op, err := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
+	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithOperatorSigner(op))
 	if err != nil {
-		e.Close()
 		os.RemoveAll(dir)
 		return nil, nil, "", err
 	}

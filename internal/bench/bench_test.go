@@ -30,7 +30,7 @@ type graphWorld struct {
 	ids []string
 }
 
-var benchCatalog = &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Role: "send"}}}
+var benchCatalog = &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Role: "send"}}}
 
 func build(b *testing.B, n int) *graphWorld { return buildT(b, n) }
 
@@ -130,7 +130,7 @@ func BenchmarkEngine(b *testing.B) {
 					}
 					b.ReportAllocs()
 					for b.Loop() {
-						if _, _, err := g.w.E.Reevaluate(ctx, d.ID); err != nil {
+						if _, err := g.w.E.Reevaluate(ctx, d.ID); err != nil {
 							b.Fatal(err)
 						}
 					}

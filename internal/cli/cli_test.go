@@ -32,6 +32,8 @@ type cliEnv struct {
 	// served: a server runs on dir, so the verbs go through its socket.
 	served bool
 	mu     sync.Mutex
+	// env overrides the environment the command sees (see getenv).
+	env map[string]string
 }
 
 // clock moves a millisecond a reading; the CLI and a test server share it.
@@ -112,7 +114,7 @@ func (r result) json(t *testing.T) map[string]any {
 // millisecond a reading.
 func (c *cliEnv) run(args ...string) result {
 	var out, errw bytes.Buffer
-	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: c.getenv, clock: c.clock}
 	code := a.run(c.t.Context(), append([]string{"--dir", c.dir}, args...))
 	return result{out.String(), errw.String(), code}
 }
@@ -128,11 +130,34 @@ func (c *cliEnv) must(args ...string) result {
 
 func (c *cliEnv) key(name string) string { return filepath.Join(c.tmp, name+".key") }
 
+// getenv is the environment the command sees: only the keys directory,
+// in the test's temporary directory; env adds to it.
+func (c *cliEnv) getenv(k string) string {
+	if v, ok := c.env[k]; ok {
+		return v
+	}
+	if k == "PEDIGREE_KEYS" {
+		return filepath.Join(c.tmp, "keys")
+	}
+	return ""
+}
+
+// operatorKey is where init wrote the operator key.
+func (c *cliEnv) operatorKey() string {
+	c.t.Helper()
+	p, err := pedigree.OperatorKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
 // bootstrap initialises the store with four principals and freezes it.
 func (c *cliEnv) bootstrap() {
 	c.t.Helper()
 	c.must("init")
-	for _, p := range [][2]string{{"user:alice", "user"}, {"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:web", "unverified"}} {
+	c.must("registry", "add", "user:alice", "--tier", "user", "--approver", "--new-key", c.key("user_alice"))
+	for _, p := range [][2]string{{"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:web", "unverified"}} {
 		c.must("registry", "add", p[0], "--tier", p[1], "--new-key", c.key(strings.ReplaceAll(p[0], ":", "_")))
 	}
 	c.must("registry", "freeze")
@@ -183,7 +208,13 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if r.code != ExitOK || r.json(t)["decision"] != "allow" {
 		t.Fatalf("user's own prompt: exit %d %s", r.code, r.out)
 	}
+	// The email steered the decision (it is in the justification); the
+	// protected recipient is the user's: a person decides.
 	r = check("--tool", "send_money", "--args", `{"recipient":"123","subject":"re"}`, "--justification", prompt2+","+email, "--arg", "recipient="+prompt2, "--arg", "subject="+email)
+	if r.code != ExitAsk {
+		t.Fatalf("tainted justification, trusted recipient: exit %d %s", r.code, r.out)
+	}
+	r = check("--tool", "send_money", "--args", `{"recipient":"123","subject":"re"}`, "--justification", prompt2, "--arg", "recipient="+prompt2, "--arg", "subject="+email)
 	if r.code != ExitOK {
 		t.Fatalf("untrusted only in an unprotected argument: exit %d %s", r.code, r.out)
 	}
@@ -208,8 +239,8 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 		t.Fatalf("agent approved: exit %d", r.code)
 	}
 	log := c.must("-o", "json", "gate", "log").json(t)
-	if n := len(log["decisions"].([]any)); n != 6 {
-		t.Fatalf("%d logged decisions, want 6", n)
+	if n := len(log["decisions"].([]any)); n != 7 {
+		t.Fatalf("%d logged decisions, want 7", n)
 	}
 	// The log: a checkpoint, a proof of the memory and of a decision.
 	cp := c.must("-o", "json", "log", "checkpoint").json(t)["checkpoint"].(map[string]any)
@@ -225,13 +256,13 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if cons["verified"] != true {
 		t.Fatalf("consistency: %v", cons)
 	}
-	if tj := c.must("-o", "json", "trajectory", "show", "--session", "s2").json(t); len(tj["calls"].([]any)) != 7 {
+	if tj := c.must("-o", "json", "trajectory", "show", "--session", "s2").json(t); len(tj["calls"].([]any)) != 8 {
 		t.Fatalf("trajectory: %v", tj)
 	}
 	if v := c.must("-o", "json", "verify").json(t); v["ok"] != true {
 		t.Fatalf("verify %v", v)
 	}
-	dot := c.must("lineage", "trace", mem, "--format", "dot").out
+	dot := c.must("lineage", "trace", mem, "-o", "dot").out
 	if !strings.Contains(dot, "digraph") || !strings.Contains(dot, email) {
 		t.Fatalf("dot output:\n%s", dot)
 	}
@@ -260,7 +291,7 @@ func testRegistryListJSON(t *testing.T, served bool) {
 func TestKeyFileMode(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	for _, f := range []string{c.key("user_alice"), filepath.Join(c.dir, pedigree.OperatorKeyFile)} {
+	for _, f := range []string{c.key("user_alice"), c.operatorKey()} {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v %v", f, fi.Mode(), err)
@@ -458,7 +489,14 @@ func TestDataDirectoryProblems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errw bytes.Buffer
-			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: time.Now}
+			keys := filepath.Join(tmp, "keys-"+tc.name)
+			getenv := func(k string) string {
+				if k == "PEDIGREE_KEYS" {
+					return keys
+				}
+				return ""
+			}
+			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: getenv, clock: time.Now}
 			code := a.run(t.Context(), append([]string{"--dir", tc.dir}, tc.args...))
 			if code != ExitError || !strings.Contains(errw.String(), tc.msg) {
 				t.Fatalf("exit %d: %s", code, errw.String())
@@ -475,8 +513,8 @@ func TestLockedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	r := c.run("registry", "list")
-	if r.code != ExitError || !strings.Contains(r.err, "in use by another pedigree process") || strings.Contains(r.err, "Cannot acquire") {
+	r := c.run("--lock-wait", "0", "registry", "list")
+	if r.code != ExitError || !strings.Contains(r.err, "in use by another pedigree process") || !strings.Contains(r.err, "pedigree serve") || strings.Contains(r.err, "Cannot acquire") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 }
@@ -587,5 +625,33 @@ func TestServeVerb(t *testing.T) {
 	// The store was closed cleanly: it opens and verifies.
 	if r := c.must("-o", "json", "verify"); r.json(t)["ok"] != true {
 		t.Fatalf("verify after serve: %s", r.out)
+	}
+}
+
+// lineage trace chooses its output with -o like every verb, plus dot;
+// --format still works, says on stderr that it is deprecated, and may not
+// contradict -o.
+func TestTraceOutput(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	id := c.rec("tool:gmail_read", "--content", "x")
+	if r := c.must("lineage", "trace", id, "-o", "dot"); !strings.HasPrefix(r.out, "strict digraph") || r.err != "" {
+		t.Fatalf("-o dot: %q %q", r.out, r.err)
+	}
+	if r := c.must("lineage", "trace", id, "-o", "json"); r.json(t)["id"] != id {
+		t.Fatalf("-o json: %s", r.out)
+	}
+	r := c.must("lineage", "trace", id, "--format", "json")
+	if r.json(t)["id"] != id || !strings.Contains(r.err, "--format is deprecated: use -o") {
+		t.Fatalf("--format json: %q %q", r.out, r.err)
+	}
+	for _, args := range [][]string{
+		{"lineage", "trace", id, "--format", "json", "-o", "text"},
+		{"verify", "-o", "dot"},
+		{"lineage", "trace", id, "--format", "svg"},
+	} {
+		if r := c.run(args...); r.code != ExitUsage {
+			t.Fatalf("%v: exit %d %s", args, r.code, r.err)
+		}
 	}
 }

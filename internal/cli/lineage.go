@@ -21,24 +21,33 @@ func newLineageCommand(a *app) *cobra.Command {
 	return cmd
 }
 
+// outputDot marks the verbs that also take -o dot.
+const outputDot = "pedigree/output-dot"
+
 func newLineageTrace(a *app) *cobra.Command {
 	var format string
 	var maxDepth, maxNodes int
 	cmd := &cobra.Command{
-		Use:   "trace ID [--format text|json|dot] [--max-depth N] [--max-nodes N]",
+		Use:   "trace ID [-o text|json|dot] [--max-depth N] [--max-nodes N]",
 		Short: "Trace an entry's ancestry and the paths to its untrusted roots",
 		Long: `Walk an entry's ancestry and list, for each untrusted root (an ancestor whose own
 tier is unverified or external), the path from the entry to it. A strong path
 taints the effective tier; a weak one (through an edge below tau) only the reach
 tier. The walk is bounded by --max-depth and --max-nodes, and a truncated answer
-says so. --format dot draws the bounded subgraph for Graphviz.`,
-		Args: exactArgs(1),
+says so. -o dot (this verb only) draws the bounded subgraph for Graphviz.
+--format is a deprecated spelling of -o.`,
+		Annotations: map[string]string{outputDot: "yes"},
+		Args:        exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.output == "json" && !cmd.Flags().Changed("format") {
-				format = "json"
-			}
-			if format != "text" && format != "json" && format != "dot" {
-				return usagef("--format must be text, json or dot, not %q", format)
+			if cmd.Flags().Changed("format") {
+				if cmd.Flags().Changed("output") && format != a.output {
+					return usagef("-o %s and --format %s disagree: give -o only", a.output, format)
+				}
+				if format != "text" && format != "json" && format != "dot" {
+					return usagef("--format must be text, json or dot, not %q", format)
+				}
+				a.output = format
+				fmt.Fprintln(a.errw, "pedigree: --format is deprecated: use -o text|json|dot")
 			}
 			if maxDepth < 0 || maxNodes < 0 {
 				return usagef("--max-depth and --max-nodes must not be negative")
@@ -52,7 +61,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 			if err != nil {
 				return err
 			}
-			switch format {
+			switch a.output {
 			case "json":
 				return a.printJSON(traceJSON(tr))
 			case "dot":
@@ -63,6 +72,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or dot")
+	cmd.Flags().MarkHidden("format") // deprecated: said on stderr when used
 	cmd.Flags().IntVar(&maxDepth, "max-depth", lineage.DefaultTraceDepth, "how many edges deep to walk")
 	cmd.Flags().IntVar(&maxNodes, "max-nodes", lineage.DefaultTraceNodes, "how many entries to visit at most")
 	return cmd
@@ -151,7 +161,8 @@ func newLineageShow(a *app) *cobra.Command {
 			}
 			out := entryJSON(n, edges)
 			out.showFields = &showFields{SignatureValid: sigErr == nil, Time: st.Time, ContentDigest: st.ContentDigest,
-				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args}
+				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args,
+				Steps: st.Steps, Plan: st.Plan, Rejection: st.Rejection}
 			if content != nil {
 				c := string(content)
 				out.Content = &c
@@ -164,6 +175,15 @@ func newLineageShow(a *app) *cobra.Command {
 				fmt.Fprintf(w, "time      %s\ncontent   %s\n", st.Time, st.ContentDigest)
 				if st.Tool != "" {
 					fmt.Fprintf(w, "call      %s %s\n", st.Tool, st.Args)
+				}
+				if st.Plan != nil {
+					fmt.Fprintf(w, "plan      %s step %d\n", short(st.Plan.ID), st.Plan.Step)
+				}
+				for i, step := range st.Steps {
+					fmt.Fprintf(w, "step %-4d %s %s\n", i, step.Tool, step.Args)
+				}
+				if st.Rejection != nil {
+					fmt.Fprintf(w, "rejects   decision %s\n", short(st.Rejection.Decision))
 				}
 				if sigErr == nil {
 					fmt.Fprintf(w, "signature valid (%s)\n", n.Principal)
@@ -192,44 +212,6 @@ func newLineageShow(a *app) *cobra.Command {
 					fmt.Fprintf(w, "\n%s\n", content)
 				}
 			})
-		},
-	}
-}
-
-func newVerifyCommand(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "verify",
-		Short: "Verify the whole store: signatures, IDs, edges, labels, the registry freeze",
-		Long: `Walk the whole store: each entry's signature against the frozen registry, each ID
-against its bytes, each parent link in both directions, and each stored label
-against a recomputation. Exit 0 when clean, 3 with the list of what is wrong, 1
-when it could not check. A registry changed since freeze is caught when the store
-is opened.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.backend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			r, err := e.Verify(cmd.Context())
-			if err != nil {
-				return err
-			}
-			err = a.print(verifyOutput{v: v1, OK: r.OK(), Entries: r.Entries, Problems: r.Problems}, func(w io.Writer) {
-				if r.OK() {
-					fmt.Fprintf(w, "ok: %d entries verified\n", r.Entries)
-					return
-				}
-				fmt.Fprintf(w, "TAMPERED: %d problems in %d entries\n", len(r.Problems), r.Entries)
-				for _, p := range r.Problems {
-					fmt.Fprintf(w, "  %s  %s\n", short(p.ID), p.What)
-				}
-			})
-			if err == nil && !r.OK() {
-				return verdictError{ExitNegative, "verify found problems"}
-			}
-			return err
 		},
 	}
 }

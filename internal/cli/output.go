@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
@@ -32,32 +33,39 @@ type (
 	}
 	initOutput struct {
 		v
-		Dir         string  `json:"dir"`
-		Tau         float64 `json:"tau"`
-		OperatorKey string  `json:"operator_key"`
+		Dir               string  `json:"dir"`
+		Tau               float64 `json:"tau"`
+		MaxApprovalTTL    string  `json:"max_approval_ttl"`
+		OperatorKey       string  `json:"operator_key"`
+		TrustRoot         string  `json:"trust_root"`
+		OperatorKeySHA256 string  `json:"operator_key_sha256"`
 	}
 	registryAddOutput struct {
 		v
 		ID        string `json:"id"`
 		Tier      string `json:"tier"`
+		Approver  bool   `json:"approver"`
 		KeySHA256 string `json:"key_sha256"`
 	}
 	freezeOutput struct {
 		v
-		Frozen     bool    `json:"frozen"`
-		Principals int     `json:"principals"`
-		Tau        float64 `json:"tau"`
+		Frozen       bool    `json:"frozen"`
+		Principals   int     `json:"principals"`
+		Tau          float64 `json:"tau"`
+		FreezeDigest string  `json:"freeze_digest"`
 	}
 	principalOutput struct {
 		ID        string `json:"id"`
 		Tier      string `json:"tier"`
 		PublicKey string `json:"public_key"`
+		Approver  bool   `json:"approver"`
 	}
 	registryListOutput struct {
 		v
-		Frozen     bool              `json:"frozen"`
-		Tau        float64           `json:"tau"`
-		Principals []principalOutput `json:"principals"`
+		Frozen       bool              `json:"frozen"`
+		Tau          float64           `json:"tau"`
+		FreezeDigest string            `json:"freeze_digest,omitempty"`
+		Principals   []principalOutput `json:"principals"`
 	}
 	parentOutput struct {
 		ID     string  `json:"id"`
@@ -87,6 +95,11 @@ type (
 		Tool           string          `json:"tool,omitempty"`
 		Args           json.RawMessage `json:"args,omitempty"`
 		Content        *string         `json:"content,omitempty"`
+		// A plan's steps; the plan step a call cites; what a rejection
+		// rejects.
+		Steps     []lineage.PlanStep `json:"steps,omitempty"`
+		Plan      *lineage.PlanRef   `json:"plan,omitempty"`
+		Rejection *lineage.Rejection `json:"rejection,omitempty"`
 	}
 	recallOutput struct {
 		v
@@ -99,10 +112,27 @@ type (
 		DecisionID string `json:"decision_id"`
 		Approver   string `json:"approver"`
 		TTL        string `json:"ttl"`
+		// What was approved: the exact call, shown before it was signed.
+		Tool    string          `json:"tool"`
+		Args    json.RawMessage `json:"args"`
+		Session string          `json:"session"`
+	}
+	rejectOutput struct {
+		v
+		RejectionID string `json:"rejection_id"`
+		DecisionID  string `json:"decision_id"`
+		Rejecter    string `json:"rejecter"`
+	}
+	// pendingOutput is `gate pending -o json`.
+	pendingOutput struct {
+		v
+		Pending []gate.Pending `json:"pending"`
 	}
 	decisionsOutput struct {
 		v
 		Decisions []gate.Decision `json:"decisions"`
+		// Reviews are the approvals and rejections of the decisions shown.
+		Reviews []gate.Review `json:"reviews"`
 	}
 	traceNodeOutput struct {
 		ID            string       `json:"id"`
@@ -127,6 +157,14 @@ type (
 		OK       bool              `json:"ok"`
 		Entries  int               `json:"entries"`
 		Problems []lineage.Problem `json:"problems"`
+		// TrustRoot: "pinned key", "pinned digest" or "none".
+		TrustRoot string `json:"trust_root"`
+		// Checkpoints is how many checkpoints kept elsewhere were checked.
+		Checkpoints int `json:"checkpoints"`
+	}
+	refusalsOutput struct {
+		v
+		Refusals []pedigree.Refusal `json:"refusals"`
 	}
 	checkpointOutput struct {
 		v

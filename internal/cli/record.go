@@ -29,11 +29,15 @@ KIND is prompt, tool_output, memory (default), summary, retrieval.
 weight in [0, 1] (default 1); an edge at or above tau carries taint. IDs may be
 abbreviated to a unique prefix of at least 8 hex characters.
 
-An agent:'s entry recorded in a session without --parent derives from the
-session's whole context (every entry recorded in it or recalled into it) with
-strong edges; --parent replaces that with your attribution. Other principals'
-entries have exactly the parents given. Content is stored only as a digest unless
---store-content is given.`,
+An entry recorded in a session without --parent derives from the session's whole
+context (every entry recorded in it or recalled into it) with strong edges, unless
+its principal is a user: (what a person typed has no parents): an agent read all
+of it, and a tool's output is made from what the agent handed the tool. --parent
+replaces that with your attribution (a tool's output names its call). Content is
+stored only as a digest unless --store-content is given.
+
+--key FILE must be readable by its owner only (mode 0600 or 0400), as ssh
+requires; a key others can read is refused.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("content") == cmd.Flags().Changed("content-file") {
@@ -51,8 +55,8 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			if err != nil {
 				return err
 			}
-			if k == lineage.KindCall || k == lineage.KindApproval {
-				return fmt.Errorf("%w: calls are recorded by 'gate check' and approvals by 'gate approve'", lineage.ErrMalformed)
+			if k == lineage.KindCall || k == lineage.KindApproval || k == lineage.KindRejection || k == lineage.KindPlan {
+				return fmt.Errorf("%w: calls are recorded by 'gate check', approvals by 'gate approve', rejections by 'gate reject' and plans by 'plan record'", lineage.ErrMalformed)
 			}
 			e, s, err := a.backendAs(cmd.Context(), as, key)
 			if err != nil {

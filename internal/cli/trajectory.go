@@ -89,14 +89,15 @@ func newTrajectoryShow(a *app) *cobra.Command {
 }
 
 // catalogFor loads --tools, else DIR/tools.yaml.
-func (a *app) catalog(tools string) (*gate.Catalog, error) {
-	if tools == "" {
-		tools = filepath.Join(a.dir, pedigree.ToolsFile)
-		if _, err := os.Stat(tools); err != nil {
+func (a *app) catalog(tools []string) (*gate.Catalog, error) {
+	if len(tools) == 0 {
+		p := filepath.Join(a.dir, pedigree.ToolsFile)
+		if _, err := os.Stat(p); err != nil {
 			return nil, usagef("no tool catalog: give --tools FILE (or put tools.yaml in the data directory); roles come from it")
 		}
+		tools = []string{p}
 	}
-	return gate.LoadCatalog(tools)
+	return gate.LoadCatalogs(tools...)
 }
 
 func readSessions(path string) ([]offline.Session, error) {
@@ -116,7 +117,8 @@ func readSessions(path string) ([]offline.Session, error) {
 }
 
 func newTrajectoryTrain(a *app) *cobra.Command {
-	var model, tools string
+	var model string
+	var tools []string
 	cmd := &cobra.Command{
 		Use:   "train FILE --model OUT [--tools FILE]",
 		Short: "Train the trajectory model on labelled sessions",
@@ -160,7 +162,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "where to write the model")
-	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "tool catalog files, merged (default DIR/tools.yaml)")
 	return cmd
 }
 
@@ -198,7 +200,8 @@ agent traces, measured elsewhere, such a model scored an AUC below 0.5). Fit one
 on your own labelled sessions with 'trajectory train'.`
 
 func newTrajectoryEval(a *app) *cobra.Command {
-	var model, tools string
+	var model string
+	var tools []string
 	var folds int
 	var seed uint64
 	cmd := &cobra.Command{
@@ -284,7 +287,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "a trained model to measure")
-	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "tool catalog files, merged (default DIR/tools.yaml)")
 	cmd.Flags().IntVar(&folds, "folds", 5, "folds for cross-validation")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fold shuffle")
 	return cmd

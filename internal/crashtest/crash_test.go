@@ -109,7 +109,8 @@ func writer(dir string) error {
 func TestCrash(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
-	e, err := pedigree.Init(ctx, dir, 0.5)
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.Init(ctx, dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,6 @@ func TestCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	op, _ := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
 	if err := e.Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,8 @@ func TestDiskFull(t *testing.T) {
 	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
 	ctx := t.Context()
-	e, err := pedigree.Init(ctx, dir, 0.5)
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.Init(ctx, dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,6 @@ func TestDiskFull(t *testing.T) {
 	if err := e.AddPrincipal(ctx, registry.Principal{ID: "user:a", Tier: registry.User, PublicKey: s.Public()}); err != nil {
 		t.Fatal(err)
 	}
-	op, _ := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
 	if err := e.Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,8 @@ func mountTmpfs(t *testing.T) string {
 func TestReadOnlyFilesystem(t *testing.T) {
 	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
-	e, err := pedigree.Init(t.Context(), dir, 0.5)
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.Init(t.Context(), dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}

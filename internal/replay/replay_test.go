@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/replay"
 )
 
@@ -37,28 +38,66 @@ func TestLaunderingChannels(t *testing.T) {
 	if sum.Scenarios != 7 || sum.Expected != 7 || sum.Agreed != 7 || sum.AttackCalls != 4 || sum.AttackAllowed != 0 || sum.BenignAllowed != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
+	// Every attack is denied; the one unlabelled call diluted below tau asks.
+	if sum.AttackDenied != 4 || sum.AttackAsked != 0 || sum.BenignAsked != 0 || sum.BenignDenied != 0 ||
+		sum.GatedScenarios != 7 || sum.AllAllowed != 2 || sum.AllAllowedOrAsked != 3 {
+		t.Fatalf("tallies %+v", sum)
+	}
 }
 
 // TestRefusedScenarios: what the engine rejects is an error in the summary,
-// never skipped.
+// never skipped, unless the scenario expects it (expect_error).
 func TestRefusedScenarios(t *testing.T) {
 	ss := load(t, "refused.jsonl")
-	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]string{
 		"refused/missing-parent":        "unknown parent",
 		"refused/unlisted-principal":    "unknown principal",
 		"refused/unknown-justification": "names no earlier step",
 	}
-	if sum.Errors != len(want) || !sum.Failed() {
-		t.Fatalf("summary %+v", sum)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || sum.Refused != len(want) || sum.Failed() {
+		t.Fatalf("as written, with expect_error: %+v", sum)
+	}
+
+	// Without expect_error, each refusal is an error, and says why.
+	plain := append([]replay.Scenario(nil), ss...)
+	for i := range plain {
+		plain[i].ExpectError = ""
+	}
+	sum, err = replay.Run(t.Context(), plain, replay.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != len(want) || sum.Refused != 0 || !sum.Failed() {
+		t.Fatalf("without expect_error: %+v", sum)
 	}
 	for _, e := range sum.ErrorList {
 		if !strings.Contains(e.Error, want[e.Scenario]) {
 			t.Errorf("%s: %q does not say %q", e.Scenario, e.Error, want[e.Scenario])
 		}
+	}
+
+	// Expecting another error, or an error from a scenario that runs to
+	// the end, is a mismatch.
+	other := ss[0]
+	other.ExpectError = "disk on fire"
+	accepted := load(t, "laundering.jsonl")[0]
+	accepted.ExpectError = "unknown parent"
+	sum, err = replay.Run(t.Context(), []replay.Scenario{other, accepted}, replay.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 2 || sum.Refused != 0 || !sum.Failed() {
+		t.Fatalf("wrong expectations: %+v", sum)
+	}
+	if e := sum.ErrorList[0].Error; !strings.Contains(e, `expected to be refused with "disk on fire", refused with: `) || !strings.Contains(e, "unknown parent") {
+		t.Errorf("another error: %s", e)
+	}
+	if e := sum.ErrorList[1].Error; !strings.Contains(e, "every step was accepted") {
+		t.Errorf("accepted: %s", e)
 	}
 }
 
@@ -101,4 +140,56 @@ func FuzzParseLine(f *testing.F) {
 			replay.Run(t.Context(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
 		}
 	})
+}
+
+// TestPlanScenarios replays the six plan examples of issue 17 with the
+// shipped catalogs: every decision equals its expect, and no attack is
+// allowed or asked.
+func TestPlanScenarios(t *testing.T) {
+	ss := load(t, "plans.jsonl")
+	var files []string
+	for _, n := range []string{"email", "payments", "files", "shell"} {
+		files = append(files, filepath.Join("..", "..", "policies", "catalogs", n+".yaml"))
+	}
+	cat, err := gate.LoadCatalogs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := replay.Run(t.Context(), ss, replay.Options{Catalog: cat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || len(sum.Mismatches) != 0 {
+		t.Fatalf("errors %v mismatches %v", sum.ErrorList, sum.Mismatches)
+	}
+	if sum.Scenarios != 6 || sum.Expected != 11 || sum.AttackCalls != 5 || sum.AttackDenied != 5 || sum.BenignAsked != 1 {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// TestRuleOfTwoEnabledByConfiguration: loaded as an operator policy
+// directory, the Rule of Two module asks before the one plan call that
+// holds untrusted input (the poisoned file), private data (the file read)
+// and an external send; without it the same call is allowed.
+func TestRuleOfTwoEnabledByConfiguration(t *testing.T) {
+	ss := load(t, "plans.jsonl")
+	var files []string
+	for _, n := range []string{"email", "payments", "files", "shell"} {
+		files = append(files, filepath.Join("..", "..", "policies", "catalogs", n+".yaml"))
+	}
+	cat, err := gate.LoadCatalogs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gate.PolicyFromDir(filepath.Join("..", "..", "policies", "ruleoftwo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := replay.Run(t.Context(), ss, replay.Options{Catalog: cat, Policy: p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Mismatches) != 1 || sum.Mismatches[0].Scenario != "plans/summarise-and-email" || sum.Mismatches[0].Got != string(gate.Ask) || sum.AttackDenied != 5 {
+		t.Fatalf("mismatches %+v summary %+v", sum.Mismatches, sum)
+	}
 }

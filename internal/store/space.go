@@ -20,10 +20,12 @@ const (
 	Log Namespace = "l/"
 	// Decisions: the decision log, approvals' index and uses, trajectories.
 	Decisions Namespace = "dec/"
+	// Refusals: the refusal log (the engine's refusal.go).
+	Refusals Namespace = "rf/"
 )
 
 // Namespaces lists every owner's namespace (the store's own meta/ aside).
-var Namespaces = []Namespace{Registry, Lineage, Log, Decisions}
+var Namespaces = []Namespace{Registry, Lineage, Log, Decisions, Refusals}
 
 // Space is one owner's namespace of the store: the kv.Store an owner is
 // handed.

@@ -229,11 +229,11 @@ func testErrStop(t *testing.T, s Target) {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("Iterate ended by ErrStop returned %w", err)
+			return fmt.Errorf("an Iterate ended by ErrStop returned %w", err)
 		}
 		err = tx.Iterate([]byte("k"), false, func([]byte, []byte) error { return boom })
 		if !errors.Is(err, boom) {
-			return fmt.Errorf("Iterate ended by an error returned %v, want that error", err)
+			return fmt.Errorf("an Iterate ended by an error returned %v, want that error", err)
 		}
 		return nil
 	})
