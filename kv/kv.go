@@ -33,7 +33,8 @@ var ErrStop = errors.New("kv: stop iterating")
 // commits all of them or none.
 //
 // Slices passed to Set must not be changed until the transaction ends;
-// slices given to an Iterate callback are valid only during the call.
+// slices given to an Iterate callback are valid only during the call and
+// must not be changed (an implementation may hand over its own rows).
 type Txn interface {
 	// Get returns a copy of the value at key, or an error that Is
 	// ErrNotFound.

@@ -112,12 +112,7 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 	if (st.Kind == KindApproval || st.Kind == KindRejection) && p.Tier != registry.User {
 		return nil, fmt.Errorf("%w: an entry of kind %s must be signed by a user-tier principal, %s is %s", ErrMalformed, st.Kind, p.ID, p.Tier)
 	}
-	var n *Node
-	err := g.store.View(func(t kv.Txn) error {
-		var err error
-		n, err = g.label(t, st, id, p.Tier)
-		return err
-	})
+	n, err := g.labelCached(st, id, p.Tier)
 	if err != nil {
 		return nil, err
 	}
@@ -178,16 +173,32 @@ func (g *Graph) checkSignature(st *Statement, payload, env []byte) (registry.Pri
 	return p, nil
 }
 
+// labelCached labels an entry from the node cache when every parent is
+// there (the common case: parents are recent entries, and an insert puts
+// its node in the cache), without a read transaction: on Badger a new read
+// transaction waits for the commits in flight, fsync included, which cost
+// each of eight writers 350 to 560 µs per record. A cached node is never
+// stale: entries are immutable and only this process writes the store.
+func (g *Graph) labelCached(st *Statement, id string, tier registry.Tier) (*Node, error) {
+	parents := make([]*Node, len(st.Parents))
+	for i, par := range st.Parents {
+		if parents[i] = g.cache.get(par.ID); parents[i] == nil {
+			var n *Node
+			err := g.store.View(func(t kv.Txn) error {
+				var err error
+				n, err = g.label(t, st, id, tier)
+				return err
+			})
+			return n, err
+		}
+	}
+	return g.labelFrom(st, id, tier, parents), nil
+}
+
 // label computes an entry's node from its parents' nodes.
 func (g *Graph) label(t kv.Txn, st *Statement, id string, tier registry.Tier) (*Node, error) {
-	n := &Node{
-		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
-		Tier: tier, Effective: tier, Reach: tier, NParents: len(st.Parents), Parents: st.Parents,
-	}
-	if !tier.Trusted() {
-		n.EffectiveRoot, n.ReachRoot = id, id
-	}
-	for _, par := range st.Parents {
+	parents := make([]*Node, len(st.Parents))
+	for i, par := range st.Parents {
 		pn, err := g.node(t, par.ID)
 		if errors.Is(err, ErrUnknownEntry) {
 			return nil, fmt.Errorf("%w %s", ErrUnknownParent, par.ID)
@@ -195,9 +206,25 @@ func (g *Graph) label(t kv.Txn, st *Statement, id string, tier registry.Tier) (*
 		if err != nil {
 			return nil, err
 		}
-		propagate(n, pn, par.Weight, g.reg.Tau())
+		parents[i] = pn
 	}
-	return n, nil
+	return g.labelFrom(st, id, tier, parents), nil
+}
+
+// labelFrom is the entry's node given its parents' nodes, in the order of
+// st.Parents.
+func (g *Graph) labelFrom(st *Statement, id string, tier registry.Tier, parents []*Node) *Node {
+	n := &Node{
+		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
+		Tier: tier, Effective: tier, Reach: tier, NParents: len(st.Parents), Parents: st.Parents,
+	}
+	if !tier.Trusted() {
+		n.EffectiveRoot, n.ReachRoot = id, id
+	}
+	for i, par := range st.Parents {
+		propagate(n, parents[i], par.Weight, g.reg.Tau())
+	}
+	return n
 }
 
 // Stored returns the node of the prepared entry when it is already stored

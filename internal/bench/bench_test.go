@@ -201,3 +201,48 @@ func TestRunInMemory(t *testing.T) {
 		t.Fatalf("denied %d of %d", r.Denied, r.Checks)
 	}
 }
+
+// BenchmarkInMemory: record, check and decide on an in-memory store of 8,000
+// entries (the size at which `bench --in-memory` is set beside the Python
+// seed), with no fsync: what is left is pedigree's own CPU.
+// go test ./internal/bench -run - -bench InMemory -benchtime 2000x
+func BenchmarkInMemory(b *testing.B) {
+	w := enginetest.New(b, enginetest.Cast(Principals()), pedigree.WithCatalog(benchCatalog))
+	g := &graphWorld{w: w}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 8000 {
+		parents := []lineage.Parent{}
+		if len(g.ids) > 0 {
+			parents = append(parents, lineage.Parent{ID: g.ids[r.IntN(len(g.ids))], Weight: 1})
+		}
+		g.ids = append(g.ids, w.Record(SignerOf(i), "", "entry "+strconv.Itoa(i), parents).ID)
+	}
+	ctx := context.Background()
+	b.Run("record", func(b *testing.B) {
+		key := w.Keys["agent:bench"]
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			parents := []lineage.Parent{{ID: g.ids[r.IntN(len(g.ids))], Weight: 1}}
+			if _, err := w.E.Record(ctx, key, pedigree.Entry{Principal: "agent:bench", Content: []byte("m" + strconv.Itoa(i)), Parents: parents}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("check", func(b *testing.B) {
+		key := w.Keys["agent:bench"]
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := w.E.Check(ctx, key, g.call(r, 5, i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decide", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if _, err := w.E.Preview(ctx, g.call(r, 5, i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

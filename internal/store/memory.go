@@ -14,10 +14,13 @@ import (
 // writes are applied one transaction at a time.
 //
 // A read transaction works on a copy-on-write clone of the tree taken when
-// it starts, so it sees one snapshot whatever commits meanwhile. A
-// read-write transaction buffers its writes in a tree of its own, sees them
-// in Get, Has and Iterate (merged in key order, deletes hiding keys), and
-// applies them all at commit, under the lock, or none when fn fails.
+// it starts (shared by every read until the next write), so it sees one
+// snapshot whatever commits meanwhile. A read-write transaction buffers its
+// writes in a tree of its own, sees them in Get, Has and Iterate (merged in
+// key order, deletes hiding keys), and applies them all at commit, under
+// the lock, or none when fn fails. Writers are one at a time, so it reads
+// the live tree until it iterates: a clone makes the next inserts copy
+// their paths, and a record that clones nothing copies nothing.
 
 type memItem struct {
 	key, val []byte
@@ -66,7 +69,11 @@ func (m *memEngine) view(fn func(engineTxn) error) error {
 func (m *memEngine) update(fn func(engineTxn) error) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
-	t := &memTxn{snap: m.snapshot(), writes: btree.NewG(btreeDegree, memLess)}
+	// No snapshot up front: writers are one at a time, so the tree cannot
+	// change under fn, and a clone now would make every insert below copy
+	// its path. Get and Has read the live tree under the lock; Iterate
+	// takes a snapshot when it is first called.
+	t := &memTxn{eng: m, writes: btree.NewG(btreeDegree, memLess)}
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -90,7 +97,10 @@ func (m *memEngine) update(fn func(engineTxn) error) error {
 var errReadOnly = errors.New("store: write in a read-only transaction")
 
 type memTxn struct {
+	// snap is the snapshot read; in a read-write transaction, nil until
+	// Iterate needs one (eng's live tree is read until then).
 	snap   *btree.BTreeG[*memItem]
+	eng    *memEngine
 	writes *btree.BTreeG[*memItem] // nil in a read-only transaction
 }
 
@@ -100,6 +110,11 @@ func (t *memTxn) lookup(key []byte) (*memItem, bool) {
 		if w, ok := t.writes.Get(k); ok {
 			return w, !w.deleted
 		}
+	}
+	if t.snap == nil {
+		t.eng.mu.Lock()
+		defer t.eng.mu.Unlock()
+		return t.eng.tree.Get(k)
 	}
 	return t.snap.Get(k)
 }
@@ -142,6 +157,9 @@ func (t *memTxn) delete(key []byte) error {
 // iterate walks the snapshot and the write buffer together, in key order;
 // a buffered write replaces the snapshot's row, a buffered delete hides it.
 func (t *memTxn) iterate(prefix []byte, withValues bool, fn func(key, val []byte) error) error {
+	if t.snap == nil {
+		t.snap = t.eng.snapshot()
+	}
 	var pending []*memItem // the buffer's rows under prefix, in order
 	from := &memItem{key: prefix}
 	if t.writes != nil {
