@@ -11,7 +11,6 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
-	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // check decides on a proposed call. It verifies the call entry (prepared
@@ -140,26 +139,7 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 	if err != nil {
 		return err
 	}
-	size := len(body) + len(ev.Input) + 1024
-	if call != nil {
-		size += call.Size()
-	}
-	err = e.db.Commit(ctx, size, func(t *store.Txn) error {
-		if call != nil {
-			if _, err := e.writeEntry(t, call); err != nil {
-				return err
-			}
-		}
-		idx, err := tlog.Append(t.In(store.Log), tlog.LeafDecision, d.ID)
-		if err != nil {
-			return err
-		}
-		return e.decisions.Append(t.In(store.Decisions), d, body, ev.Input, idx+1, ev.Step)
-	})
-	if err == nil && call != nil {
-		call.Committed()
-	}
-	return err
+	return e.commit(ctx, &record{kind: recDecision, entry: call, decision: d, body: body, input: ev.Input, step: ev.Step})
 }
 
 // approve records a signed approval of a logged decision, after checking
@@ -171,26 +151,8 @@ func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error)
 	if err != nil {
 		return nil, err
 	}
-	if st.Kind != lineage.KindApproval {
-		return nil, fmt.Errorf("%w: an approval entry is needed, not %s", gate.ErrApproval, st.Kind)
-	}
-	p, ok := e.reg.Lookup(st.Principal)
-	if !ok {
-		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
-	}
-	if p.Tier != registry.User {
-		return nil, fmt.Errorf("%w: %s is %s tier; only a user-tier principal approves", gate.ErrApproval, p.ID, p.Tier)
-	}
-	r, err := e.decisions.Record(st.Approval.Decision)
-	if err != nil {
+	if err := e.checkApproval(st); err != nil {
 		return nil, err
-	}
-	d := &r.Decision
-	switch {
-	case d.Decision == gate.Allow:
-		return nil, fmt.Errorf("%w: decision %s already allowed the call", gate.ErrApproval, d.ID[:12])
-	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
-		return nil, fmt.Errorf("%w: the approval does not bind the decision's session and action", gate.ErrApproval)
 	}
 	exp, _ := time.Parse(time.RFC3339Nano, st.Approval.Expires)
 	if !exp.After(e.cfg.clock()) {
@@ -200,21 +162,44 @@ func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error)
 	if err != nil {
 		return nil, err
 	}
-	var existing *lineage.Node
-	err = e.db.Commit(ctx, pending.Size()+512, func(t *store.Txn) error {
-		if existing, err = e.writeEntry(t, pending); err != nil || existing != nil {
-			return err
-		}
-		return e.decisions.AddApproval(t.In(store.Decisions), st.Session, st.Approval.Action, pending.Node.ID, st.Approval.Expires)
-	})
-	if err != nil {
+	rec := &record{kind: recApproval, entry: pending}
+	if err := e.commit(ctx, rec); err != nil {
 		return nil, err
 	}
-	if existing != nil {
-		return existing, nil
+	if rec.existing != nil {
+		return rec.existing, nil
 	}
-	pending.Committed()
 	return pending.Node, nil
+}
+
+// checkApproval checks an approval statement against the registry and the
+// decision it names: a user-tier principal's, for a logged decision that
+// was not allowed, binding that decision's session and action. Its expiry
+// is checked where it is made and again at use, not here: a fleet node
+// applying it later must reach the same verdict as every other node.
+func (e *Engine) checkApproval(st *lineage.Statement) error {
+	if st.Kind != lineage.KindApproval {
+		return fmt.Errorf("%w: an approval entry is needed, not %s", gate.ErrApproval, st.Kind)
+	}
+	p, ok := e.reg.Lookup(st.Principal)
+	if !ok {
+		return fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
+	}
+	if p.Tier != registry.User {
+		return fmt.Errorf("%w: %s is %s tier; only a user-tier principal approves", gate.ErrApproval, p.ID, p.Tier)
+	}
+	r, err := e.decisions.Record(st.Approval.Decision)
+	if err != nil {
+		return err
+	}
+	d := &r.Decision
+	switch {
+	case d.Decision == gate.Allow:
+		return fmt.Errorf("%w: decision %s already allowed the call", gate.ErrApproval, d.ID[:12])
+	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
+		return fmt.Errorf("%w: the approval does not bind the decision's session and action", gate.ErrApproval)
+	}
+	return nil
 }
 
 // Preview is the decision the gate would make on a call now, with nothing

@@ -37,7 +37,7 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 // verifying the signature just made, the graph checks that the signing key
 // is the one the frozen registry holds for the principal.
 func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
-	p, err := e.graph.PrepareSigned(ctx, signed, content)
+	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, content) })
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, conte
 // Insert stores an entry signed elsewhere (the server path: clients sign,
 // the engine verifies).
 func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
-	p, err := e.graph.Prepare(ctx, env, content)
+	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, content) })
 	if err != nil {
 		return nil, err
 	}
@@ -99,14 +99,14 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	p, refused := e.graph.PrepareSigned(ctx, signed, nil)
+	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, nil) })
 	return e.check(ctx, p, refused, signed.Statement(), signed.ID(), srcs)
 }
 
 // CheckEnvelope asks the gate about a call entry signed elsewhere (the
 // server's clients sign, the engine verifies). argSources are full IDs.
 func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
-	p, refused := e.graph.Prepare(ctx, env, nil)
+	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, nil) })
 	if refused != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

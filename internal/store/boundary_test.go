@@ -16,12 +16,13 @@ import (
 // rest of the code talks to our own small types.
 func TestHeavyDependenciesStayInTheirPackage(t *testing.T) {
 	owners := map[string][]string{
-		"github.com/dgraph-io/badger":       {"internal/store"},
-		"github.com/open-policy-agent/opa":  {"gate", "policies"},
-		"github.com/sigstore/sigstore":      {"registry"},
-		"github.com/secure-systems-lab":     {"registry"},
-		"github.com/dominikbraun/graph":     {"lineage"},
+		"github.com/dgraph-io/badger":        {"internal/store"},
+		"github.com/open-policy-agent/opa":   {"gate", "policies"},
+		"github.com/sigstore/sigstore":       {"registry"},
+		"github.com/secure-systems-lab":      {"registry"},
+		"github.com/dominikbraun/graph":      {"lineage"},
 		"github.com/transparency-dev/merkle": {"tlog"},
+		"github.com/nats-io":                 {"internal/fleet"},
 	}
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()

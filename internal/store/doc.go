@@ -59,6 +59,9 @@
 //	                                                            feed only soft alerts under the default policy
 //	                                                            (warnings); an operator policy that acts on
 //	                                                            alerts trusts these rows
+//	flt/       applied                     the engine (fleet)   hint: a fleet node's place in the stream; the
+//	                                                            stream is the record, and a node whose rows are
+//	                                                            in doubt is rebuilt from it
 //
 // A row of any namespace that this table does not name is reported by
 // verify where its owner iterates its namespace (lineage and the log do).
