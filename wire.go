@@ -54,7 +54,9 @@ func (r *record) encode() (*wireMessage, error) {
 	m := &wireMessage{}
 	switch r.kind {
 	case recEntry, recApproval:
-		m.kind, m.key, m.id, m.createOnly = fleet.Entry, r.entry.Node.ID, r.entry.Node.ID, true
+		// Not create-only: anyone who can publish could squat an
+		// entry's subject. Copies are harmless: apply stores an entry once.
+		m.kind, m.key, m.id = fleet.Entry, r.entry.Node.ID, r.entry.Node.ID
 		if r.kind == recApproval {
 			m.kind = fleet.Approval
 		}

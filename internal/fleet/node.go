@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 var (
@@ -354,7 +355,10 @@ func (n *Node) Barrier(ctx context.Context) error {
 		return fmt.Errorf("%w: the stream cannot be reached: %v", ErrLagging, err)
 	}
 	n.saw(info.State.LastSeq)
-	return n.WaitApplied(ctx, info.State.LastSeq)
+	if err := n.WaitApplied(ctx, info.State.LastSeq); err != nil && !errors.Is(err, ErrRefused) {
+		return err
+	}
+	return nil
 }
 
 // Publish appends a record and waits, bounded, until this node has applied
@@ -370,7 +374,29 @@ func (n *Node) Publish(ctx context.Context, kind Kind, key, id string, data []by
 		return 0, fmt.Errorf("fleet: a record of %d bytes (at most %d)", len(data), MaxRecordBytes)
 	}
 	subj := subject(n.cfg.Prefix, kind, key)
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(string(kind) + ":" + id), jetstream.WithExpectStream(n.cfg.Stream),
+	id = string(kind) + ":" + id
+	seq, dup, err := n.publish(ctx, subj, id, data, createOnly)
+	if err != nil {
+		return 0, err
+	}
+	err = n.WaitApplied(ctx, seq)
+	if dup && errors.Is(err, ErrRefused) {
+		// Someone published a record this node refused under this
+		// record's message ID: publish again under a fresh one (the
+		// applier stores an entry once, whatever its copies).
+		if seq, _, err = n.publish(ctx, subj, id+":"+nuid.Next(), data, createOnly); err != nil {
+			return 0, err
+		}
+		err = n.WaitApplied(ctx, seq)
+	}
+	return seq, err
+}
+
+// publish appends a record, retrying while the stream has no leader, and
+// returns its sequence and whether the stream had it already (a duplicate
+// message ID).
+func (n *Node) publish(ctx context.Context, subj, id string, data []byte, createOnly bool) (uint64, bool, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithExpectStream(n.cfg.Stream),
 		jetstream.WithRetryAttempts(20), jetstream.WithRetryWait(100 * time.Millisecond)}
 	if createOnly {
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
@@ -382,24 +408,42 @@ func (n *Node) Publish(ctx context.Context, kind Kind, key, id string, data []by
 		switch {
 		case err == nil:
 			n.saw(ack.Sequence)
-			return ack.Sequence, n.WaitApplied(ctx, ack.Sequence)
+			return ack.Sequence, ack.Duplicate, nil
 		case isWrongLastSequence(err):
-			m, gerr := n.stream.GetLastMsgForSubject(pctx, subj)
-			if gerr != nil {
-				return 0, fmt.Errorf("%w: %s (and it cannot be read: %v)", ErrConflict, subj, gerr)
-			}
-			if werr := n.WaitApplied(ctx, m.Sequence); werr != nil && !errors.Is(werr, ErrRefused) {
-				return 0, werr
-			}
-			return m.Sequence, fmt.Errorf("%w: %s holds record %d", ErrConflict, subj, m.Sequence)
+			return 0, false, n.conflict(ctx, pctx, subj)
 		case pctx.Err() != nil || !retryable(err):
-			return 0, fmt.Errorf("fleet: publish %s: %w", subj, err)
+			return 0, false, fmt.Errorf("fleet: publish %s: %w", subj, err)
 		}
 		// A leader election or a lost ack: the same message ID again is
 		// stored at most once.
 		select {
 		case <-pctx.Done():
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// conflict is the error of a create-only publish whose subject is taken,
+// returned once this node has applied the record that holds it (so that a
+// check deciding again sees the approval used). The record may be a moment
+// from readable: the stream refuses a second proposal on a subject before
+// the first is stored.
+func (n *Node) conflict(ctx, pctx context.Context, subj string) error {
+	for {
+		m, err := n.stream.GetLastMsgForSubject(pctx, subj)
+		if err == nil {
+			if werr := n.WaitApplied(ctx, m.Sequence); werr != nil && !errors.Is(werr, ErrRefused) {
+				return werr
+			}
+			return fmt.Errorf("%w: %s holds record %d", ErrConflict, subj, m.Sequence)
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("%w: %s (and it cannot be read: %v)", ErrConflict, subj, err)
+		}
+		select {
+		case <-pctx.Done():
+			return fmt.Errorf("%w: %s (its record was not stored within %s)", ErrConflict, subj, n.cfg.Wait)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
