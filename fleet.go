@@ -36,6 +36,9 @@ type FleetOptions struct {
 	Wait time.Duration
 	// MaxLag is the lag in records above which the node is not ready.
 	MaxLag uint64
+	// PinServers connects only to the servers in NATS, never to the
+	// ones the cluster announces.
+	PinServers bool
 	// Name names the node in logs.
 	Name string
 }
@@ -62,7 +65,7 @@ func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) 
 		return nil, fmt.Errorf("%w: a fleet node keeps a data directory", ErrFleet)
 	}
 	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
-		MaxLag: o.MaxLag, Name: o.Name, Log: c.log})
+		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,9 +58,13 @@ func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node
 // Recall puts stored entries into a session's context, logs the recall,
 // and appends it to the session's trajectory.
 func (e *Engine) Recall(ctx context.Context, session string, ids []string) error {
-	full, err := e.ResolveAll(ids)
-	if err != nil {
-		return err
+	full := make([]string, 0, len(ids))
+	for _, p := range ids {
+		id, err := e.Resolve(ctx, p)
+		if err != nil {
+			return err
+		}
+		full = append(full, id)
 	}
 	return e.recall(ctx, &lineage.Recall{Session: session, IDs: full, Time: lineage.FormatTime(e.cfg.clock())})
 }
@@ -69,7 +74,16 @@ func (e *Engine) Resolve(ctx context.Context, prefix string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	return e.graph.Resolve(prefix)
+	id, err := e.graph.Resolve(prefix)
+	if e.fleet != nil && errors.Is(err, lineage.ErrUnknownEntry) {
+		// Written elsewhere in the fleet, perhaps: wait (bounded) for
+		// this node to apply what the stream holds, then look again.
+		if werr := e.fleet.n.Barrier(ctx); werr != nil {
+			return "", fmt.Errorf("%w (this fleet node has not applied it: %v)", err, werr)
+		}
+		id, err = e.graph.Resolve(prefix)
+	}
+	return id, err
 }
 
 // ResolveAll resolves several prefixes.

@@ -45,6 +45,9 @@ type Config struct {
 	// MaxLag is the lag above which the node reports itself not ready
 	// (default DefaultMaxLag).
 	MaxLag uint64
+	// PinServers connects only to the servers in URL, never to the ones
+	// the cluster announces (a node that must use its local server).
+	PinServers bool
 	// Name names the node in the server's client list and the logs.
 	Name string
 	Log  *slog.Logger
@@ -146,8 +149,12 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(cfg.URL, nats.Name("pedigree "+cfg.Name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(false))
+	opts := []nats.Option{nats.Name("pedigree " + cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(false)}
+	if cfg.PinServers {
+		opts = append(opts, nats.IgnoreDiscoveredServers())
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: connect to %s: %w", cfg.URL, err)
 	}
