@@ -39,3 +39,22 @@ func (r *Raw) Publish(ctx context.Context, subject string, data []byte) (uint64,
 
 // Close closes the connection.
 func (r *Raw) Close() { r.nc.Close() }
+
+// Healthy reports whether the stream has a leader and every other replica
+// is current.
+func (r *Raw) Healthy(ctx context.Context, stream string, replicas int) bool {
+	s, err := r.js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != replicas-1 {
+		return false
+	}
+	for _, p := range info.Cluster.Replicas {
+		if !p.Current || p.Offline {
+			return false
+		}
+	}
+	return true
+}

@@ -71,10 +71,9 @@ func TestKillLeaderDuringConcurrentWrites(t *testing.T) {
 	killed := leader(t)
 	fx.servers[killed].Shutdown()
 	fx.servers[killed] = nil
+	t.Cleanup(func() { fx.restart(t, killed) })
 	wg.Wait()
-	if err := fx.startServer(killed); err != nil {
-		t.Fatal(err)
-	}
+	fx.restart(t, killed)
 	t.Logf("%d entries acknowledged, %d writes failed, leader s%d killed", len(got), failures, killed+1)
 	fx.settle(t)
 	for _, name := range []string{"A", "B", "C"} {
@@ -135,6 +134,7 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 	}
 	fx.servers[2].Shutdown() // C knows only server 3
 	fx.servers[2] = nil
+	t.Cleanup(func() { fx.restart(t, 2) })
 	fresh := fx.record(t, "A", "agent:assistant", session, "written while C is cut off")
 
 	allows := 0
@@ -153,9 +153,7 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 	} else if d.Decision == gate.Allow {
 		allows++
 	}
-	if err := fx.startServer(2); err != nil {
-		t.Fatal(err)
-	}
+	fx.restart(t, 2)
 	if err := fx.nodes["C"].FleetSync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -126,6 +126,29 @@ func (f *fixture) startServer(i int) error {
 	return nil
 }
 
+// restart starts server i again if it is down, and waits (bounded) until
+// the stream has its three replicas back, current.
+func (f *fixture) restart(t *testing.T, i int) {
+	t.Helper()
+	if f.servers[i] == nil {
+		if err := f.startServer(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := fleet.RawPublisher(f.urls[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for !raw.Healthy(context.Background(), "PEDIGREE", 3) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream did not get its replicas back after server %d restarted", i+1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // join starts pedigree node name (again), retrying while the cluster
 // elects its leaders.
 func (f *fixture) join(ctx context.Context, name string) error {
