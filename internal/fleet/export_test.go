@@ -58,3 +58,13 @@ func (r *Raw) Healthy(ctx context.Context, stream string, replicas int) bool {
 	}
 	return true
 }
+
+// HasLeader reports whether the stream has a leader.
+func (r *Raw) HasLeader(ctx context.Context, stream string) bool {
+	s, err := r.js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ctx)
+	return err == nil && info.Cluster != nil && info.Cluster.Leader != ""
+}

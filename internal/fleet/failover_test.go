@@ -3,8 +3,11 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
@@ -32,6 +35,7 @@ func TestKillLeaderDuringConcurrentWrites(t *testing.T) {
 	var mu sync.Mutex
 	var got []acked
 	var failures int
+	session := uniq("kill")
 	started := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	for _, node := range []string{"A", "B", "C"} {
@@ -44,7 +48,7 @@ func TestKillLeaderDuringConcurrentWrites(t *testing.T) {
 						ps = []lineage.Parent{{ID: parent, Weight: 1}}
 					}
 					n, err := fx.nodes[node].Record(ctx, fx.keys["agent:assistant"], pedigree.Entry{Principal: "agent:assistant",
-						Session: fmt.Sprintf("kill-%s%d", node, g), Content: []byte(fmt.Sprint(node, g, i)), Parents: ps})
+						Session: fmt.Sprintf("%s-%s%d", session, node, g), Content: []byte(fmt.Sprint(node, g, i)), Parents: ps})
 					if err != nil {
 						misses++
 						mu.Lock()
@@ -107,7 +111,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 		if parent != "" {
 			ps = []string{parent}
 		}
-		parent = fx.record(t, "A", "agent:assistant", "while-c-was-down", fmt.Sprint(i), ps...).ID
+		parent = fx.record(t, "A", "agent:assistant", uniq("while-c-was-down"), fmt.Sprint(i), ps...).ID
 	}
 	if err := fx.join(ctx, "C"); err != nil {
 		t.Fatal(err)
@@ -126,7 +130,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 // stays single-use across the fleet.
 func TestCutOffNodeFailsClosed(t *testing.T) {
 	ctx := context.Background()
-	session := "cut"
+	session := uniq("cut")
 	mail := deniedAndApproved(t, session)
 	args := `{"to":"999-666","amount":100}`
 	if err := fx.nodes["C"].FleetSync(ctx); err != nil {
@@ -135,7 +139,20 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 	fx.servers[2].Shutdown() // C knows only server 3
 	fx.servers[2] = nil
 	t.Cleanup(func() { fx.restart(t, 2) })
-	fresh := fx.record(t, "A", "agent:assistant", session, "written while C is cut off")
+	fx.waitLeader(t, 0)
+	// A write while the cluster elects a leader may fail (it is not
+	// acknowledged); A goes on writing once there is one.
+	var fresh *lineage.Node
+	for deadline := time.Now().Add(30 * time.Second); fresh == nil; {
+		n, err := fx.nodes["A"].Record(ctx, fx.keys["agent:assistant"], pedigree.Entry{Principal: "agent:assistant", Session: session, Content: []byte("written while C is cut off")})
+		if err != nil && time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		if err != nil {
+			t.Logf("A, while server 3 is down: %v", err)
+		}
+		fresh = n
+	}
 
 	allows := 0
 	if d, err := fx.check("C", session, []string{fresh.ID}, `{"to":"x"}`); err == nil && d.Decision != gate.Deny {
@@ -147,6 +164,9 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 	// After two failed writes C knows it is cut off.
 	if s, _ := fx.nodes["C"].FleetStatus(); s.Ready {
 		t.Errorf("C is cut off but says it is ready: %+v", s)
+	}
+	if code, body := get(t, "C", "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not connected") {
+		t.Errorf("C is cut off; /readyz: %d %s", code, body)
 	}
 	if d, err := fx.check("A", session, []string{mail}, args); err != nil {
 		t.Fatal(err)

@@ -246,43 +246,77 @@ func (n *Node) consume(ctx context.Context, a Applier) error {
 	n.mu.Lock()
 	from := n.applied + 1
 	n.mu.Unlock()
-	cons, err := n.js.OrderedConsumer(ctx, n.cfg.Stream, jetstream.OrderedConsumerConfig{
+	cctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	cons, err := n.js.OrderedConsumer(cctx, n.cfg.Stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	cancel()
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	// Messages come through a channel, so that a consumer that is stuck
+	// can be left at once (stopping one can take a while).
+	msgs := make(chan jetstream.Msg, 256)
+	left := make(chan struct{})
+	defer close(left)
+	// Short pulls with heartbeats: a consumer lost with its server is
+	// noticed, and the ordered consumer recreated, within about a second.
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-left:
+		}
+	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
 	if err != nil {
 		return err
 	}
-	defer it.Stop()
-	stopped := context.AfterFunc(ctx, it.Stop)
-	defer stopped()
+	defer func() { go cc.Stop() }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var before uint64
+	stalls := 0
 	for {
-		m, err := it.Next()
-		if err != nil {
-			return err
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		seq := md.Sequence.Stream
-		n.saw(seq + md.NumPending)
-		n.mu.Lock()
-		applied := n.applied
-		n.mu.Unlock()
-		if seq <= applied {
-			continue
-		}
-		if seq != applied+1 {
-			return fmt.Errorf("the stream skipped from %d to %d", applied, seq)
-		}
-		n.mu.Lock()
-		n.err = nil
-		n.mu.Unlock()
-		if err := n.applyOne(ctx, a, seq, m.Subject(), m.Data()); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-cc.Closed():
+			return errors.New("the consumer closed")
+		case <-tick.C:
+			// When the node knows of records it has not applied and has
+			// applied nothing for a second, the consumer is stuck (its
+			// server went away unnoticed): start anew.
+			n.mu.Lock()
+			applied, last := n.applied, n.last
+			n.mu.Unlock()
+			if last > applied && applied == before {
+				if stalls++; stalls >= 2 {
+					return fmt.Errorf("stalled at %d of %d", applied, last)
+				}
+			} else {
+				stalls = 0
+			}
+			before = applied
+		case m := <-msgs:
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := md.Sequence.Stream
+			n.saw(seq + md.NumPending)
+			n.mu.Lock()
+			applied := n.applied
+			n.mu.Unlock()
+			if seq <= applied {
+				continue
+			}
+			if seq != applied+1 {
+				return fmt.Errorf("the stream skipped from %d to %d", applied, seq)
+			}
+			n.mu.Lock()
+			n.err = nil
+			n.mu.Unlock()
+			if err := n.applyOne(ctx, a, seq, m.Subject(), m.Data()); err != nil {
+				return err
+			}
 		}
 	}
 }
