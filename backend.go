@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"crypto/ed25519"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -34,6 +35,9 @@ type Backend interface {
 	Record(ctx context.Context, s *registry.Signer, en Entry) (*lineage.Node, error)
 	// Insert stores an entry signed elsewhere, after verifying it.
 	Insert(ctx context.Context, env, content []byte) (*lineage.Node, error)
+	// ByContent lists the memory entries whose signed content digest is
+	// digest ("sha256:<hex>"), at most lineage.MaxByContent.
+	ByContent(ctx context.Context, digest string) ([]string, error)
 	// Recall puts stored entries into a session's context.
 	Recall(ctx context.Context, session string, ids []string) error
 	// Check signs a proposed call with s and asks the gate.
@@ -41,6 +45,14 @@ type Backend interface {
 	// Approve signs an approval of a logged decision, usable once within ttl
 	// (0: DefaultApprovalTTL), and records it.
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
+	// Reject signs a rejection of a logged decision and records it: the
+	// decision can no longer be approved.
+	Reject(ctx context.Context, s *registry.Signer, rejecter, decisionID string) (*lineage.Node, error)
+	// Pending lists denies and asks nobody has approved or rejected, newest
+	// first, with where each argument came from.
+	Pending(ctx context.Context) ([]gate.Pending, error)
+	// Reviews lists approvals and rejections of decisions, oldest first.
+	Reviews(ctx context.Context) ([]gate.Review, error)
 	// Decision is a logged decision, by ID or unique prefix.
 	Decision(ctx context.Context, id string) (*gate.Decision, error)
 	// Decisions lists logged decisions, oldest first.
@@ -59,6 +71,18 @@ type Backend interface {
 	Prove(ctx context.Context, id string, size uint64) (*tlog.InclusionProof, error)
 	// Consistency is a consistency proof between two checkpoints, verified.
 	Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error)
+	// Refusals is the refusal log: writes refused as attempts, oldest first
+	// (limit > 0: the last limit).
+	Refusals(ctx context.Context, limit int) ([]Refusal, error)
+	// VerifyCheckpoints is Verify, and checks that the store extends each
+	// checkpoint kept elsewhere.
+	VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error)
+	// ProveAgainst is an inclusion proof against a checkpoint kept
+	// elsewhere (tlog.ErrNotExtension when the store does not extend it).
+	ProveAgainst(ctx context.Context, id string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error)
+	// ConsistencyFrom proves the store's log extends a checkpoint kept
+	// elsewhere, up to the stored checkpoint of newSize (0: the head).
+	ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error)
 	// Close releases the backend.
 	Close() error
 }
@@ -70,6 +94,16 @@ type RegistryView struct {
 	Frozen     bool
 	Tau        float64
 	Principals []registry.Principal // in ID order
+	// OperatorKey is the operator's public key as the store holds it.
+	OperatorKey ed25519.PublicKey
+	// FreezeDigest is the sha256 of the freeze record ("" before freeze):
+	// pinned outside the directory, a trust root.
+	FreezeDigest string
+	// MaxApprovalTTL caps every approval's lifetime.
+	MaxApprovalTTL time.Duration
+	// TrustRoot is how the store is anchored (TrustRootKey, TrustRootDigest
+	// or TrustRootNone).
+	TrustRoot string
 }
 
 // Lookup finds a principal by ID.

@@ -1,7 +1,6 @@
 package pedigree_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -29,7 +28,7 @@ func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := e.Decisions(context.Background(), pedigree.DecisionQuery{})
+	ds, err := e.Decisions(t.Context(), pedigree.DecisionQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +39,7 @@ func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 // error and that nothing was stored.
 func TestLibraryBadInput(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	e := w.E
 	prompt := w.Record("user:alice", "s", "p", nil)
 	denied := w.Check("agent:planner", pedigree.Call{Session: "s", Tool: "pay", Justification: []string{w.Record("tool:gmail_read", "s", "m", nil).ID}})
@@ -177,9 +176,20 @@ func TestLibraryBadInput(t *testing.T) {
 		{"checkpoint with another key", func() error { _, err := e.Checkpoint(ctx, w.Keys["user:alice"]); return err }, registry.ErrBadKey},
 		{"prove before any checkpoint", func() error { _, err := e.UnsafeLog().Prove(prompt.ID, 0); return err }, tlog.ErrNoCheckpoint},
 		{"consistency backwards", func() error { _, err := e.UnsafeLog().Consistency(5, 2); return err }, tlog.ErrMalformed},
-		{"init on an existing store", func() error { _, err := pedigree.Init(ctx, w.Dir, 0.5); return err }, store.ErrExists},
+		{"init on an existing store", func() error {
+			_, err := pedigree.Init(ctx, w.Dir, 0.5, pedigree.WithOperatorSigner(w.Operator))
+			return err
+		}, store.ErrExists},
 		{"open a directory with no store", func() error { _, err := pedigree.Open(ctx, t.TempDir()); return err }, store.ErrNotInitialized},
-		{"init with tau 0", func() error { _, err := pedigree.Init(ctx, t.TempDir(), 0); return err }, registry.ErrBadTau},
+		{"init with tau 0", func() error {
+			_, err := pedigree.Init(ctx, t.TempDir(), 0, pedigree.WithOperatorSigner(w.Operator))
+			return err
+		}, registry.ErrBadTau},
+		{"init without an operator key", func() error { _, err := pedigree.Init(ctx, t.TempDir(), 0.5); return err }, pedigree.ErrNoOperatorKey},
+		{"init with a negative approval cap", func() error {
+			_, err := pedigree.Init(ctx, t.TempDir(), 0.5, pedigree.WithOperatorSigner(w.Operator), pedigree.WithMaxApprovalTTL(-time.Hour))
+			return err
+		}, registry.ErrBadTTL},
 		{"open with a missing policy directory", func() error {
 			_, err := pedigree.NewInMemory(ctx, 0.5, w.Operator, pedigree.WithPolicyDir(filepath.Join(t.TempDir(), "none")))
 			return err

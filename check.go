@@ -31,6 +31,9 @@ func (e *Engine) check(ctx context.Context, pending *lineage.Pending, refused er
 		// The call entry is not stored: it was refused.
 		return e.failClosed(ctx, d, nil, "the call entry was refused: "+refused.Error())
 	}
+	if err := e.checkParentless(ctx, st); err != nil {
+		return e.failClosed(ctx, d, nil, err.Error())
+	}
 	for attempt := 0; ; attempt++ {
 		f, err := e.facts(pending.Statement, pending.Node, argSources, now)
 		if err != nil {
@@ -88,6 +91,9 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 		for i, n := range nodes {
 			f.Nodes[n.ID], f.Sources[n.ID] = n, sources[i]
 		}
+		if f.Plan, err = e.planFact(lt, st, f.Nodes); err != nil {
+			return err
+		}
 		if f.Trajectory, err = e.decisions.TrajectoryIn(dt, st.Session); err != nil {
 			return err
 		}
@@ -97,11 +103,13 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 	return f, err
 }
 
-// approvals are the approvals that can still allow this exact action in this
-// session: indexed and unused, and, read from the signed entry itself (never
-// from the index), verified against the frozen registry, by a user-tier
-// principal, for a logged decision of the same action, session and
-// proposer, and not expired.
+// approvals are the approvals that can still allow this call now: indexed
+// and unused, and, read from the signed entry itself (never from the
+// index), verified against the frozen registry, by a principal with approval
+// authority, for a logged decision whose record hashes to its ID and was
+// made on a call by the same proposer, in the same session, of the same
+// action, with the same justification; within the approval cap, and not
+// expired by the signed expiry (see grant.go).
 func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.Time) ([]gate.Approval, error) {
 	action := lineage.ActionDigest(call.Tool, call.Args)
 	cands, err := e.decisions.Candidates(dt, call.Session, action)
@@ -116,12 +124,18 @@ func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.
 			continue
 		}
 		g := st.Approval
-		exp, err := time.Parse(time.RFC3339Nano, g.Expires)
-		if err != nil || !exp.After(now) || p.Tier != registry.User || st.Session != call.Session || g.Action != action {
+		if st.Session != call.Session || g == nil || g.Action != action {
 			continue
 		}
-		d, err := e.decisions.Record(g.Decision)
-		if err != nil || d.Session != call.Session || d.ArgsDigest != action || d.Principal != call.Principal {
+		d, err := e.decisions.VerifiedRecord(dt, g.Decision)
+		if err != nil {
+			e.cfg.log.Warn("an approval names a decision that is not stored intact: ignored", "approval", c.ID, "error", err)
+			continue
+		}
+		if err := e.checkGrant(st, d, now); err != nil {
+			continue
+		}
+		if d.Principal != call.Principal || !sameSet(d.Justification, parentIDs(call)) {
 			continue
 		}
 		out = append(out, gate.Approval{ID: c.ID, Approver: p.ID, Tier: p.Tier, Expires: g.Expires})
@@ -143,27 +157,33 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 }
 
 // approve records a signed approval of a logged decision, after checking
-// that a user-tier principal signed it for that decision's session and
-// action, that it has not expired, and that the decision was not allowed.
-// The entry, its log leaf and its index row are one commit.
+// that a principal with approval authority signed it for that decision's
+// session and action, within the approval cap, unexpired, that the decision
+// was not allowed, and that it has no approval yet (one decision, one
+// approval). The entry, its log leaf, its index row and the decision's
+// approval marker are one record.
 func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error) {
 	st, _, _, err := lineage.Open(env)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.checkApproval(st); err != nil {
+	d, err := e.checkApproval(st, e.cfg.clock())
+	if err != nil {
 		return nil, err
 	}
-	exp, _ := time.Parse(time.RFC3339Nano, st.Approval.Expires)
-	if !exp.After(e.cfg.clock()) {
-		return nil, fmt.Errorf("%w: the approval has already expired", gate.ErrApproval)
+	if err := e.checkNotRejected(d.ID); err != nil {
+		return nil, err
 	}
-	pending, err := e.graph.Prepare(ctx, env, nil)
+	pending, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, nil) })
 	if err != nil {
 		return nil, err
 	}
 	rec := &record{kind: recApproval, entry: pending}
-	if err := e.commit(ctx, rec); err != nil {
+	err = e.commit(ctx, rec)
+	if errors.Is(err, decisionlog.ErrApproved) {
+		return nil, fmt.Errorf("%w: decision %s: %v", gate.ErrApproval, d.ID[:12], err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if rec.existing != nil {
@@ -173,33 +193,32 @@ func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error)
 }
 
 // checkApproval checks an approval statement against the registry and the
-// decision it names: a user-tier principal's, for a logged decision that
-// was not allowed, binding that decision's session and action. Its expiry
-// is checked where it is made and again at use, not here: a fleet node
-// applying it later must reach the same verdict as every other node.
-func (e *Engine) checkApproval(st *lineage.Statement) error {
-	if st.Kind != lineage.KindApproval {
-		return fmt.Errorf("%w: an approval entry is needed, not %s", gate.ErrApproval, st.Kind)
+// decision it names, at now (checkGrant), and returns the decision. A fleet
+// node applying an approval from the stream checks it at its signing time,
+// so that every node reaches the same verdict whenever it applies it;
+// expiry is checked again at use.
+func (e *Engine) checkApproval(st *lineage.Statement, now time.Time) (*gate.Decision, error) {
+	if st.Kind != lineage.KindApproval || st.Approval == nil {
+		return nil, fmt.Errorf("%w: an approval entry is needed, not %s", gate.ErrApproval, st.Kind)
 	}
-	p, ok := e.reg.Lookup(st.Principal)
-	if !ok {
-		return fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
+	if _, ok := e.reg.Lookup(st.Principal); !ok {
+		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, st.Principal)
 	}
-	if p.Tier != registry.User {
-		return fmt.Errorf("%w: %s is %s tier; only a user-tier principal approves", gate.ErrApproval, p.ID, p.Tier)
+	if !e.reg.CanApprove(st.Principal) {
+		return nil, fmt.Errorf("%w: %s holds no approval authority (a user-tier principal registered with --approver)", gate.ErrApproval, st.Principal)
+	}
+	if !lineage.IsID(st.Approval.Decision) {
+		return nil, fmt.Errorf("%w: the approval names %q, not a full decision ID", gate.ErrApproval, st.Approval.Decision)
 	}
 	r, err := e.decisions.Record(st.Approval.Decision)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d := &r.Decision
-	switch {
-	case d.Decision == gate.Allow:
-		return fmt.Errorf("%w: decision %s already allowed the call", gate.ErrApproval, d.ID[:12])
-	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
-		return fmt.Errorf("%w: the approval does not bind the decision's session and action", gate.ErrApproval)
+	if err := e.checkGrant(st, d, now); err != nil {
+		return nil, err
 	}
-	return nil
+	return d, nil
 }
 
 // Preview is the decision the gate would make on a call now, with nothing

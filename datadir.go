@@ -3,61 +3,104 @@ package pedigree
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
-// Files in the data directory besides the store.
+// Files in the data directory besides the store. The operator key is not
+// among them: Init writes it where WithOperatorKeyFile says.
 const (
-	OperatorKeyFile = "operator.key"
-	FreezeFile      = "registry.freeze"
-	ToolsFile       = "tools.yaml"
-	ModelFile       = "trajectory-model.json"
+	FreezeFile = "registry.freeze"
+	ToolsFile  = "tools.yaml"
+	ModelFile  = "trajectory-model.json"
 )
 
 // DefaultTau is the strong-edge threshold unless init is told otherwise.
 const DefaultTau = 0.5
 
-// Init creates a data directory: the store, τ, and the operator key (written
-// to dir/operator.key, mode 0600), which signs the registry freeze. It
-// refuses a directory that already holds a store.
+// WithOperatorKeyFile makes Init write a new operator key to path (PEM,
+// mode 0600, never overwriting) and its public half, the trust root, beside
+// it (TrustRootPath). Keep path outside the data directory: whoever can
+// write the directory must not find the key that freezes its registry.
+func WithOperatorKeyFile(path string) Option { return func(c *config) { c.operatorKeyFile = path } }
+
+// WithOperatorSigner makes Init use an operator key the caller holds
+// (nothing is written).
+func WithOperatorSigner(s *registry.Signer) Option { return func(c *config) { c.operator = s } }
+
+// WithMaxApprovalTTL sets, at Init, the cap on every approval's lifetime
+// (default registry.DefaultMaxApprovalTTL); it is frozen with the registry.
+func WithMaxApprovalTTL(d time.Duration) Option { return func(c *config) { c.maxApprovalTTL = d } }
+
+// ErrNoOperatorKey: Init was told neither where to write the operator key
+// nor which one to use.
+var ErrNoOperatorKey = fmt.Errorf("%w: Init needs WithOperatorKeyFile or WithOperatorSigner", ErrOptions)
+
+// Init creates a data directory: the store, τ, the approval cap, and the
+// operator key that signs the registry freeze (see WithOperatorKeyFile and
+// WithOperatorSigner). It refuses a directory that already holds a store.
 func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine, error) {
 	if err := registry.ValidateTau(tau); err != nil {
 		return nil, err
 	}
-	c := newConfig(opts)
-	if c.inMemory {
-		return nil, errors.New("pedigree: Init makes a data directory; use NewInMemory for an in-memory engine")
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	if fileExists(filepath.Join(dir, OperatorKeyFile)) {
-		return nil, fmt.Errorf("%s: %w", dir, store.ErrExists)
+	if (c.operatorKeyFile == "") == (c.operator == nil) {
+		return nil, ErrNoOperatorKey
+	}
+	if c.maxApprovalTTL < 0 {
+		return nil, fmt.Errorf("%w, got %s", registry.ErrBadTTL, c.maxApprovalTTL)
+	}
+	op := c.operator
+	var priv ed25519.PrivateKey
+	if op == nil {
+		var err error
+		if op, priv, err = registry.GenerateSigner(nil); err != nil {
+			return nil, err
+		}
+		// Refuse before anything is made: a key is never overwritten.
+		for _, p := range []string{c.operatorKeyFile, TrustRootPath(c.operatorKeyFile)} {
+			if fileExists(p) {
+				return nil, fmt.Errorf("%s: %w", p, os.ErrExist)
+			}
+		}
 	}
 	db, err := store.Create(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
 	}
 	// Anything that fails from here leaves no half-made store behind.
+	var written []string
 	undo := func(err error) (*Engine, error) {
 		db.Close()
 		os.RemoveAll(filepath.Join(dir, "db"))
-		os.Remove(filepath.Join(dir, OperatorKeyFile))
+		for _, p := range written {
+			os.Remove(p)
+		}
 		return nil, err
 	}
-	op, priv, err := registry.GenerateSigner(nil)
-	if err != nil {
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: op.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		return undo(err)
 	}
-	if err := registry.Bootstrap(ctx, db.Space(store.Registry), tau, op.Public(), c.clock()); err != nil {
-		return undo(err)
-	}
-	if err := registry.WritePrivateKeyFile(filepath.Join(dir, OperatorKeyFile), priv); err != nil {
-		return undo(err)
+	if priv != nil {
+		if err := registry.WritePrivateKeyFile(c.operatorKeyFile, priv); err != nil {
+			return undo(err)
+		}
+		written = append(written, c.operatorKeyFile)
+		if err := registry.WritePublicKeyFile(TrustRootPath(c.operatorKeyFile), op.Public()); err != nil {
+			return undo(err)
+		}
+		written = append(written, TrustRootPath(c.operatorKeyFile))
 	}
 	return open(ctx, db, dir, c)
 }
@@ -65,13 +108,15 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 // NewInMemory makes a fresh in-memory engine whose operator is the given
 // signer (replays and tests): register principals, Freeze, then use it.
 func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, opts ...Option) (*Engine, error) {
-	opts = append(opts, InMemory())
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Create("", store.Options{InMemory: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := registry.Bootstrap(ctx, db.Space(store.Registry), tau, operator.Public(), c.clock()); err != nil {
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -81,7 +126,10 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 // Open opens an existing data directory. It refuses a store whose registry
 // was changed behind the engine's back since freeze (*registry.TamperError).
 func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
-	c := newConfig(opts)
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
@@ -99,7 +147,14 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return e.reg.Add(ctx, p)
+	// A registration after freeze is an attempt worth logging; its payload
+	// digest covers the ID and the key, never the key itself.
+	if err := e.reg.Add(ctx, p); errors.Is(err, registry.ErrFrozen) {
+		return e.refused(ctx, err, p.ID, append([]byte(p.ID+"\x00"), p.PublicKey...))
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Freeze freezes the registry with the operator key, and keeps a copy of

@@ -3,6 +3,7 @@ package pedigree
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
@@ -30,12 +31,17 @@ type Engine struct {
 	cfg       config
 	dir       string
 	fleet     *fleetLink // nil: a local engine
+	// refusals counts the refusals logged since open (refusal.go).
+	refusals atomic.Uint64
 }
 
 func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, error) {
 	fail := func(err error) (*Engine, error) { db.Close(); return nil, err }
 	reg, err := registry.Load(db.Space(store.Registry))
 	if err != nil {
+		return fail(err)
+	}
+	if err := c.trustRoot.check(reg); err != nil {
 		return fail(err)
 	}
 	graph := lineage.New(db.Space(store.Lineage), reg, c.log)
@@ -47,20 +53,25 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 		return fail(err)
 	}
 	if c.catalog == nil {
-		path := c.toolsFile
-		if path == "" && dir != "" {
+		paths := c.toolsFiles
+		if len(paths) == 0 && dir != "" {
 			if p := filepath.Join(dir, ToolsFile); fileExists(p) {
-				path = p
+				paths = []string{p}
 			}
 		}
-		if path != "" {
-			if c.catalog, err = gate.LoadCatalog(path); err != nil {
+		if len(paths) > 0 {
+			if c.catalog, err = gate.LoadCatalogs(paths...); err != nil {
 				return fail(err)
 			}
 		}
 	}
 	if c.policy == nil && c.policyDir != "" {
 		if c.policy, err = gate.PolicyFromDir(c.policyDir); err != nil {
+			return fail(err)
+		}
+	}
+	if c.policy == nil && c.replaceDir != "" {
+		if c.policy, err = gate.ReplacementPolicyFromDir(c.replaceDir); err != nil {
 			return fail(err)
 		}
 	}

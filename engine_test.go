@@ -1,7 +1,6 @@
 package pedigree_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -17,7 +16,7 @@ import (
 // cleanup verifies the store afterwards.
 func TestConcurrentUse(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	seed := w.Record("tool:gmail_read", "s0", "seed", nil)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)

@@ -75,7 +75,7 @@ func exampleEngine() (*pedigree.Engine, map[string]*registry.Signer) {
 		panic(err)
 	}
 	keys := map[string]*registry.Signer{}
-	for _, p := range []registry.Principal{{ID: "user:alice", Tier: registry.User}, {ID: "agent:assistant", Tier: registry.Internal}, {ID: "tool:gmail_read", Tier: registry.External}} {
+	for _, p := range []registry.Principal{{ID: "user:alice", Tier: registry.User, Approver: true}, {ID: "agent:assistant", Tier: registry.Internal}, {ID: "tool:gmail_read", Tier: registry.External}} {
 		keys[p.ID], _, _ = registry.GenerateSigner(nil)
 		p.PublicKey = keys[p.ID].Public()
 		if err := e.AddPrincipal(ctx, p); err != nil {

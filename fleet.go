@@ -23,9 +23,9 @@ type FleetOptions struct {
 	// NATS is the URL of the fleet's NATS servers (comma-separated).
 	NATS string
 	// TrustRoot is the operator public key the stream's genesis must be
-	// frozen by. Required for a directory made from the stream; a
-	// directory with a registry already pins its own operator key when it
-	// is nil.
+	// frozen by (default: the key of WithTrustRoot). Required for a
+	// directory made from the stream; a directory with a registry already
+	// pins its own operator key when there is none.
 	TrustRoot ed25519.PublicKey
 	// Stream names the stream (default "PEDIGREE"); Replicas is its
 	// replica count (default 3; 1 for a one-server trial).
@@ -60,9 +60,15 @@ type fleetLink struct {
 // no entries seeds an empty stream with it; a directory whose registry
 // differs from the stream's is refused.
 func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) (*Engine, error) {
-	c := newConfig(opts)
-	if c.inMemory || dir == "" {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if dir == "" {
 		return nil, fmt.Errorf("%w: a fleet node keeps a data directory", ErrFleet)
+	}
+	if o.TrustRoot == nil && c.trustRoot != nil {
+		o.TrustRoot = c.trustRoot.Key
 	}
 	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
 		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log})

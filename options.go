@@ -1,24 +1,34 @@
 package pedigree
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
 type config struct {
-	clock       func() time.Time
-	log         *slog.Logger
-	policy      *gate.Policy
-	policyDir   string
+	clock     func() time.Time
+	log       *slog.Logger
+	policy    *gate.Policy
+	policyDir string
+	// replaceDir replaces the default policy, where policyDir extends it.
+	replaceDir  string
 	catalog     *gate.Catalog
-	toolsFile   string
+	toolsFiles  []string
 	model       *trajectory.Model
-	inMemory    bool
 	noSync      bool
 	gateTimeout time.Duration
+	timeoutSet  bool
+	trustRoot   *TrustRoot
+	// Init only.
+	operatorKeyFile string
+	operator        *registry.Signer
+	maxApprovalTTL  time.Duration
 }
 
 // Option configures an Engine.
@@ -31,9 +41,18 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 // WithLogger sets the structured logger.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
-// WithPolicyDir loads an operator's Rego directory (replacing or extending
-// the default policy, see gate.PolicyFromDir).
-func WithPolicyDir(dir string) Option { return func(c *config) { c.policyDir = dir } }
+// WithPolicyDir loads an operator's Rego directory as an extension of the
+// default policy (rules in package pedigree.ext; see gate.PolicyFromDir).
+func WithPolicyDir(dir string) Option {
+	return func(c *config) { c.policyDir = dir }
+}
+
+// WithReplacementPolicyDir loads an operator's Rego directory as the whole
+// policy, in place of the default (see gate.ReplacementPolicyFromDir): the
+// operator's explicit say-so, never inferred from what the directory holds.
+func WithReplacementPolicyDir(dir string) Option {
+	return func(c *config) { c.replaceDir = dir }
+}
 
 // WithPolicy sets an already loaded policy.
 func WithPolicy(p *gate.Policy) Option { return func(c *config) { c.policy = p } }
@@ -43,22 +62,31 @@ func WithCatalog(cat *gate.Catalog) Option { return func(c *config) { c.catalog 
 
 // WithToolsFile loads the tool catalog from a file (instead of tools.yaml in
 // the data directory).
-func WithToolsFile(path string) Option { return func(c *config) { c.toolsFile = path } }
+func WithToolsFile(path string) Option { return WithToolsFiles(path) }
+
+// WithToolsFiles loads and merges several catalog files (see
+// gate.MergeCatalogs).
+func WithToolsFiles(paths ...string) Option {
+	return func(c *config) { c.toolsFiles = append(c.toolsFiles, paths...) }
+}
 
 // WithModel sets a trained trajectory model.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
-// WithGateTimeout bounds one policy evaluation.
-func WithGateTimeout(d time.Duration) Option { return func(c *config) { c.gateTimeout = d } }
-
-// InMemory keeps the store in memory: the same code paths, no directory.
-func InMemory() Option { return func(c *config) { c.inMemory = true } }
+// WithGateTimeout bounds one policy evaluation (default
+// gate.DefaultTimeout); it must be positive.
+func WithGateTimeout(d time.Duration) Option {
+	return func(c *config) { c.gateTimeout, c.timeoutSet = d, true }
+}
 
 // WithoutDurabilityUnsafe turns off fsync on commit. For throwaway stores
 // only: a crash can lose writes the engine acknowledged.
 func WithoutDurabilityUnsafe() Option { return func(c *config) { c.noSync = true } }
 
-func newConfig(opts []Option) config {
+// ErrOptions: options that contradict each other or are out of range.
+var ErrOptions = errors.New("invalid engine options")
+
+func newConfig(opts []Option) (config, error) {
 	c := config{clock: time.Now}
 	for _, o := range opts {
 		o(&c)
@@ -66,5 +94,26 @@ func newConfig(opts []Option) config {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	return c
+	return c, c.validate()
+}
+
+// validate refuses contradictions instead of silently ranking them.
+func (c *config) validate() error {
+	switch {
+	case c.clock == nil:
+		return fmt.Errorf("%w: WithClock(nil)", ErrOptions)
+	case c.policy != nil && (c.policyDir != "" || c.replaceDir != ""):
+		return fmt.Errorf("%w: WithPolicy and WithPolicyDir or WithReplacementPolicyDir both give the policy", ErrOptions)
+	case c.policyDir != "" && c.replaceDir != "":
+		return fmt.Errorf("%w: WithPolicyDir extends the default policy and WithReplacementPolicyDir replaces it: give one", ErrOptions)
+	case c.catalog != nil && len(c.toolsFiles) > 0:
+		return fmt.Errorf("%w: WithCatalog and WithToolsFile both give the tool catalog", ErrOptions)
+	case c.timeoutSet && c.gateTimeout <= 0:
+		return fmt.Errorf("%w: WithGateTimeout(%s): the evaluation timeout must be positive", ErrOptions, c.gateTimeout)
+	case c.operatorKeyFile != "" && c.operator != nil:
+		return fmt.Errorf("%w: WithOperatorKeyFile and WithOperatorSigner both give the operator key", ErrOptions)
+	case c.trustRoot != nil && (len(c.trustRoot.Key) == 0) == (c.trustRoot.Digest == ""):
+		return fmt.Errorf("%w: WithTrustRoot: a trust root is a key or a digest, exactly one", ErrOptions)
+	}
+	return nil
 }

@@ -22,10 +22,11 @@ import (
 type recordKind uint8
 
 const (
-	recEntry    recordKind = iota + 1 // an entry (its envelope and optional content)
-	recDecision                       // a sealed decision, its input and step, and the call entry stored with it
-	recRecall                         // a recall record
-	recApproval                       // an approval entry, indexed for the checks of its session and action
+	recEntry     recordKind = iota + 1 // an entry (its envelope and optional content)
+	recDecision                        // a sealed decision, its input and step, and the call entry stored with it
+	recRecall                          // a recall record
+	recApproval                        // an approval entry, indexed for the checks of its session and action
+	recRejection                       // a rejection entry: the review of the decision it names
 )
 
 func (k recordKind) String() string {
@@ -38,6 +39,8 @@ func (k recordKind) String() string {
 		return "recall"
 	case recApproval:
 		return "approval"
+	case recRejection:
+		return "rejection"
 	}
 	return "unknown"
 }
@@ -71,8 +74,8 @@ func (r *record) size() int {
 		n += len(r.body) + len(r.input) + 1024
 	case recRecall:
 		n += 80 * len(r.recall.IDs)
-	case recApproval:
-		n += 256
+	case recApproval, recRejection:
+		n += 512
 	}
 	return n
 }
@@ -88,13 +91,33 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		r.existing, err = e.writeEntry(t, r.entry)
 		return err
 	case recApproval:
+		st, dt := r.entry.Statement, t.In(store.Decisions)
+		if err := e.decisions.MarkApproved(dt, st.Approval.Decision, r.entry.Node.ID); err != nil {
+			return err
+		}
 		existing, err := e.writeEntry(t, r.entry)
 		if err != nil || existing != nil {
 			r.existing = existing
 			return err
 		}
-		st := r.entry.Statement
-		return e.decisions.AddApproval(t.In(store.Decisions), st.Session, st.Approval.Action, r.entry.Node.ID, st.Approval.Expires)
+		if err := e.reviewApproval(dt, st, r.entry.Node.ID); err != nil {
+			return err
+		}
+		return e.decisions.AddApproval(dt, st.Session, st.Approval.Action, r.entry.Node.ID, st.Approval.Expires)
+	case recRejection:
+		st, dt := r.entry.Statement, t.In(store.Decisions)
+		if prev, err := e.decisions.ReviewIn(dt, st.Rejection.Decision); err != nil || prev != nil {
+			if err == nil {
+				err = gate.ReviewConflict(prev)
+			}
+			return err
+		}
+		existing, err := e.writeEntry(t, r.entry)
+		if err != nil || existing != nil {
+			r.existing = existing
+			return err
+		}
+		return e.decisions.AddReview(dt, gate.Review{DecisionID: st.Rejection.Decision, Outcome: gate.Rejected, Entry: r.entry.Node.ID, By: st.Principal, Time: st.Time})
 	case recDecision:
 		if r.entry != nil {
 			if _, err := e.writeEntry(t, r.entry); err != nil {

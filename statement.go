@@ -2,7 +2,6 @@ package pedigree
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -19,12 +18,17 @@ type Entry struct {
 	Session   string
 	Content   []byte
 	// Parents, when not nil, are the harness's attribution. When nil, an
-	// agent's entry in a session derives from the session's whole context
-	// with strong edges (the agent read all of it); other principals'
-	// entries have no parents.
+	// entry in a session derives from the session's whole context with
+	// strong edges: an agent read all of it, and a tool's output is made
+	// from what the agent handed it, so neither starts clean in a tainted
+	// session. Only a user principal's entries (what a person typed) and
+	// entries outside any session have no parents by default.
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
+	// Steps are a plan's steps (Kind lineage.KindPlan only). A plan names
+	// its parents explicitly: what it was made from.
+	Steps []lineage.PlanStep
 }
 
 // Reader is what building a statement reads: the session's context (for
@@ -56,8 +60,11 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	if en.Kind == "" {
 		en.Kind = lineage.KindMemory
 	}
+	if en.Kind == lineage.KindPlan && en.Parents == nil {
+		return nil, fmt.Errorf("%w: a plan names its parents explicitly (what it was made from), never the whole context", lineage.ErrMalformed)
+	}
 	parents := en.Parents
-	if parents == nil && en.Session != "" && isAgent(en.Principal) {
+	if parents == nil && en.Session != "" && !isUser(en.Principal) {
 		ids, err := r.Context(ctx, en.Session)
 		if err != nil {
 			return nil, err
@@ -73,11 +80,13 @@ func BuildEntry(ctx context.Context, r Reader, en Entry, now time.Time) (*lineag
 	st := &lineage.Statement{
 		Version: 1, Principal: en.Principal, Kind: en.Kind, Session: en.Session,
 		ContentDigest: lineage.DigestContent(en.Content), Parents: parents, Time: lineage.FormatTime(now),
+		Steps: en.Steps,
 	}
 	return st, st.Validate()
 }
 
-func isAgent(principal string) bool { return strings.HasPrefix(principal, "agent:") }
+// isUser: a user principal's entries take no default parents.
+func isUser(principal string) bool { return strings.HasPrefix(principal, "user:") }
 
 // Call is a proposed tool call.
 type Call struct {
@@ -86,10 +95,20 @@ type Call struct {
 	Tool      string
 	Args      []byte // JSON object; nil for none
 	// Justification is what the agent relied on (IDs or prefixes). When
-	// nil, it is the session's whole context.
+	// nil, it is the session's whole context. An explicit empty list (or an
+	// empty ID in it) is refused with lineage.ErrMalformed: it never means
+	// "nothing", which would let a call in a tainted session rest on no
+	// entry at all.
 	Justification []string
 	// ArgSources maps an argument to the entries its value came from.
 	ArgSources map[string][]string
+	// Plan, when set, is the plan (ID or prefix) whose step PlanStep the
+	// call carries out. When the call matches the step, its justification
+	// is the plan and the sources of its data arguments (plus Justification
+	// when given); when it does not, the plan and the ordinary
+	// justification. See plan.go.
+	Plan     string
+	PlanStep int
 }
 
 // CallStatement builds the signed statement of a proposed call.
@@ -105,7 +124,20 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 	if err != nil {
 		return nil, nil, err
 	}
+	srcs, err := resolveSources(ctx, r, c.ArgSources)
+	if err != nil {
+		return nil, nil, err
+	}
 	just := c.Justification
+	if err := checkJustification(just); err != nil {
+		return nil, nil, err
+	}
+	var ref *lineage.PlanRef
+	if c.Plan != "" {
+		if ref, just, err = planJustification(ctx, r, c, args, srcs); err != nil {
+			return nil, nil, err
+		}
+	}
 	if just == nil {
 		if just, err = r.Context(ctx, c.Session); err != nil {
 			return nil, nil, err
@@ -123,39 +155,42 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 			}
 			continue
 		}
+		// A prefix must resolve: only a full ID (above) may name an entry
+		// that is not stored, and then the gate denies the call and logs why.
 		id, err := r.Resolve(ctx, j)
-		if err != nil && !errors.Is(err, lineage.ErrUnknownEntry) {
-			return nil, nil, err
-		}
 		if err != nil {
-			// An unknown justification still goes to the gate, which
-			// denies the call and logs why. A full ID is kept as given.
-			if len(j) != 64 {
-				return nil, nil, err
-			}
-			id = j
+			return nil, nil, err
 		}
 		if !seen[id] {
 			seen[id] = true
 			parents = append(parents, lineage.Parent{ID: id, Weight: 1})
 		}
 	}
+	st := &lineage.Statement{
+		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
+		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
+		Plan: ref, Time: lineage.FormatTime(now),
+	}
+	return st, srcs, st.Validate()
+}
+
+// resolveSources resolves every argument's sources to full IDs.
+func resolveSources(ctx context.Context, r Reader, in map[string][]string) (map[string][]string, error) {
 	srcs := map[string][]string{}
-	for name, ids := range c.ArgSources {
+	for name, ids := range in {
+		// An explicit empty list stays explicit: the agent says it composed
+		// the value itself, which the policy judges apart from "no
+		// provenance given".
+		srcs[name] = []string{}
 		for _, p := range ids {
 			id, err := r.Resolve(ctx, p)
 			if err != nil {
-				return nil, nil, fmt.Errorf("argument %s: %w", name, err)
+				return nil, fmt.Errorf("argument %s: %w", name, err)
 			}
 			srcs[name] = append(srcs[name], id)
 		}
 	}
-	st := &lineage.Statement{
-		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
-		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
-		Time: lineage.FormatTime(now),
-	}
-	return st, srcs, st.Validate()
+	return srcs, nil
 }
 
 // BuildApproval builds an approval of decision d by approver, usable until

@@ -30,7 +30,11 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 			content = []byte{}
 		}
 	}
-	return e.InsertSigned(ctx, signed, content)
+	n, err := e.InsertSigned(ctx, signed, content)
+	if err != nil {
+		return nil, e.refused(ctx, err, en.Principal, signed.Envelope())
+	}
+	return n, nil
 }
 
 // InsertSigned stores an entry this process signed with
@@ -50,7 +54,7 @@ func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, conte
 func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
 	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, content) })
 	if err != nil {
-		return nil, err
+		return nil, e.refused(ctx, err, claimed(env), env)
 	}
 	return e.insert(ctx, p)
 }
@@ -114,6 +118,9 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 		return nil, ctx.Err()
 	}
 	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, nil) })
+	if refused != nil {
+		e.logRefusal(ctx, "refused_call", signed.Statement().Principal, refused.Error(), signed.Envelope())
+	}
 	return e.check(ctx, p, refused, signed.Statement(), signed.ID(), srcs)
 }
 
@@ -130,6 +137,7 @@ func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[s
 		if err != nil {
 			return nil, err
 		}
+		e.logRefusal(ctx, "refused_call", st.Principal, refused.Error(), env)
 		return e.check(ctx, nil, refused, st, id, argSources)
 	}
 	return e.check(ctx, p, nil, p.Statement, p.Node.ID, argSources)
@@ -148,6 +156,9 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if ttl == 0 {
 		ttl = DefaultApprovalTTL
 	}
+	if limit := e.reg.MaxApprovalTTL(); ttl > limit {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is over the cap of %s (set at init)", gate.ErrApproval, ttl, limit)
+	}
 	d, err := e.Decision(ctx, decisionID)
 	if err != nil {
 		return nil, err
@@ -156,12 +167,16 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if err != nil {
 		return nil, err
 	}
-	return e.approve(ctx, env)
+	return e.ApproveEnvelope(ctx, env)
 }
 
 // ApproveEnvelope records an approval signed elsewhere.
 func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
-	return e.approve(ctx, env)
+	n, err := e.approve(ctx, env)
+	if err != nil {
+		return nil, e.refused(ctx, err, claimed(env), env)
+	}
+	return n, nil
 }
 
 // Trace returns the bounded ancestry of an entry.
@@ -187,7 +202,24 @@ func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*tl
 	if err != nil {
 		return nil, err
 	}
-	return cp, e.log.AddCheckpoint(ctx, cp)
+	if err := e.AddCheckpoint(ctx, cp); err != nil {
+		return nil, err
+	}
+	return e.storedCheckpoint(cp)
+}
+
+// storedCheckpoint is the stored checkpoint of cp's size and root.
+func (e *Engine) storedCheckpoint(cp *tlog.Checkpoint) (*tlog.Checkpoint, error) {
+	cps, err := e.log.Checkpoints()
+	if err != nil {
+		return nil, err
+	}
+	for i := range cps {
+		if cps[i].Size == cp.Size && cps[i].Root == cp.Root {
+			return &cps[i], nil
+		}
+	}
+	return nil, fmt.Errorf("checkpoint %d: %w", cp.Size, tlog.ErrNoCheckpoint)
 }
 
 // Registry is the principal registry.
@@ -195,7 +227,19 @@ func (e *Engine) Registry(ctx context.Context) (*RegistryView, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &RegistryView{Frozen: e.reg.Frozen(), Tau: e.reg.Tau(), Principals: e.reg.List()}, nil
+	digest, err := e.reg.FreezeDigest()
+	if err != nil {
+		return nil, err
+	}
+	return &RegistryView{Frozen: e.reg.Frozen(), Tau: e.reg.Tau(), Principals: e.reg.List(), FreezeDigest: digest, OperatorKey: e.reg.OperatorKey(),
+		MaxApprovalTTL: e.reg.MaxApprovalTTL(), TrustRoot: e.TrustRoot()}, nil
+}
+
+// ByContent returns the memory entries whose signed content digest is
+// digest ("sha256:<hex>"): how the MCP gateway matches a memory server's
+// answer back to the entries that wrote it.
+func (e *Engine) ByContent(ctx context.Context, digest string) ([]string, error) {
+	return e.graph.ByContent(ctx, digest)
 }
 
 // Context is a session's context: every entry recorded in it or recalled
@@ -227,7 +271,7 @@ func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decisio
 // Reevaluate runs the policy again on a logged decision's input, at the
 // logged time, and returns the outcome and reasons. With the same policy
 // version the outcome is the decision's.
-func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (string, []string, error) {
+func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (gate.Outcome, []string, error) {
 	r, err := e.decisions.Record(decisionID)
 	if err != nil {
 		return "", nil, err
@@ -280,9 +324,18 @@ func (e *Engine) LogHead(ctx context.Context) (uint64, string, error) {
 }
 
 // AddCheckpoint stores a checkpoint signed elsewhere, after checking the
-// operator's signature and that its root is the log's at its size.
+// operator's signature and that its root is the log's at its size. Stored
+// checkpoints are never overwritten: when one of the same size and root is
+// stored, that one stays and this is not an error.
 func (e *Engine) AddCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
-	return e.log.AddCheckpoint(ctx, cp)
+	err := e.log.AddCheckpoint(ctx, cp)
+	if !errors.Is(err, tlog.ErrCheckpointExists) {
+		return err
+	}
+	if _, serr := e.storedCheckpoint(cp); serr != nil {
+		return err
+	}
+	return nil
 }
 
 // Prove is an inclusion proof of an entry (by ID or prefix), else of a
@@ -305,4 +358,40 @@ func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlo
 		return nil, err
 	}
 	return e.log.Consistency(oldSize, newSize)
+}
+
+// ProveAgainst proves an entry (by ID or prefix) or else a decision
+// against a checkpoint kept elsewhere, after checking that the store
+// extends it (tlog.ErrNotExtension when not).
+func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id, err := e.logID(ctx, idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return e.log.ProveAgainst(id, cp)
+}
+
+// ConsistencyFrom proves that the store's log extends a checkpoint kept
+// elsewhere, up to the stored checkpoint of newSize (0: the current head).
+func (e *Engine) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.log.ConsistencyFrom(old, newSize)
+}
+
+// logID resolves an entry prefix, else a decision ID or prefix.
+func (e *Engine) logID(ctx context.Context, idOrPrefix string) (string, error) {
+	id, err := e.Resolve(ctx, idOrPrefix)
+	if err != nil {
+		d, derr := e.Decision(ctx, idOrPrefix)
+		if derr != nil {
+			return "", err
+		}
+		id = d.ID
+	}
+	return id, nil
 }

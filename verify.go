@@ -17,7 +17,16 @@ import (
 // against the owner of what it names, at its index. It returns an error
 // only when it could not check; what it finds wrong is in the report.
 func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
-	r := &lineage.Report{Problems: []lineage.Problem{}}
+	return e.VerifyCheckpoints(ctx, nil)
+}
+
+// VerifyCheckpoints is Verify, and checks that the store extends each of
+// cps, checkpoints kept elsewhere: a store behind one (an old copy
+// restored), not an extension of one (rewritten), or one not signed by the
+// store's operator key (rebuilt with another) is a problem in the report.
+// The report also says how the store's registry is anchored (TrustRoot).
+func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
+	r := &lineage.Report{Problems: []lineage.Problem{}, TrustRoot: e.TrustRoot()}
 	bad := func(id, f string, a ...any) {
 		r.Problems = append(r.Problems, lineage.Problem{ID: id, What: fmt.Sprintf(f, a...)})
 	}
@@ -63,7 +72,7 @@ func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
 			}
 			return nil
 		}
-		if err := e.log.Verify(ctx, t.In(store.Log), leaf, bad); err != nil {
+		if err := e.log.VerifyWith(ctx, t.In(store.Log), cps, leaf, bad); err != nil {
 			return err
 		}
 		for id := range v.Entries {
@@ -83,6 +92,9 @@ func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
 		}
 		used, err := e.decisions.Used(dt)
 		if err != nil {
+			return err
+		}
+		if err := e.verifyReviews(lt, dt, v.Entries, bad); err != nil {
 			return err
 		}
 		for approval, decision := range used {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
@@ -53,12 +54,15 @@ func (r *record) encode() (*wireMessage, error) {
 	}
 	m := &wireMessage{}
 	switch r.kind {
-	case recEntry, recApproval:
+	case recEntry, recApproval, recRejection:
 		// Not create-only: anyone who can publish could squat an
 		// entry's subject. Copies are harmless: apply stores an entry once.
 		m.kind, m.key, m.id = fleet.Entry, r.entry.Node.ID, r.entry.Node.ID
-		if r.kind == recApproval {
+		switch r.kind {
+		case recApproval:
 			m.kind = fleet.Approval
+		case recRejection:
+			m.kind = fleet.Rejection
 		}
 	case recDecision:
 		w.Decision, w.Input, w.Step = r.body, r.input, r.step
@@ -112,7 +116,7 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 	}
 	r := &record{}
 	switch kind {
-	case fleet.Entry, fleet.Approval:
+	case fleet.Entry, fleet.Approval, fleet.Rejection:
 		r.kind = recEntry
 		p, err := prepare()
 		if err != nil {
@@ -121,14 +125,27 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 		if p.Node.ID != key {
 			return nil, fmt.Errorf("%w: entry %s on the subject of %s", lineage.ErrMalformed, p.Node.ID, key)
 		}
-		if (p.Statement.Kind == lineage.KindApproval) != (kind == fleet.Approval) {
+		if (p.Statement.Kind == lineage.KindApproval) != (kind == fleet.Approval) ||
+			(p.Statement.Kind == lineage.KindRejection) != (kind == fleet.Rejection) {
 			return nil, fmt.Errorf("%w: a %s entry published as %s", lineage.ErrMalformed, p.Statement.Kind, kind)
 		}
-		if kind == fleet.Approval {
-			if err := e.checkApproval(p.Statement); err != nil {
+		switch kind {
+		case fleet.Approval:
+			// Checked at its signing time: the same verdict on every
+			// node, whenever it applies it (expiry is checked at use).
+			signed, err := time.Parse(time.RFC3339Nano, p.Statement.Time)
+			if err != nil {
+				return nil, fmt.Errorf("%w: approval time %q", lineage.ErrMalformed, p.Statement.Time)
+			}
+			if _, err := e.checkApproval(p.Statement, signed); err != nil {
 				return nil, err
 			}
 			r.kind = recApproval
+		case fleet.Rejection:
+			if _, err := e.checkRejection(p.Statement); err != nil {
+				return nil, err
+			}
+			r.kind = recRejection
 		}
 		r.entry = p
 	case fleet.Decision, fleet.Use:
@@ -205,6 +222,7 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 // refusal reports whether an error from apply is the record's fault (the
 // same on every node, so the record is refused) rather than the store's.
 func refusal(err error) bool {
-	return errors.Is(err, decisionlog.ErrApprovalUsed) || errors.Is(err, lineage.ErrUnknownEntry) ||
+	return errors.Is(err, decisionlog.ErrApprovalUsed) || errors.Is(err, decisionlog.ErrApproved) ||
+		errors.Is(err, gate.ErrApproval) || errors.Is(err, gate.ErrRejected) || errors.Is(err, lineage.ErrUnknownEntry) ||
 		errors.Is(err, lineage.ErrUnknownParent) || errors.Is(err, lineage.ErrMalformed)
 }

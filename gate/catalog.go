@@ -1,10 +1,13 @@
 package gate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -20,12 +23,19 @@ type ArgRule struct {
 
 // Tool is a tool's entry in the catalog.
 type Tool struct {
-	Sensitive      bool               `json:"sensitive"`
-	Irreversible   bool               `json:"irreversible"`
-	ExternalSink   bool               `json:"external_sink"`
-	Role           trajectory.Role    `json:"role,omitempty"`
-	AskOnUntrusted bool               `json:"ask_on_untrusted"`
-	Args           map[string]ArgRule `json:"args,omitempty"`
+	// Sensitive is nil when the entry does not say: such a tool is
+	// sensitive. Only an explicit false skips the checks.
+	Sensitive      *bool           `json:"sensitive,omitempty"`
+	Irreversible   bool            `json:"irreversible"`
+	ExternalSink   bool            `json:"external_sink"`
+	Role           trajectory.Role `json:"role,omitempty"`
+	AskOnUntrusted bool            `json:"ask_on_untrusted"`
+	// OnSteered is the outcome of a call whose control justification is
+	// tainted but whose protected arguments all come from explicit, trusted
+	// sources: the decision may have been steered, the data was not.
+	// "ask" (the default, when empty), "deny" (delete-like tools) or "allow".
+	OnSteered Outcome            `json:"on_steered,omitempty"`
+	Args      map[string]ArgRule `json:"args,omitempty"`
 	// RecipientArg names the argument that holds a send's recipient, for
 	// the trajectory detector's external-recipient signal.
 	RecipientArg string `json:"recipient_arg,omitempty"`
@@ -40,15 +50,30 @@ type Catalog struct {
 	// bob@mail.example.com); *.example.com matches every subdomain of
 	// example.com, and not example.com itself.
 	InternalDomains []string `json:"internal_domains,omitempty"`
+	// Aliases map an operator's tool names onto the catalog's (see
+	// catalogs.go).
+	Aliases map[string]string `json:"aliases,omitempty"`
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
-// ParseCatalog reads a catalog from YAML or JSON, strictly: an unknown field
-// is an error, not a silently ignored typo.
+// ParseCatalog reads a catalog from YAML or JSON, strictly: a duplicate key
+// is an error, and every key must be a field's name exactly (encoding/json
+// would fold case and Unicode, so that `SENSITIVE` or `ſensitive` set
+// `sensitive`); anything else is an unknown field, not a silently ignored
+// typo.
 func ParseCatalog(b []byte) (*Catalog, error) {
+	j, err := yaml.YAMLToJSONStrict(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+	}
+	if err := exactKeys(j, reflect.TypeFor[Catalog](), "catalog"); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
+	}
 	var c Catalog
-	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCatalog, err)
 	}
 	if c.Tools == nil {
@@ -70,6 +95,16 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 		if _, err := trajectory.ParseRole(string(t.Role)); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
 		}
+		if err := checkOnSteered(t.OnSteered); err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
+		}
+	}
+	for alias := range c.Aliases {
+		// Whether an alias names a tool is checked once the catalogs are
+		// merged (LoadCatalogs): it may name one in another file.
+		if !toolName.MatchString(alias) {
+			return nil, fmt.Errorf("%w: alias name %q", ErrCatalog, alias)
+		}
 	}
 	return &c, nil
 }
@@ -88,15 +123,23 @@ func LoadCatalog(path string) (*Catalog, error) {
 }
 
 // Lookup returns a tool's entry. A tool missing from the catalog is treated
-// as sensitive and irreversible: unknown means careful.
+// as sensitive (its Sensitive is nil) and irreversible: unknown means
+// careful.
 func (c *Catalog) Lookup(name string) (Tool, bool) {
 	if c != nil {
 		if t, ok := c.Tools[name]; ok {
 			return t, true
 		}
+		if t, ok := c.Tools[c.Aliases[name]]; ok {
+			return t, true
+		}
 	}
-	return Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false
+	return Tool{Irreversible: true, Role: trajectory.Other}, false
 }
+
+// IsSensitive reports whether the checks apply: unless the entry says
+// `sensitive: false`, they do.
+func (t Tool) IsSensitive() bool { return t.Sensitive == nil || *t.Sensitive }
 
 // RoleOf is a tool's trajectory role.
 func (c *Catalog) RoleOf(name string) trajectory.Role {
@@ -133,4 +176,68 @@ func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Ca
 		}
 	}
 	return call
+}
+
+// checkOnSteered refuses an on_steered that is not an outcome: a typo must
+// not silently mean the default.
+func checkOnSteered(o Outcome) error {
+	switch o {
+	case "", Ask, Deny, Allow:
+		return nil
+	}
+	return fmt.Errorf("on_steered %q: want ask, deny or allow", o)
+}
+
+// exactKeys checks that every object key in the JSON j names a field of t
+// (a struct, a map of them, a slice, a pointer) exactly, as its json tag
+// spells it.
+func exactKeys(j []byte, t reflect.Type, where string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(j, &m); err != nil || m == nil {
+			return nil // not an object: the typed decoder says why
+		}
+		fields := map[string]reflect.Type{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		for k, v := range m {
+			ft, ok := fields[k]
+			if !ok {
+				return fmt.Errorf("%s: unknown field %q (keys match exactly)", where, k)
+			}
+			if err := exactKeys(v, ft, where+"."+k); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(j, &m); err != nil {
+			return nil
+		}
+		for k, v := range m {
+			if err := exactKeys(v, t.Elem(), where+"."+k); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		var l []json.RawMessage
+		if err := json.Unmarshal(j, &l); err != nil {
+			return nil
+		}
+		for i, v := range l {
+			if err := exactKeys(v, t.Elem(), fmt.Sprintf("%s[%d]", where, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

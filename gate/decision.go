@@ -17,7 +17,7 @@ import (
 // Decision is the gate's answer, as logged and as printed.
 type Decision struct {
 	Version       int              `json:"version"`
-	Decision      string           `json:"decision"`
+	Decision      Outcome          `json:"decision"`
 	ID            string           `json:"decision_id"`
 	CallID        string           `json:"call_id"`
 	Tool          string           `json:"tool"`
@@ -31,6 +31,9 @@ type Decision struct {
 	Time          string           `json:"time"`
 	ArgsDigest    string           `json:"args_digest"`
 	Justification []string         `json:"justification"`
+	// Plan is the plan step the call cites, and whether it stood as the
+	// control justification.
+	Plan *PlanUse `json:"plan,omitempty"`
 	// InputDigest is the sha256 of the policy input as logged, so that the
 	// decision's ID covers what the policy saw.
 	InputDigest string `json:"input_digest,omitempty"`
@@ -73,6 +76,16 @@ type Facts struct {
 	Sources    map[string][]lineage.Source
 	Trajectory *trajectory.State
 	Approvals  []Approval
+	// Plan is the stored plan the call cites (nil when it cites none): its
+	// statement, read from its verified entry, and its node.
+	Plan *PlanFact
+}
+
+// PlanFact is a stored plan as the engine read it.
+type PlanFact struct {
+	ID        string
+	Statement *lineage.Statement
+	Node      *lineage.Node
 }
 
 // Approval is an approval offered to the policy.
@@ -125,7 +138,7 @@ func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time)
 // Reevaluate runs the policy again on a logged input at the logged time.
 // With the same policy version the outcome is the same: that is what makes
 // the decision log auditable.
-func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (string, []string, error) {
+func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outcome, []string, error) {
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()

@@ -14,6 +14,15 @@
 // then stores the call entry, the decision, the trajectory step and the use
 // of an approval in one durable commit.
 //
+// A call's justification is its control (what decided that it happens) and
+// each argument's sources are its data: the default policy denies a
+// protected argument from untrusted content, and asks when only the control
+// is tainted and every protected argument names trusted sources. A call that
+// cites a plan step it matches, of a plan made from trusted entries, has the
+// plan as its control (PlanUse; the engine reads the plan into Facts). A
+// person answers a deny or an ask with a signed approval or rejection
+// (Review); Pending is what waits for one.
+//
 // The gate fails closed. OPA's default mode turns a failing builtin into an
 // undefined expression, so `allow if not tainted` would allow; the gate runs
 // with strict builtin errors, without network builtins, and treats an

@@ -25,7 +25,7 @@ func syntheticInput(k int) ast.Value {
 	jt := ast.ArrayTerm(just...)
 	return obj(
 		"action", obj("tool", str("bench_send"), "args", obj("n", ast.IntNumberTerm(1)), "principal", str("agent:bench"), "session", str("s")),
-		"tool", toolTerm(Tool{Sensitive: true, Role: "send"}, true),
+		"tool", toolTerm(Tool{Role: "send"}, true),
 		"justification", jt,
 		"arguments", obj("n", obj("explicit", ast.BooleanTerm(false), "sources", jt)),
 		"trajectory", obj("features", ast.ObjectTerm(), "alerts", ast.ArrayTerm()),

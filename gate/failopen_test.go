@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,11 +19,11 @@ func TestFailOpenTrapIsReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := rego.New(rego.Query(decisionQuery), rego.Module("gate.rego", string(src)), rego.SetRegoVersion(ast.RegoV1)).PrepareForEval(context.Background())
+	q, err := rego.New(rego.Query(decisionQuery), rego.Module("gate.rego", string(src)), rego.SetRegoVersion(ast.RegoV1)).PrepareForEval(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := q.Eval(context.Background(), rego.EvalInput(map[string]any{"action": map[string]any{"args": map[string]any{"amount": "lots"}}}))
+	rs, err := q.Eval(t.Context(), rego.EvalInput(map[string]any{"action": map[string]any{"args": map[string]any{"amount": "lots"}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +38,7 @@ func TestCapabilitiesLeaveOutTheNetwork(t *testing.T) {
 			t.Errorf("builtin %s is available to policies", b.Name)
 		}
 	}
-	_, err := PolicyFromDir(filepath.Join("..", "testdata", "policies", "network"))
+	_, err := ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", "network"))
 	if err != nil {
 		t.Fatal(err) // it loads; it must fail to compile in New
 	}

@@ -25,12 +25,27 @@ var (
 	ErrApproval = errors.New("approval refused")
 )
 
+// Outcome is what a decision says: allow, deny, or ask a human.
+type Outcome string
+
 // The outcomes of a check.
 const (
-	Allow = "allow"
-	Deny  = "deny"
-	Ask   = "ask"
+	Allow Outcome = "allow"
+	Deny  Outcome = "deny"
+	Ask   Outcome = "ask"
 )
+
+// ExitCode is the command's exit code for the outcome (the contract in
+// docs/CLI.md): 0 allow, 3 deny, 4 ask. Anything else is a deny.
+func (o Outcome) ExitCode() int {
+	switch o {
+	case Allow:
+		return 0
+	case Ask:
+		return 4
+	}
+	return 3
+}
 
 // Gate decides on proposed tool calls: a pure evaluator of the policy over
 // facts the engine read from lineage and the decision log. It stores
@@ -140,7 +155,7 @@ func prepare(ctx context.Context, p *Policy) (rego.PreparedEvalQuery, error) {
 func (g *Gate) probe(ctx context.Context) error {
 	in := obj(
 		"action", obj("tool", str("pedigree.probe"), "args", ast.ObjectTerm(), "principal", str("agent:probe"), "session", str("probe")),
-		"tool", toolTerm(Tool{Sensitive: true, Irreversible: true, Role: trajectory.Other}, false),
+		"tool", toolTerm(Tool{Irreversible: true, Role: trajectory.Other}, false),
 		"justification", ast.ArrayTerm(),
 		"arguments", ast.ObjectTerm(),
 		"trajectory", obj("features", featuresTerm(&trajectory.State{}), "alerts", ast.ArrayTerm()),
@@ -167,7 +182,7 @@ func (g *Gate) Catalog() *Catalog { return g.catalog }
 
 // verdict is the policy's decision object, checked for shape.
 type verdict struct {
-	Decision string   `json:"decision"`
+	Decision Outcome  `json:"decision"`
 	Reasons  []string `json:"reasons"`
 	Warnings []string `json:"warnings"`
 	Approval string   `json:"approval"`
@@ -219,7 +234,9 @@ func parseVerdict(v any) (*verdict, error) {
 		var err error
 		switch k {
 		case "decision":
-			out.Decision, err = verdictString(k, val)
+			var o string
+			o, err = verdictString(k, val)
+			out.Decision = Outcome(o)
 		case "approval":
 			out.Approval, err = verdictString(k, val)
 		case "reasons":

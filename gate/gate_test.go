@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -53,6 +52,16 @@ func policy(t *testing.T, name string) pedigree.Option {
 	return pedigree.WithPolicy(p)
 }
 
+// replacement loads testdata/policies/NAME as the whole policy.
+func replacement(t *testing.T, name string) pedigree.Option {
+	t.Helper()
+	p, err := gate.ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pedigree.WithPolicy(p)
+}
+
 // laundered records an email with an instruction and an agent memory that
 // summarises it: the attack pedigree exists for.
 func laundered(w *enginetest.World) (prompt, email, memory *lineage.Node) {
@@ -75,7 +84,8 @@ func TestLaunderedInstructionDenied(t *testing.T) {
 	if p := d.Untrusted[0].Path; len(p) != 3 || p[0] != d.CallID || p[1] != memory.ID || p[2] != email.ID {
 		t.Fatalf("path %v, want call -> memory -> email", p)
 	}
-	if !strings.Contains(d.Reasons[0], "descends from external principal tool:gmail_read") {
+	if !strings.HasPrefix(d.Reasons[0], "unsourced-argument: protected argument amount") ||
+		!strings.Contains(strings.Join(d.Reasons, "\n"), "tainted-justification: justification "+memory.ID[:12]+" descends from external principal tool:gmail_read") {
 		t.Fatalf("reasons %v", d.Reasons)
 	}
 }
@@ -104,7 +114,16 @@ func TestPerArgumentRule(t *testing.T) {
 	call := pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"123-456","amount":5,"subject":"re: your invoice"}`),
 		Justification: []string{prompt.ID, email.ID},
 		ArgSources:    map[string][]string{"recipient": {prompt.ID}, "amount": {prompt.ID}, "subject": {email.ID}}}
-	if d := w.Check("agent:planner", call); d.Decision != gate.Allow {
+	// The email is in the control justification: the decision may have been
+	// steered, though every protected argument is the user's. A person decides.
+	if d := w.Check("agent:planner", call); d.Decision != gate.Ask || !strings.HasPrefix(d.Reasons[0], "steered: ") {
+		t.Fatalf("tainted justification, trusted protected arguments: got %s %v, want ask", d.Decision, d.Reasons)
+	}
+	// Justified by the prompt alone, untrusted text in an unprotected
+	// argument is data, nothing more.
+	byPrompt := call
+	byPrompt.Justification = []string{prompt.ID}
+	if d := w.Check("agent:planner", byPrompt); d.Decision != gate.Allow {
 		t.Fatalf("untrusted text only in an unprotected argument: got %s %v, want allow", d.Decision, d.Reasons)
 	}
 	call.ArgSources = map[string][]string{"recipient": {email.ID}, "amount": {prompt.ID}, "subject": {email.ID}}
@@ -115,6 +134,50 @@ func TestPerArgumentRule(t *testing.T) {
 	call.ArgSources = map[string][]string{"subject": {email.ID}}
 	if d := w.Check("agent:planner", call); d.Decision != gate.Deny {
 		t.Fatalf("recipient without provenance: got %s, want deny", d.Decision)
+	}
+}
+
+// Issue 14 item 23: the per-argument rule alone denies a call justified by
+// the user's prompt whose recipient comes from an email; nothing else in
+// the input is untrusted.
+func TestUntrustedRecipientDeniedByTheArgumentRuleAlone(t *testing.T) {
+	w := world(t)
+	prompt, email, _ := laundered(w)
+	d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"999-666","amount":5}`),
+		Justification: []string{prompt.ID}, ArgSources: map[string][]string{"recipient": {email.ID}, "amount": {prompt.ID}}})
+	want := "untrusted-argument: argument recipient comes from " + email.ID[:12] + " (tool:gmail_read), which descends from external principal tool:gmail_read"
+	if d.Decision != gate.Deny || len(d.Reasons) != 1 || d.Reasons[0] != want {
+		t.Fatalf("got %s %q, want deny %q", d.Decision, d.Reasons, want)
+	}
+}
+
+// Issue 14 item 3: an explicit empty source list for a protected argument
+// excuses nothing in a tainted context.
+func TestEmptySourceListExcusesNothing(t *testing.T) {
+	w := world(t)
+	prompt, email, _ := laundered(w)
+	call := pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"999-666","amount":5,"subject":"hi"}`),
+		Justification: []string{email.ID}, ArgSources: map[string][]string{"recipient": {}, "amount": {prompt.ID}, "subject": {email.ID}}}
+	d := w.Check("agent:planner", call)
+	if d.Decision != gate.Deny || !strings.HasPrefix(d.Reasons[0], "empty-sources: protected argument recipient") {
+		t.Fatalf("got %s %v, want deny by empty-sources", d.Decision, d.Reasons)
+	}
+	// The same through the gate's own request, as the server passes it.
+	call.Principal = "agent:planner"
+	st, srcs, err := w.E.CallStatement(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := srcs["recipient"]; !ok || len(got) != 0 {
+		t.Fatalf("the explicit empty list was lost: %v", srcs)
+	}
+	signed, err := lineage.SignStatement(w.Keys["agent:planner"], st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = w.E.CheckEnvelope(t.Context(), signed.Envelope(), srcs)
+	if err != nil || d.Decision != gate.Deny {
+		t.Fatalf("gate request: %v %v", d, err)
 	}
 }
 
@@ -149,7 +212,7 @@ func TestUnknownToolIsSensitive(t *testing.T) {
 }
 
 func TestFailClosed(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	t.Run("unknown justification", func(t *testing.T) {
 		w := world(t)
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Justification: []string{strings.Repeat("ab", 32)}})
@@ -165,7 +228,7 @@ func TestFailClosed(t *testing.T) {
 	})
 	t.Run("unverifiable call", func(t *testing.T) {
 		w := world(t)
-		st, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money", Justification: []string{}})
+		st, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +240,7 @@ func TestFailClosed(t *testing.T) {
 	})
 	t.Run("call signed in process with another principal's key", func(t *testing.T) {
 		w := world(t)
-		d, err := w.E.Check(ctx, w.Keys["user:mallory"], pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money", Justification: []string{}})
+		d, err := w.E.Check(ctx, w.Keys["user:mallory"], pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money"})
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature: the signing key is not the one registered for agent:planner") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
@@ -189,26 +252,26 @@ func TestFailClosed(t *testing.T) {
 		}
 	})
 	t.Run("strict builtin errors", func(t *testing.T) {
-		w := world(t, policy(t, "failopen"))
-		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"lots"}`), Justification: []string{}})
+		w := world(t, replacement(t, "failopen"))
+		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"lots"}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "to_number") {
 			t.Fatalf("a builtin error must deny: got %s %v", d.Decision, d.Reasons)
 		}
-		d = w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"5"}`), Justification: []string{}})
+		d = w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"amount":"5"}`)})
 		if d.Decision != gate.Allow {
 			t.Fatalf("the same policy on good input: got %s %v", d.Decision, d.Reasons)
 		}
 	})
 	t.Run("undefined decision", func(t *testing.T) {
-		w := world(t, policy(t, "undefined"))
-		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"probe_marker":1}`), Justification: []string{}})
+		w := world(t, replacement(t, "undefined"))
+		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"probe_marker":1}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "undefined") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		w := world(t, policy(t, "slow"), pedigree.WithGateTimeout(20*time.Millisecond))
-		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"spin":100000000}`), Justification: []string{}})
+		w := world(t, replacement(t, "slow"), pedigree.WithGateTimeout(20*time.Millisecond))
+		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"spin":100000000}`)})
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "timed out") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
@@ -216,10 +279,10 @@ func TestFailClosed(t *testing.T) {
 }
 
 func TestPolicyRefusedAtStart(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for name, cause := range map[string]string{"badshape": "unknown field \"verdict\"", "broken": "rego_parse_error", "network": "http.send"} {
 		t.Run(name, func(t *testing.T) {
-			p, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", name))
+			p, err := gate.ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", name))
 			if err == nil {
 				op, _, _ := registry.GenerateSigner(nil)
 				var e *pedigree.Engine
@@ -249,7 +312,7 @@ func TestExtendPolicy(t *testing.T) {
 }
 
 func TestApprovals(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	setup := func(t *testing.T) (*enginetest.World, pedigree.Call, *gate.Decision) {
 		w := world(t)
 		prompt, _, memory := laundered(w)
@@ -344,7 +407,7 @@ func TestApprovals(t *testing.T) {
 
 func TestDecisionLogReplays(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt, _, memory := laundered(w)
 	var ids []string
 	for _, j := range [][]string{{prompt.ID}, {prompt.ID, memory.ID}} {
@@ -366,7 +429,7 @@ func TestDecisionLogReplays(t *testing.T) {
 
 func TestTrajectoryAlertsAreWarnings(t *testing.T) {
 	w := world(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt := w.Record("user:alice", "s1", "email the report to the client", nil)
 	mem := w.Record("agent:planner", "s9", "the report", enginetest.Strong(prompt.ID))
 	for range 3 {

@@ -17,14 +17,18 @@ import (
 // evaluation itself.
 //
 //	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
-//	tool:          {known, sensitive, irreversible, external_sink, role, ask_on_untrusted, args: {NAME: {trusted}}}
+//	tool:          {known, sensitive (true, false or "unknown"), irreversible, external_sink, role, ask_on_untrusted, on_steered, args: {NAME: {trusted}}}
 //	justification: [entry]
-//	arguments:     {NAME: {explicit, sources: [entry]}}
+//	arguments:     {NAME: {explicit, sources: [entry], slot}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
 //	approvals:     [{id, approver, approver_tier, expires}]
+//	plan:          {cited, id, step, authority, why}
+//
+// slot is "literal" or "data" for an argument of a call a plan has
+// authority over (see PlanUse), else "".
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
-// untrusted: [{id, principal, tier, path, strong}]}.
+// untrusted: [{id, principal, tier, hops, strong}]}.
 
 func str(s string) *ast.Term { return ast.StringTerm(s) }
 
@@ -51,6 +55,16 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 		if _, ok := args[n]; !ok {
 			return nil, nil, fmt.Errorf("provenance given for argument %q, which the call does not have", n)
 		}
+	}
+	plan, err := g.planUse(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if plan != nil {
+		if plan.Authority {
+			d.Justification = plan.control
+		}
+		d.Plan = plan
 	}
 	entries := make(map[string]*ast.Term, len(f.Nodes))
 	term := func(id string) (*ast.Term, error) {
@@ -89,6 +103,21 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 	recipientUntrusted := false
 	for _, name := range names {
 		ids, explicit := f.ArgSources[name]
+		slot := plan.slot(name)
+		if slot == "literal" {
+			// The plan fixed the value: the plan is its source.
+			ids, explicit = []string{plan.ID}, true
+		}
+		if slot == "data" {
+			// Data sources are not in the control justification: their
+			// untrusted roots are evidence of their own.
+			for _, id := range ids {
+				for _, s := range f.Sources[id] {
+					s.Path = append([]string{call.ID}, s.Path...)
+					d.Untrusted = append(d.Untrusted, s)
+				}
+			}
+		}
 		srcs := justTerm
 		srcIDs := d.Justification
 		if explicit {
@@ -109,7 +138,7 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 				}
 			}
 		}
-		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.BooleanTerm(explicit), "sources", srcs)})
+		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.BooleanTerm(explicit), "sources", srcs, "slot", str(slot))})
 	}
 
 	// The trajectory as it will be once this call is appended.
@@ -136,8 +165,17 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 		"arguments", ast.ObjectTerm(arguments...),
 		"trajectory", obj("features", featuresTerm(state), "alerts", alertsTerm(alerts)),
 		"approvals", ast.ArrayTerm(approvals...),
+		"plan", planTerm(plan),
 	)
 	return in.Value, &tc, nil
+}
+
+func planTerm(u *PlanUse) *ast.Term {
+	if u == nil {
+		return obj("cited", ast.BooleanTerm(false))
+	}
+	return obj("cited", ast.BooleanTerm(true), "id", str(u.ID), "step", ast.IntNumberTerm(u.Step),
+		"authority", ast.BooleanTerm(u.Authority), "why", str(u.Why))
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {
@@ -157,9 +195,15 @@ func toolTerm(t Tool, known bool) *ast.Term {
 	for name, r := range t.Args {
 		args = append(args, [2]*ast.Term{str(name), obj("trusted", ast.BooleanTerm(r.Trusted))})
 	}
-	return obj("known", ast.BooleanTerm(known), "sensitive", ast.BooleanTerm(t.Sensitive), "irreversible", ast.BooleanTerm(t.Irreversible),
+	// A catalog entry that does not say is "unknown", never false: only an
+	// explicit `sensitive: false` lets the policy skip the checks.
+	sens := str("unknown")
+	if t.Sensitive != nil {
+		sens = ast.BooleanTerm(*t.Sensitive)
+	}
+	return obj("known", ast.BooleanTerm(known), "sensitive", sens, "irreversible", ast.BooleanTerm(t.Irreversible),
 		"external_sink", ast.BooleanTerm(t.ExternalSink), "role", str(string(t.Role)), "ask_on_untrusted", ast.BooleanTerm(t.AskOnUntrusted),
-		"args", ast.ObjectTerm(args...))
+		"on_steered", str(string(t.OnSteered)), "args", ast.ObjectTerm(args...))
 }
 
 func featuresTerm(s *trajectory.State) *ast.Term {

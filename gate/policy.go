@@ -49,28 +49,37 @@ func LoadPolicy(fsys fs.FS, withTests bool) (*Policy, error) {
 // DefaultPolicy is the embedded default policy.
 func DefaultPolicy() (*Policy, error) { return LoadPolicy(policies.FS, false) }
 
-// PolicyFromDir loads an operator's policy directory. When one of its
-// modules is in package pedigree.gate it replaces the default policy;
-// otherwise it extends it (rules in package pedigree.ext add deny and ask
-// reasons, and data is merged).
+// ExtensionPackage is the Rego package in which an operator's extension adds
+// `deny contains msg` and `ask contains msg` reasons.
+const ExtensionPackage = "pedigree.ext"
+
+// PolicyFromDir loads an operator's policy directory as an extension of the
+// default policy: its rules in package pedigree.ext add deny and ask
+// reasons, and its data is merged. A module anywhere else under package
+// pedigree (pedigree.gate, or pedigree itself with a rule such as
+// `gate.excused(_) := true`) would add clauses to the default policy's own
+// rules, so it is refused; to replace the default policy, load the directory
+// with ReplacementPolicyFromDir.
 func PolicyFromDir(dir string) (*Policy, error) {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPolicy, err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%w: %s is not a directory", ErrPolicy, dir)
-	}
-	op, err := LoadPolicy(os.DirFS(dir), false)
+	op, err := loadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(op.Modules) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no .rego module", ErrPolicy, dir)
+	for _, name := range sortedNames(op.Modules) {
+		if pkg := op.Modules[name].Package.Path.String(); reachesDefault(pkg) {
+			return nil, fmt.Errorf("%w: %s: module %s is in package %s: an extension may add rules only in package %s (deny and ask); to replace the whole default policy, say so (--replace-policy)",
+				ErrPolicy, dir, name, strings.TrimPrefix(pkg, "data."), ExtensionPackage)
+		}
 	}
-	for _, m := range op.Modules {
-		if m.Package.Path.String() == "data."+DecisionPackage {
-			return op, nil
+	if pd, ok := op.Documents["pedigree"]; ok {
+		m, _ := pd.(map[string]any)
+		for k := range m {
+			if k != "ext" {
+				return nil, fmt.Errorf("%w: %s: its data sets pedigree.%s: an extension's data may go only under %s", ErrPolicy, dir, k, ExtensionPackage)
+			}
+		}
+		if m == nil {
+			return nil, fmt.Errorf("%w: %s: its data sets pedigree itself: an extension's data may go only under %s", ErrPolicy, dir, ExtensionPackage)
 		}
 	}
 	def, err := DefaultPolicy()
@@ -88,6 +97,58 @@ func PolicyFromDir(dir string) (*Policy, error) {
 		def.Documents[k] = v
 	}
 	return def, nil
+}
+
+// ReplacementPolicyFromDir loads an operator's policy directory as the whole
+// policy, in place of the default: it must define package pedigree.gate's
+// decision itself.
+func ReplacementPolicyFromDir(dir string) (*Policy, error) {
+	op, err := loadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range op.Modules {
+		if m.Package.Path.String() == "data."+DecisionPackage {
+			return op, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s replaces the default policy but holds no module in package %s", ErrPolicy, dir, DecisionPackage)
+}
+
+func loadDir(dir string) (*Policy, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPolicy, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrPolicy, dir)
+	}
+	op, err := LoadPolicy(os.DirFS(dir), false)
+	if err != nil {
+		return nil, err
+	}
+	if len(op.Modules) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no .rego module", ErrPolicy, dir)
+	}
+	return op, nil
+}
+
+// reachesDefault reports whether a module in package pkg (as data.a.b) can
+// define rules that the default policy reads: anything under data.pedigree
+// but the extension package.
+func reachesDefault(pkg string) bool {
+	const root, ext = "data.pedigree", "data." + ExtensionPackage
+	under := func(p, base string) bool { return p == base || strings.HasPrefix(p, base+".") }
+	return under(pkg, root) && !under(pkg, ext)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // version digests the modules, the data and the catalog: two decisions with
@@ -110,20 +171,4 @@ func (p *Policy) version(catalog *Catalog) string {
 	fmt.Fprintf(h, "catalog %d\n", len(cat))
 	h.Write(cat)
 	return hex.EncodeToString(h.Sum(nil))[:16]
-}
-
-// capabilities are this OPA's builtins less everything that reaches out of
-// the process: a policy cannot call the network or read the environment.
-func capabilities() *ast.Capabilities {
-	c := ast.CapabilitiesForThisVersion()
-	kept := c.Builtins[:0]
-	for _, b := range c.Builtins {
-		if b.Name == "http.send" || strings.HasPrefix(b.Name, "net.") || b.Name == "opa.runtime" {
-			continue
-		}
-		kept = append(kept, b)
-	}
-	c.Builtins = kept
-	c.AllowNet = []string{}
-	return c
 }

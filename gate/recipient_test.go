@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pedigree-ai/pedigree/trajectory"
+	"github.com/pedigree-ai/pedigree/trajectory/offline"
 )
 
 func TestParseRecipients(t *testing.T) {
@@ -161,7 +162,7 @@ func TestGeneratedSessionsRecipients(t *testing.T) {
 	}
 	const internal, external, unknown = "internal", "external", "unknown"
 	got := map[string]int{}
-	for _, s := range trajectory.Generate(trajectory.GenerateOptions{Sessions: 1000, Seed: 5}) {
+	for _, s := range offline.Generate(offline.GenerateOptions{Sessions: 1000, Seed: 5}) {
 		kind := s.ID[strings.LastIndex(s.ID, s.Label)+len(s.Label)+1:]
 		nth := 0
 		for i, c := range s.Calls {

@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,7 +37,7 @@ func TestTrajectoryRecipientsInTheGate(t *testing.T) {
 		tool     string
 		args     string
 		rule     string // the alert the send raises; "" for none
-		withMod  string
+		withMod  gate.Outcome
 		warnings string // in the warning
 	}{
 		{"internal address", "email_send", `{"to":"bob@example.com"}`, "", gate.Allow, ""},
@@ -59,7 +58,7 @@ func TestTrajectoryRecipientsInTheGate(t *testing.T) {
 					opts = append(opts, pedigree.WithPolicy(module))
 				}
 				w := enginetest.New(t, enginetest.Default, opts...)
-				ctx := context.Background()
+				ctx := t.Context()
 				prompt := w.Record("user:alice", "s1", "email the report", nil)
 				mem := w.Record("agent:planner", "s0", "the report", enginetest.Strong(prompt.ID))
 				if err := w.E.Recall(ctx, "s1", []string{mem.ID}); err != nil {

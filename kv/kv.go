@@ -1,9 +1,11 @@
 // Package kv is the storage contract pedigree's owners of stored facts are
 // written against: the registry, the lineage graph, the Merkle log and the
 // decision log each keep their rows through it, and never see a key-value
-// engine. internal/store implements it on Badger (a data directory, or
-// Badger's in-memory mode for replays and tests), and its conformance suite
-// (internal/store/kvtest) states the contract as tests.
+// engine. internal/store implements it twice: on Badger, for a data
+// directory, and on a copy-on-write B-tree in memory, for NewInMemory,
+// replays and tests. One conformance suite (internal/store/kvtest) states
+// the contract as tests and runs against both (and against Badger's own
+// in-memory mode).
 //
 // Each owner is handed a Store (or, inside a transaction the engine
 // assembles, a Txn) scoped to its own namespace: keys are relative to it, so

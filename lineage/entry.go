@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -34,15 +35,21 @@ const (
 	KindRetrieval  Kind = "retrieval"
 	KindCall       Kind = "call"
 	KindApproval   Kind = "approval"
+	// KindRejection is a person's signed "no" to a logged decision: it can
+	// no longer be approved.
+	KindRejection Kind = "rejection"
+	// KindPlan is a plan the agent made before it acts: steps of a tool and
+	// arguments, each a literal or a data slot (see PlanStep).
+	KindPlan Kind = "plan"
 )
 
 // ParseKind checks a kind name.
 func ParseKind(s string) (Kind, error) {
 	switch k := Kind(s); k {
-	case KindPrompt, KindToolOutput, KindMemory, KindSummary, KindRetrieval, KindCall, KindApproval:
+	case KindPrompt, KindToolOutput, KindMemory, KindSummary, KindRetrieval, KindCall, KindApproval, KindRejection, KindPlan:
 		return k, nil
 	}
-	return "", fmt.Errorf("%w: unknown kind %q (prompt, tool_output, memory, summary, retrieval, call, approval)", ErrMalformed, s)
+	return "", fmt.Errorf("%w: unknown kind %q (prompt, tool_output, memory, summary, retrieval, call, approval, rejection, plan)", ErrMalformed, s)
 }
 
 // Parent is a derivation edge named by the child, with the share of the
@@ -60,6 +67,32 @@ type Grant struct {
 	Expires  string `json:"expires"`
 }
 
+// Rejection is what a rejection entry rejects: one logged decision, bound
+// to its exact action.
+type Rejection struct {
+	Decision string `json:"decision"`
+	Action   string `json:"action"`
+}
+
+// PlanStep is one step of a plan: a tool and its arguments, in canonical
+// JSON. Each argument is a literal, which a call citing the step must match
+// exactly, or the data slot {"$data": true}, which a call may fill from
+// data, judged by the value's own provenance.
+type PlanStep struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+// PlanRef is the plan step a call cites. The plan must be one of the
+// call's parents.
+type PlanRef struct {
+	ID   string `json:"id"`
+	Step int    `json:"step"`
+}
+
+// DataSlot is the canonical form of a plan argument filled from data.
+const DataSlot = `{"$data":true}`
+
 // Statement is the signed content of an entry. Its JSON encoding, with the
 // fields in this order and nothing else, is the canonical form that is signed
 // and hashed into the ID; testdata/lineage/golden pins it.
@@ -73,6 +106,9 @@ type Statement struct {
 	Tool          string          `json:"tool,omitempty"`
 	Args          json.RawMessage `json:"args,omitempty"`
 	Approval      *Grant          `json:"approval,omitempty"`
+	Rejection     *Rejection      `json:"rejection,omitempty"`
+	Steps         []PlanStep      `json:"steps,omitempty"`
+	Plan          *PlanRef        `json:"plan,omitempty"`
 	Time          string          `json:"time"`
 }
 
@@ -111,6 +147,18 @@ func CanonicalArgs(raw []byte) (json.RawMessage, error) {
 	if len(raw) > MaxArgsBytes {
 		return nil, fmt.Errorf("%w: arguments larger than %d bytes", ErrMalformed, MaxArgsBytes)
 	}
+	// Decoding would rewrite what the tool may see: the last of two equal
+	// keys wins, and invalid UTF-8 or a lone surrogate becomes U+FFFD. The
+	// gate must decide on the arguments the tool gets, so both are refused.
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: arguments are not valid UTF-8", ErrMalformed)
+	}
+	if err := loneSurrogate(raw); err != nil {
+		return nil, err
+	}
+	if err := duplicateKeys(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -132,6 +180,101 @@ func CanonicalArgs(raw []byte) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: arguments: %v", ErrMalformed, err)
 	}
 	return out, nil
+}
+
+// duplicateKeys refuses a JSON value with an object that names a key twice,
+// at any depth. Malformed JSON is left to the decoder that follows.
+func duplicateKeys(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next token in this object is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.key {
+			k, _ := tok.(string)
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return nil
+				}
+				continue
+			}
+			if top.keys[k] {
+				return fmt.Errorf("%w: arguments: the key %q appears twice in one object", ErrMalformed, k)
+			}
+			top.keys[k] = true
+			top.key = false
+			continue
+		}
+		if top != nil && top.object {
+			top.key = true // after this value, a key
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, object: true, key: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].key = true
+			}
+		}
+		if len(stack) == 0 {
+			return nil
+		}
+	}
+}
+
+// loneSurrogate refuses a \u escape of half a UTF-16 surrogate pair, which
+// decoding would turn into U+FFFD.
+func loneSurrogate(raw []byte) error {
+	bad := fmt.Errorf("%w: arguments: a \\u escape names half a surrogate pair", ErrMalformed)
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			in = !in
+		case in && c == '\\':
+			r, ok := hex4(i)
+			if !ok {
+				i++ // an escape of one character
+				continue
+			}
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return bad
+			case r >= 0xD800 && r <= 0xDBFF:
+				lo, ok := hex4(i + 6)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return bad
+				}
+				i += 11
+			default:
+				i += 5
+			}
+		}
+	}
+	return nil
 }
 
 // ActionDigest binds a tool and its canonical arguments: what an approval
@@ -212,10 +355,144 @@ func (s *Statement) Validate() error {
 			return bad("approval expiry %q: %v", g.Expires, err)
 		}
 	}
+	if err := s.validatePlan(); err != nil {
+		return err
+	}
 	if _, err := time.Parse(time.RFC3339Nano, s.Time); err != nil {
 		return bad("time %q: %v", s.Time, err)
 	}
 	return nil
+}
+
+// validatePlan checks the fields of rejections and plans, and a call's
+// citation of a plan step.
+func (s *Statement) validatePlan() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{ErrMalformed}, a...)...) }
+	if (s.Kind == KindRejection) != (s.Rejection != nil) {
+		return bad("a rejection entry, and only one, carries a rejection")
+	}
+	if r := s.Rejection; r != nil && (!IsID(r.Decision) || !IsID(r.Action)) {
+		return bad("a rejection must name a decision ID and an action digest")
+	}
+	if (s.Kind == KindPlan) != (s.Steps != nil) {
+		return bad("a plan entry, and only one, carries steps")
+	}
+	if s.Kind == KindPlan {
+		if len(s.Steps) == 0 || len(s.Steps) > MaxPlanSteps {
+			return bad("a plan has %d steps, want 1 to %d", len(s.Steps), MaxPlanSteps)
+		}
+		if len(s.Parents) == 0 {
+			return bad("a plan names its parents explicitly: what it was made from")
+		}
+		for i, st := range s.Steps {
+			if err := st.validate(); err != nil {
+				return fmt.Errorf("plan step %d: %w", i, err)
+			}
+		}
+	}
+	if p := s.Plan; p != nil {
+		if s.Kind != KindCall {
+			return bad("only a call cites a plan step")
+		}
+		if !IsID(p.ID) || p.Step < 0 || p.Step >= MaxPlanSteps {
+			return bad("a plan citation needs a plan ID and a step from 0 to %d", MaxPlanSteps-1)
+		}
+		if !slices.ContainsFunc(s.Parents, func(q Parent) bool { return q.ID == p.ID }) {
+			return bad("a call that cites plan %s must name it as a parent", p.ID[:12])
+		}
+	}
+	return nil
+}
+
+func (st PlanStep) validate() error {
+	if st.Tool == "" || len(st.Tool) > MaxToolLen || !toolPat.MatchString(st.Tool) {
+		return fmt.Errorf("%w: tool %q: up to %d of [A-Za-z0-9._:-]", ErrMalformed, st.Tool, MaxToolLen)
+	}
+	c, err := CanonicalArgs(st.Args)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(c, st.Args) {
+		return fmt.Errorf("%w: arguments are not in canonical form", ErrMalformed)
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(st.Args, &args); err != nil {
+		return fmt.Errorf("%w: arguments: %v", ErrMalformed, err)
+	}
+	for name, v := range args {
+		if string(v) == DataSlot {
+			continue
+		}
+		if err := noDataKey(v); err != nil {
+			return fmt.Errorf("%w: argument %s: %v", ErrMalformed, name, err)
+		}
+	}
+	return nil
+}
+
+// noDataKey refuses "$data" anywhere in a literal: a data slot is exactly
+// {"$data": true}, as a whole argument, so nothing can look like one.
+func noDataKey(raw json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	var walk func(any) error
+	walk = func(v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k == "$data" {
+					return errors.New(`"$data" may only be a whole argument, exactly {"$data": true}`)
+				}
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(v)
+}
+
+// PlanSteps canonicalises a plan's steps as a person or a harness writes
+// them ([{"tool": …, "args": {…}}]), strictly.
+func PlanSteps(raw []byte) ([]PlanStep, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var steps []struct {
+		Tool string          `json:"tool"`
+		Args json.RawMessage `json:"args"`
+	}
+	if err := dec.Decode(&steps); err != nil {
+		return nil, fmt.Errorf("%w: plan steps: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: plan steps: trailing data", ErrMalformed)
+	}
+	out := make([]PlanStep, len(steps))
+	for i, st := range steps {
+		args, err := CanonicalArgs(st.Args)
+		if err != nil {
+			return nil, fmt.Errorf("plan step %d: %w", i, err)
+		}
+		out[i] = PlanStep{Tool: st.Tool, Args: args}
+		if err := out[i].validate(); err != nil {
+			return nil, fmt.Errorf("plan step %d: %w", i, err)
+		}
+	}
+	if len(out) == 0 || len(out) > MaxPlanSteps {
+		return nil, fmt.Errorf("%w: a plan has %d steps, want 1 to %d", ErrMalformed, len(out), MaxPlanSteps)
+	}
+	return out, nil
 }
 
 // ParseStatement decodes and validates a payload, and refuses any encoding
@@ -293,6 +570,9 @@ type Signed struct {
 // of the statement, so that changing s afterwards cannot change what is
 // stored.
 func SignStatement(signer *registry.Signer, s *Statement) (*Signed, error) {
+	if s == nil || signer == nil {
+		return nil, fmt.Errorf("%w: nothing to sign, or no key to sign it with", ErrMalformed)
+	}
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -314,6 +594,20 @@ func cloneStatement(s *Statement) *Statement {
 	if s.Approval != nil {
 		g := *s.Approval
 		c.Approval = &g
+	}
+	if s.Rejection != nil {
+		r := *s.Rejection
+		c.Rejection = &r
+	}
+	if s.Steps != nil {
+		c.Steps = make([]PlanStep, len(s.Steps))
+		for i, st := range s.Steps {
+			c.Steps[i] = PlanStep{Tool: st.Tool, Args: slices.Clone(st.Args)}
+		}
+	}
+	if s.Plan != nil {
+		p := *s.Plan
+		c.Plan = &p
 	}
 	return &c
 }

@@ -2,6 +2,7 @@ package lineage_test
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -118,4 +119,17 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("decoded a non-canonical or invalid statement: %s", payload)
 		}
 	})
+}
+
+func TestSignNothing(t *testing.T) {
+	s, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lineage.SignStatement(s, nil); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("signing a nil statement: %v", err)
+	}
+	if _, err := lineage.SignStatement(nil, &lineage.Statement{}); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("signing with a nil key: %v", err)
+	}
 }

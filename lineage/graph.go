@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -108,8 +109,8 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 			return nil, fmt.Errorf("%w: content does not match its signed digest", ErrMalformed)
 		}
 	}
-	if st.Kind == KindApproval && p.Tier != registry.User {
-		return nil, fmt.Errorf("%w: an approval must be signed by a user-tier principal, %s is %s", ErrMalformed, p.ID, p.Tier)
+	if (st.Kind == KindApproval || st.Kind == KindRejection) && p.Tier != registry.User {
+		return nil, fmt.Errorf("%w: an entry of kind %s must be signed by a user-tier principal, %s is %s", ErrMalformed, st.Kind, p.ID, p.Tier)
 	}
 	var n *Node
 	err := g.store.View(func(t kv.Txn) error {
@@ -240,9 +241,13 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	if err := t.Set(seqKey(seq), []byte(id)); err != nil {
 		return err
 	}
+	if err := indexContent(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
-	// the context) and approvals are for the gate, so neither joins it.
+	// the context) and approvals and rejections are for the gate, so none
+	// joins it.
 	if st := p.Statement; joinsContext(st) {
 		return addToContext(t, st.Session, id, seq)
 	}
@@ -257,7 +262,7 @@ func (p *Pending) Committed() {
 }
 
 func joinsContext(st *Statement) bool {
-	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindCall
+	return st.Session != "" && st.Kind != KindApproval && st.Kind != KindRejection && st.Kind != KindCall
 }
 
 // propagate folds one parent into a child's labels: max-of-strong-edges for
@@ -284,8 +289,58 @@ func addToContext(t kv.Txn, session, id string, seq uint64) error {
 	if err := t.Set(mk, nil); err != nil {
 		return err
 	}
-	return t.Set(sessionKey(session, seq), []byte(id))
+	if err := t.Set(sessionKey(session, seq), []byte(id)); err != nil {
+		return err
+	}
+	head, err := readHead(t, session)
+	if err != nil {
+		return err
+	}
+	return t.Set(headKey(session), head.add(id).encode())
 }
+
+// contextHead is a session's context in brief: how many entries it holds
+// and a hash chain over them in order. Reading a context checks it, so a
+// context row deleted or changed behind the engine's back is refused at use
+// instead of quietly dropping an untrusted entry from a default
+// justification; verify re-derives the whole context from signed and logged
+// data, so a head rewritten to match is caught there.
+type contextHead struct {
+	n     uint64
+	chain [32]byte
+}
+
+func (h contextHead) add(id string) contextHead {
+	s := sha256.New()
+	s.Write(h.chain[:])
+	s.Write([]byte(id))
+	h.n++
+	copy(h.chain[:], s.Sum(nil))
+	return h
+}
+
+func (h contextHead) encode() []byte {
+	return append(binary.BigEndian.AppendUint64(nil, h.n), h.chain[:]...)
+}
+
+func readHead(t kv.Txn, session string) (contextHead, error) {
+	var h contextHead
+	b, err := t.Get(headKey(session))
+	if errors.Is(err, kv.ErrNotFound) {
+		return h, nil
+	}
+	if err != nil {
+		return h, err
+	}
+	if len(b) != 40 {
+		return h, fmt.Errorf("the context head of session %s is malformed: %w", session, registry.ErrTampered)
+	}
+	h.n = binary.BigEndian.Uint64(b)
+	copy(h.chain[:], b[8:])
+	return h, nil
+}
+
+func headKey(session string) []byte { return append([]byte(pHead), session...) }
 
 // Recall is a recall record: entries put into a session's context at a
 // time. Its ID is the hash of its canonical form; the engine logs it.
@@ -356,17 +411,33 @@ func (g *Graph) RecordRecall(t kv.Txn, r *Recall, seq uint64) error {
 
 // Context returns a session's context: every entry recorded in it or
 // recalled into it, in order.
+//
+// It refuses (with an error wrapping registry.ErrTampered) a context whose
+// rows do not hash to the session's head: a check never runs on a context
+// that rows deleted behind the engine's back have shrunk.
 func (g *Graph) Context(ctx context.Context, session string) ([]string, error) {
 	var ids []string
 	prefix := append(append([]byte(pSession), session...), 0)
 	err := g.store.View(func(t kv.Txn) error {
-		return t.Iterate(prefix, true, func(_, v []byte) error {
+		var got contextHead
+		if err := t.Iterate(prefix, true, func(_, v []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			ids = append(ids, string(v))
+			got = got.add(string(v))
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		want, err := readHead(t, session)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("the context of session %s (%d entries) differs from its head (%d): context rows were edited: %w", session, got.n, want.n, registry.ErrTampered)
+		}
+		return nil
 	})
 	return ids, err
 }
@@ -545,6 +616,15 @@ func (g *Graph) ApprovalIn(t kv.Txn, id string) (*Statement, registry.Principal,
 func (g *Graph) VerifyEntrySignature(env []byte) error {
 	_, _, _, err := g.verify(env)
 	return err
+}
+
+// OpenVerified decodes an envelope and verifies its signature against the
+// frozen registry, returning the statement and the entry's ID (the hash of
+// the signed bytes). For stored envelopes that a decision rests on (an
+// approval): a row in the store proves nothing until it verifies.
+func (g *Graph) OpenVerified(env []byte) (*Statement, string, error) {
+	st, _, id, err := g.verify(env)
+	return st, id, err
 }
 
 // Count counts stored entries, stopping at limit (0: no limit).

@@ -1,7 +1,6 @@
 package lineage_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -75,7 +74,7 @@ func TestWeakAndStrongEdges(t *testing.T) {
 
 func TestTaintCrossesSessionsThroughRecall(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	w.Record("user:alice", "s1", "read my email", nil)
 	w.Record("tool:gmail_read", "s1", "attacker text", nil)
 	mem := w.Record("agent:planner", "s1", "memory: pay 123-456", nil) // default: whole context
@@ -98,7 +97,7 @@ func TestTaintCrossesSessionsThroughRecall(t *testing.T) {
 
 func TestSignatureBinding(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	parent := w.Record("user:alice", "", "p", nil)
 	st, err := w.E.Statement(ctx, pedigree.Entry{Principal: "user:alice", Content: []byte("c"), Parents: strong(parent.ID)})
 	if err != nil {
@@ -213,14 +212,14 @@ func TestInsertRefusals(t *testing.T) {
 			}
 		})
 	}
-	r, err := w.E.Verify(context.Background())
+	r, err := w.E.Verify(t.Context())
 	if err != nil || r.Entries != 1 {
 		t.Fatalf("store holds %d entries (err %v), want only the first", r.Entries, err)
 	}
 }
 
 func TestInsertRefusedBeforeFreeze(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	op, _, _ := registry.GenerateSigner(nil)
 	e, err := pedigree.NewInMemory(ctx, 0.5, op)
 	if err != nil {
@@ -256,7 +255,7 @@ func TestResolvePrefix(t *testing.T) {
 
 func TestIdempotentInsert(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "user:alice", Content: []byte("c")})
 	env, id, _ := lineage.Sign(w.Keys["user:alice"], st)
 	a, err := w.E.Insert(ctx, env, nil)

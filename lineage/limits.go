@@ -23,6 +23,8 @@ const (
 	// MaxWitnessPath bounds the path followed from an entry to the untrusted
 	// root that set its label (see Graph.Witness).
 	MaxWitnessPath = 4096
+	// MaxPlanSteps bounds the steps of one plan.
+	MaxPlanSteps = 256
 	// MinPrefix is the shortest ID prefix accepted.
 	MinPrefix = 8
 )

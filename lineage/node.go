@@ -55,6 +55,7 @@ const (
 	pSession  = "s/" // s/<session>\x00<seq> -> id: the session's context in order
 	pMember   = "m/" // m/<session>\x00<id> -> empty: context membership
 	pRecall   = "r/" // r/<recall id> -> Recall (JSON): what put entries into a context
+	pHead     = "h/" // h/<session> -> the context's count and hash chain (see contextHead)
 )
 
 func key(prefix string, parts ...string) []byte {

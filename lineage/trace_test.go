@@ -1,7 +1,6 @@
 package lineage_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -12,7 +11,7 @@ import (
 
 func TestTrace(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
-	ctx := context.Background()
+	ctx := t.Context()
 	email := w.Record("tool:gmail_read", "", "mail", nil)
 	web := w.Record("tool:web_fetch", "", "page", nil)
 	prompt := w.Record("user:alice", "", "prompt", nil)

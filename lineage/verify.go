@@ -21,6 +21,9 @@ type Problem struct {
 type Report struct {
 	Entries  int       `json:"entries"`
 	Problems []Problem `json:"problems"`
+	// TrustRoot is how the store's registry is anchored outside it ("pinned
+	// key", "pinned digest" or "none"), filled in by the engine, which knows.
+	TrustRoot string `json:"trust_root,omitempty"`
 }
 
 // OK reports whether nothing was found wrong.
@@ -78,6 +81,9 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 	if err := g.verifyContexts(ctx, t, v, stmts, bad); err != nil {
 		return nil, err
 	}
+	if err := verifyContentIndex(ctx, t, stmts, bad); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -118,6 +124,7 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 		return err
 	}
 	got := map[string]map[string]bool{}
+	chains := map[string]contextHead{}
 	if err := t.Iterate([]byte(pSession), true, func(k, val []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -135,6 +142,7 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 			got[session] = map[string]bool{}
 		}
 		got[session][id] = true
+		chains[session] = chains[session].add(id)
 		if ok, err := t.Has(memberKey(session, id)); err != nil {
 			return err
 		} else if !ok {
@@ -149,6 +157,23 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 			if !got[session][id] {
 				bad(id, "missing from the context of session %s", session)
 			}
+		}
+	}
+	heads := map[string]bool{}
+	if err := t.Iterate([]byte(pHead), true, func(k, val []byte) error {
+		session := string(k[len(pHead):])
+		heads[session] = true
+		h, err := readHead(t, session)
+		if err != nil || h != chains[session] {
+			bad("", "the context head of session %s does not match its context rows", session)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for session := range chains {
+		if !heads[session] {
+			bad("", "session %s has context rows but no context head", session)
 		}
 	}
 	return t.Iterate([]byte(pMember), false, func(k, _ []byte) error {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/pedigree-ai/pedigree/kv"
 )
@@ -24,11 +27,12 @@ import (
 var ErrGenesis = errors.New("bad registry genesis")
 
 type genesis struct {
-	Version     int            `json:"version"`
-	Tau         float64        `json:"tau"`
-	OperatorKey string         `json:"operator_key"`
-	Principals  []principalRow `json:"principals"`
-	Freeze      freezeRow      `json:"freeze"`
+	Version int `json:"version"`
+	// Meta is the registry's meta row as stored (τ, the operator key,
+	// the approval cap): the freeze manifest covers its digest.
+	Meta       []byte         `json:"meta"`
+	Principals []principalRow `json:"principals"`
+	Freeze     freezeRow      `json:"freeze"`
 }
 
 // Genesis is the frozen registry as a genesis (canonical bytes: the same
@@ -41,12 +45,14 @@ func (r *Registry) Genesis() ([]byte, error) {
 	if rec == nil {
 		return nil, ErrNotFrozen
 	}
-	g := genesis{Version: 1, Tau: r.tau, Principals: []principalRow{}}
-	op, err := MarshalPublicKey(r.operator)
-	if err != nil {
+	g := genesis{Version: 2, Principals: []principalRow{}}
+	if err := r.db.View(func(t kv.Txn) error {
+		var err error
+		g.Meta, err = t.Get(keyMeta)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	g.OperatorKey = string(op)
 	if err := json.Unmarshal(rec, &g.Freeze); err != nil {
 		return nil, err
 	}
@@ -55,7 +61,7 @@ func (r *Registry) Genesis() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.Principals = append(g.Principals, principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+		g.Principals = append(g.Principals, principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
 	}
 	return json.Marshal(g)
 }
@@ -75,20 +81,31 @@ func openGenesis(b []byte, pinned ed25519.PublicKey) (*genesis, error) {
 	if err := dec.Decode(&g); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrGenesis, err)
 	}
-	if g.Version != 1 {
+	if g.Version != 2 {
 		return nil, fmt.Errorf("%w: version %d", ErrGenesis, g.Version)
 	}
-	if err := ValidateTau(g.Tau); err != nil {
+	var m metaRow
+	if err := json.Unmarshal(g.Meta, &m); err != nil {
+		return nil, fmt.Errorf("%w: meta row: %v", ErrGenesis, err)
+	}
+	if err := ValidateTau(m.Tau); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrGenesis, err)
 	}
-	op, err := ParsePublicKey([]byte(g.OperatorKey))
+	op, err := ParsePublicKey([]byte(m.OperatorKey))
 	if err != nil {
 		return nil, fmt.Errorf("%w: operator key: %v", ErrGenesis, err)
 	}
 	if len(pinned) != ed25519.PublicKeySize || !op.Equal(pinned) {
 		return nil, fmt.Errorf("%w: it is frozen by operator key %s, not by the pinned trust root", ErrGenesis, KeyFingerprint(op)[:16])
 	}
-	r := &Registry{tau: g.Tau, operator: op, principals: map[string]Principal{}, verifiers: map[string]*Verifier{}}
+	sum := sha256.Sum256(g.Meta)
+	r := &Registry{tau: m.Tau, maxTTL: DefaultMaxApprovalTTL, operator: op, metaDigest: hex.EncodeToString(sum[:]),
+		principals: map[string]Principal{}, verifiers: map[string]*Verifier{}}
+	if m.MaxApprovalTTL != "" {
+		if r.maxTTL, err = time.ParseDuration(m.MaxApprovalTTL); err != nil || r.maxTTL <= 0 {
+			return nil, fmt.Errorf("%w: approval cap %q", ErrGenesis, m.MaxApprovalTTL)
+		}
+	}
 	for _, row := range g.Principals {
 		if err := ValidateID(row.ID); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrGenesis, err)
@@ -103,7 +120,7 @@ func openGenesis(b []byte, pinned ed25519.PublicKey) (*genesis, error) {
 		if _, dup := r.principals[row.ID]; dup {
 			return nil, fmt.Errorf("%w: principal %s twice", ErrGenesis, row.ID)
 		}
-		if err := r.put(Principal{ID: row.ID, Tier: row.Tier, PublicKey: pub}); err != nil {
+		if err := r.put(Principal{ID: row.ID, Tier: row.Tier, PublicKey: pub, Approver: row.Approver}); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrGenesis, err)
 		}
 	}
@@ -121,7 +138,7 @@ func Install(ctx context.Context, db kv.Store, b []byte, pinned ed25519.PublicKe
 	if err != nil {
 		return err
 	}
-	meta, _ := json.Marshal(metaRow{Tau: g.Tau, OperatorKey: g.OperatorKey, Created: "genesis"})
+	meta := g.Meta
 	freeze, _ := json.Marshal(g.Freeze)
 	return db.Commit(ctx, len(b)+len(meta), func(t kv.Txn) error {
 		if ok, err := t.Has(keyMeta); err != nil || ok {

@@ -30,7 +30,19 @@ type Signer struct {
 
 // NewSigner wraps an Ed25519 private key. The algorithm is pinned: the
 // generic sigstore loaders would accept other key types.
+//
+// An ed25519.PrivateKey is seed‖public key, and signing uses both halves:
+// a key whose public half is not the one its seed yields (someone's seed
+// beside another's public key) is refused, so Public is the key that
+// verifies what the signer signs.
 func NewSigner(priv ed25519.PrivateKey) (*Signer, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("%w: an Ed25519 private key has %d bytes, not %d", ErrBadKey, ed25519.PrivateKeySize, len(priv))
+	}
+	derived := ed25519.NewKeyFromSeed(priv.Seed()).Public().(ed25519.PublicKey)
+	if !derived.Equal(priv.Public()) {
+		return nil, fmt.Errorf("%w: the private key's public half is not the one its seed yields", ErrBadKey)
+	}
 	sv, err := signature.LoadED25519SignerVerifier(priv)
 	if err != nil {
 		return nil, err
@@ -126,7 +138,11 @@ func WritePublicKeyFile(path string, pub ed25519.PublicKey) error {
 }
 
 // LoadSigner reads a private key PEM file written by WritePrivateKeyFile.
+// As ssh does, it refuses a file that its group or others may read or write.
 func LoadSigner(path string) (*Signer, error) {
+	if err := checkPrivateMode(path); err != nil {
+		return nil, err
+	}
 	b, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
@@ -168,6 +184,22 @@ func ParsePublicKey(pemBytes []byte) (ed25519.PublicKey, error) {
 func MarshalPublicKey(pub ed25519.PublicKey) ([]byte, error) {
 	return cryptoutils.MarshalPublicKeyToPEM(crypto.PublicKey(pub))
 }
+
+// checkPrivateMode refuses a private key file that is not the owner's alone.
+func checkPrivateMode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadKey, err)
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		return fmt.Errorf("%w: %w: private key file %s has mode %04o, which lets others read it; it must be readable by its owner only (chmod 600 %s)",
+			ErrBadKey, ErrKeyFileMode, path, m, path)
+	}
+	return nil
+}
+
+// ErrKeyFileMode: a private key file that its group or others can reach.
+var ErrKeyFileMode = errors.New("private key file permissions are too open")
 
 func readKeyFile(path string) ([]byte, error) {
 	f, err := os.Open(path)

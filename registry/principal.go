@@ -14,6 +14,10 @@ type Principal struct {
 	ID        string
 	Tier      Tier
 	PublicKey ed25519.PublicKey
+	// Approver: the principal may approve denied calls. Given at
+	// registration, only to a user-tier principal, and frozen with the
+	// registry.
+	Approver bool
 }
 
 // A principal ID is "kind:name".

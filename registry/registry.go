@@ -22,7 +22,7 @@ var (
 	// ErrFrozen: the registry is frozen and no principal can be added, removed or changed.
 	ErrFrozen = errors.New("the registry is frozen: no principal can be added or changed")
 	// ErrNotFrozen: entries can only be recorded against a frozen registry.
-	ErrNotFrozen = errors.New("the registry is not frozen yet: run 'pedigree registry freeze'")
+	ErrNotFrozen = errors.New("the registry is not frozen yet")
 	// ErrUnknownPrincipal: no principal with that ID is registered.
 	ErrUnknownPrincipal = errors.New("unknown principal")
 	// ErrDuplicate: a principal with that ID is already registered.
@@ -33,12 +33,20 @@ var (
 	ErrBadKey  = errors.New("bad key")
 	// ErrBadSignature: a signature did not verify.
 	ErrBadSignature = errors.New("bad signature")
+	// ErrBadApprover: approval authority given to a principal that cannot hold it.
+	ErrBadApprover = errors.New("approval authority refused")
 	// ErrBadTau: τ outside (0, 1].
 	ErrBadTau = errors.New("tau must be in (0, 1]")
 )
 
+// ErrTampered is what every "the evidence is bad" error wraps: stored
+// facts that were changed behind the engine's back. Keep it apart from an
+// error that means the engine could not check (an I/O error, a closed
+// store): both refuse, but they read differently.
+var ErrTampered = errors.New("tampered with")
+
 // TamperError says that the registry in the store differs from what the
-// operator froze. Open refuses such a store.
+// operator froze. Open refuses such a store. It wraps ErrTampered.
 type TamperError struct {
 	Differences []string
 }
@@ -46,6 +54,9 @@ type TamperError struct {
 func (e *TamperError) Error() string {
 	return "registry tampered with since freeze: " + strings.Join(e.Differences, "; ")
 }
+
+// Unwrap makes errors.Is(err, ErrTampered) true.
+func (e *TamperError) Unwrap() error { return ErrTampered }
 
 // Rows of the registry's namespace.
 var (
@@ -61,27 +72,44 @@ type metaRow struct {
 	Tau         float64 `json:"tau"`
 	OperatorKey string  `json:"operator_key"`
 	Created     string  `json:"created"`
+	// MaxApprovalTTL caps an approval's lifetime (a Go duration); frozen
+	// with the registry.
+	MaxApprovalTTL string `json:"max_approval_ttl,omitempty"`
 }
 
 type principalRow struct {
 	ID        string `json:"id"`
 	Tier      Tier   `json:"tier"`
 	PublicKey string `json:"public_key"`
+	Approver  bool   `json:"approver,omitempty"`
 }
 
-// manifest is what the operator signs at freeze: every principal and τ.
+// manifestVersion 2 adds the operator key, the approval cap and each
+// principal's approval authority to what the operator signs.
+const manifestVersion = 2
+
+// manifest is what the operator signs at freeze: every principal (with its
+// approval authority), τ, the approval cap and the operator key itself, so
+// that the freeze record's digest pins all of them.
 type manifest struct {
-	Version    int             `json:"version"`
-	Tau        float64         `json:"tau"`
+	Version        int     `json:"version"`
+	Tau            float64 `json:"tau"`
+	MaxApprovalTTL string  `json:"max_approval_ttl"`
+	OperatorKey    string  `json:"operator_key_sha256"`
+	// Meta is the sha256 of the registry's meta row (τ, the operator key,
+	// the approval cap, its creation time) as frozen: a row rewritten after
+	// freeze is refused.
+	Meta       string          `json:"meta_sha256"`
 	Principals []manifestEntry `json:"principals"`
 	Digest     string          `json:"digest"`
 	Time       string          `json:"time"`
 }
 
 type manifestEntry struct {
-	ID   string `json:"id"`
-	Tier Tier   `json:"tier"`
-	Key  string `json:"key_sha256"`
+	ID       string `json:"id"`
+	Tier     Tier   `json:"tier"`
+	Key      string `json:"key_sha256"`
+	Approver bool   `json:"approver,omitempty"`
 }
 
 type freezeRow struct {
@@ -97,10 +125,12 @@ type Registry struct {
 
 	mu         sync.RWMutex
 	tau        float64
+	maxTTL     time.Duration
 	operator   ed25519.PublicKey
 	principals map[string]Principal
 	verifiers  map[string]*Verifier
 	frozen     bool
+	metaDigest string
 }
 
 // ValidateTau checks a strong-edge threshold.
@@ -111,17 +141,45 @@ func ValidateTau(tau float64) error {
 	return nil
 }
 
+// DefaultMaxApprovalTTL caps an approval's lifetime unless bootstrap says
+// otherwise.
+const DefaultMaxApprovalTTL = 24 * time.Hour
+
+// ErrBadTTL: an approval cap that is not positive.
+var ErrBadTTL = errors.New("the approval lifetime cap must be positive")
+
 // Bootstrap writes a new, empty registry with τ and the operator's public
-// key into a fresh store.
+// key into a fresh store, with the default approval cap.
 func Bootstrap(ctx context.Context, db kv.Store, tau float64, operator ed25519.PublicKey, now time.Time) error {
-	if err := ValidateTau(tau); err != nil {
+	return BootstrapWith(ctx, db, Config{Tau: tau, Operator: operator}, now)
+}
+
+// Config is what bootstrap fixes for good (it is frozen with the registry).
+type Config struct {
+	Tau      float64
+	Operator ed25519.PublicKey
+	// MaxApprovalTTL caps every approval's lifetime; 0 means
+	// DefaultMaxApprovalTTL.
+	MaxApprovalTTL time.Duration
+}
+
+// BootstrapWith is Bootstrap with every setting given.
+func BootstrapWith(ctx context.Context, db kv.Store, c Config, now time.Time) error {
+	if err := ValidateTau(c.Tau); err != nil {
 		return err
 	}
-	pemBytes, err := MarshalPublicKey(operator)
+	if c.MaxApprovalTTL == 0 {
+		c.MaxApprovalTTL = DefaultMaxApprovalTTL
+	}
+	if c.MaxApprovalTTL < 0 {
+		return fmt.Errorf("%w, got %s", ErrBadTTL, c.MaxApprovalTTL)
+	}
+	pemBytes, err := MarshalPublicKey(c.Operator)
 	if err != nil {
 		return err
 	}
-	row, _ := json.Marshal(metaRow{Tau: tau, OperatorKey: string(pemBytes), Created: now.UTC().Format(time.RFC3339Nano)})
+	row, _ := json.Marshal(metaRow{Tau: c.Tau, OperatorKey: string(pemBytes), Created: now.UTC().Format(time.RFC3339Nano),
+		MaxApprovalTTL: c.MaxApprovalTTL.String()})
 	return db.Commit(ctx, len(row), func(t kv.Txn) error {
 		if ok, err := t.Has(keyMeta); err != nil || ok {
 			return errors.Join(err, ErrExists)
@@ -145,7 +203,15 @@ func Load(db kv.Store) (*Registry, error) {
 		if err := json.Unmarshal(b, &m); err != nil {
 			return fmt.Errorf("read registry: %w", err)
 		}
+		sum := sha256.Sum256(b)
+		r.metaDigest = hex.EncodeToString(sum[:])
 		r.tau = m.Tau
+		r.maxTTL = DefaultMaxApprovalTTL
+		if m.MaxApprovalTTL != "" {
+			if r.maxTTL, err = time.ParseDuration(m.MaxApprovalTTL); err != nil || r.maxTTL <= 0 {
+				return fmt.Errorf("read registry: approval cap %q: %w", m.MaxApprovalTTL, ErrBadTTL)
+			}
+		}
 		if r.operator, err = ParsePublicKey([]byte(m.OperatorKey)); err != nil {
 			return fmt.Errorf("operator key: %w", err)
 		}
@@ -161,7 +227,7 @@ func Load(db kv.Store) (*Registry, error) {
 			if string(k[len(prefixPrincipal):]) != row.ID {
 				return &TamperError{Differences: []string{fmt.Sprintf("row %q holds principal %q", k, row.ID)}}
 			}
-			return r.put(Principal{ID: row.ID, Tier: row.Tier, PublicKey: pub})
+			return r.put(Principal{ID: row.ID, Tier: row.Tier, PublicKey: pub, Approver: row.Approver})
 		}); err != nil {
 			return err
 		}
@@ -208,9 +274,21 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 	if err := json.Unmarshal(fr.Manifest, &m); err != nil {
 		return &TamperError{Differences: []string{"the freeze record cannot be read: " + err.Error()}}
 	}
+	if m.Version != manifestVersion {
+		return &TamperError{Differences: []string{fmt.Sprintf("the freeze record is version %d; this pedigree reads version %d", m.Version, manifestVersion)}}
+	}
 	var diffs []string
+	if m.Meta != r.metaDigest {
+		diffs = append(diffs, "the registry's meta row (tau, the operator key) was rewritten since freeze")
+	}
 	if m.Tau != r.tau {
 		diffs = append(diffs, fmt.Sprintf("tau is %v, frozen as %v", r.tau, m.Tau))
+	}
+	if m.MaxApprovalTTL != r.maxTTL.String() {
+		diffs = append(diffs, fmt.Sprintf("the approval cap is %s, frozen as %s", r.maxTTL, m.MaxApprovalTTL))
+	}
+	if m.OperatorKey != KeyFingerprint(r.operator) {
+		diffs = append(diffs, "the operator key is not the one the freeze record names")
 	}
 	seen := map[string]bool{}
 	for _, e := range m.Principals {
@@ -223,6 +301,8 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 			diffs = append(diffs, fmt.Sprintf("principal %s has tier %s, frozen as %s", e.ID, p.Tier, e.Tier))
 		case KeyFingerprint(p.PublicKey) != e.Key:
 			diffs = append(diffs, fmt.Sprintf("principal %s has a different public key than at freeze", e.ID))
+		case p.Approver != e.Approver:
+			diffs = append(diffs, fmt.Sprintf("principal %s has approval authority %v, frozen as %v", e.ID, p.Approver, e.Approver))
 		}
 	}
 	for _, id := range r.sortedIDs() {
@@ -230,7 +310,7 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 			diffs = append(diffs, fmt.Sprintf("principal %s was added after freeze", id))
 		}
 	}
-	if d := digest(m.Tau, m.Principals); d != m.Digest {
+	if d := digest(&m); d != m.Digest {
 		diffs = append(diffs, "the frozen digest does not match its principals")
 	}
 	if len(diffs) > 0 {
@@ -249,12 +329,15 @@ func (r *Registry) sortedIDs() []string {
 	return ids
 }
 
-// digest is a sha256 over every principal (ID, tier, key) and τ, in ID order.
-func digest(tau float64, ps []manifestEntry) string {
+// digest is a sha256 over every principal (ID, tier, key, approval
+// authority), τ, the approval cap, the operator key and the meta row's
+// digest, in ID order.
+func digest(m *manifest) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "pedigree-registry-v1\ntau=%s\n", strconv.FormatFloat(tau, 'g', -1, 64))
-	for _, p := range ps {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\n", p.ID, p.Tier, p.Key)
+	fmt.Fprintf(h, "pedigree-registry-v2\ntau=%s\nmax_approval_ttl=%s\noperator=%s\nmeta=%s\n",
+		strconv.FormatFloat(m.Tau, 'g', -1, 64), m.MaxApprovalTTL, m.OperatorKey, m.Meta)
+	for _, p := range m.Principals {
+		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%t\n", p.ID, p.Tier, p.Key, p.Approver)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -271,15 +354,21 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 	if len(p.PublicKey) != ed25519.PublicKeySize {
 		return fmt.Errorf("%w: an Ed25519 public key has %d bytes", ErrBadKey, ed25519.PublicKeySize)
 	}
+	if p.Approver && p.Tier != User {
+		return fmt.Errorf("%w: %s is %s tier; only a user-tier principal can hold approval authority", ErrBadApprover, p.ID, p.Tier)
+	}
 	pemBytes, err := MarshalPublicKey(p.PublicKey)
 	if err != nil {
 		return err
 	}
-	row, _ := json.Marshal(principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+	row, _ := json.Marshal(principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.frozen {
 		return ErrFrozen
+	}
+	if err := r.checkKeyUnused(p); err != nil {
+		return err
 	}
 	key := append(slices.Clone(prefixPrincipal), p.ID...)
 	err = r.db.Commit(ctx, len(row), func(t kv.Txn) error {
@@ -298,6 +387,22 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 	return r.put(p)
 }
 
+// checkKeyUnused refuses a key that already speaks for someone: one key for
+// two principals would let a user's key write as an internal agent (or the
+// other way round), and the operator key as a principal's would let whoever
+// holds it write as that principal. The caller holds r.mu.
+func (r *Registry) checkKeyUnused(p Principal) error {
+	if p.PublicKey.Equal(r.operator) {
+		return fmt.Errorf("%w: %s: that public key is the operator key; a principal needs a key of its own", ErrBadKey, p.ID)
+	}
+	for _, q := range r.principals {
+		if q.ID != p.ID && q.PublicKey.Equal(p.PublicKey) {
+			return fmt.Errorf("%w: %s: that public key is already registered for %s; each principal needs a key of its own", ErrBadKey, p.ID, q.ID)
+		}
+	}
+	return nil
+}
+
 // Freeze signs a manifest of every principal and τ with the operator key and
 // stores it. From then on the registry cannot change.
 func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) error {
@@ -309,15 +414,16 @@ func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) 
 	if r.frozen {
 		return ErrFrozen
 	}
-	m := manifest{Version: 1, Tau: r.tau, Time: now.UTC().Format(time.RFC3339Nano)}
+	m := manifest{Version: manifestVersion, Tau: r.tau, MaxApprovalTTL: r.maxTTL.String(),
+		OperatorKey: KeyFingerprint(r.operator), Meta: r.metaDigest, Time: now.UTC().Format(time.RFC3339Nano)}
 	for _, id := range r.sortedIDs() {
 		p := r.principals[id]
-		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey)})
+		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey), Approver: p.Approver})
 	}
 	if m.Principals == nil {
 		m.Principals = []manifestEntry{}
 	}
-	m.Digest = digest(m.Tau, m.Principals)
+	m.Digest = digest(&m)
 	mb, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -363,6 +469,29 @@ func (r *Registry) Frozen() bool {
 
 // Tau is the strong-edge threshold: an edge of weight >= τ carries taint.
 func (r *Registry) Tau() float64 { return r.tau }
+
+// MaxApprovalTTL caps an approval's lifetime (expiry minus signing time).
+func (r *Registry) MaxApprovalTTL() time.Duration { return r.maxTTL }
+
+// CanApprove reports whether a principal holds approval authority: a
+// user-tier principal registered as an approver, frozen so.
+func (r *Registry) CanApprove(id string) bool {
+	p, ok := r.Lookup(id)
+	return ok && p.Approver && p.Tier == User && r.Frozen()
+}
+
+// FreezeDigest is the hex sha256 of the freeze record (the bytes of
+// registry.freeze beside the store): pinned outside the data directory, it
+// anchors every principal, τ, the approval cap and the operator key. It is
+// "" before freeze.
+func (r *Registry) FreezeDigest() (string, error) {
+	rec, err := r.FreezeRecord()
+	if err != nil || rec == nil {
+		return "", err
+	}
+	s := sha256.Sum256(rec)
+	return hex.EncodeToString(s[:]), nil
+}
 
 // OperatorKey is the public half of the operator key.
 func (r *Registry) OperatorKey() ed25519.PublicKey { return r.operator }

@@ -1,7 +1,6 @@
 package registry_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -54,7 +53,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	if !w.E.UnsafeRegistry().Frozen() {
 		t.Fatal("not frozen after reopen")
 	}
@@ -144,6 +143,14 @@ func TestTamperedRegistryRefused(t *testing.T) {
 		{"tier raised", func(w *enginetest.World, tx *store.Txn) error {
 			return tx.Set([]byte("reg/p/tool:gmail_read"), row("tool:gmail_read", "internal", w.Keys["tool:gmail_read"].Public()))
 		}, "principal tool:gmail_read has tier internal, frozen as external"},
+		{"approval authority given", func(w *enginetest.World, tx *store.Txn) error {
+			pemBytes, _ := registry.MarshalPublicKey(w.Keys["user:mallory"].Public())
+			b, _ := json.Marshal(map[string]any{"id": "user:mallory", "tier": "user", "public_key": string(pemBytes), "approver": true})
+			return tx.Set([]byte("reg/p/user:mallory"), b)
+		}, "principal user:mallory has approval authority true, frozen as false"},
+		{"approval authority taken", func(w *enginetest.World, tx *store.Txn) error {
+			return tx.Set([]byte("reg/p/user:alice"), row("user:alice", "user", w.Keys["user:alice"].Public()))
+		}, "principal user:alice has approval authority false, frozen as true"},
 		{"key swapped", func(w *enginetest.World, tx *store.Txn) error {
 			s, _, _ := registry.GenerateSigner(nil)
 			return tx.Set([]byte("reg/p/user:alice"), row("user:alice", "user", s.Public()))

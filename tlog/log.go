@@ -284,7 +284,11 @@ func (l *Log) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
 			return fmt.Errorf("%w: checkpoint root %s is not the log's root at size %d", ErrMalformed, cp.Root, cp.Size)
 		}
 		b, _ := json.Marshal(cp)
-		return t.Set(binary.BigEndian.AppendUint64([]byte(pCheckpoint), cp.Size), b)
+		k := binary.BigEndian.AppendUint64([]byte(pCheckpoint), cp.Size)
+		if err := refuseOverwrite(t, k, b); err != nil {
+			return err
+		}
+		return t.Set(k, b)
 	})
 }
 
@@ -353,8 +357,12 @@ func (l *Log) Prove(id string, size uint64) (*InclusionProof, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.prove(id, cp)
+}
+
+func (l *Log) prove(id string, cp *Checkpoint) (*InclusionProof, error) {
 	p := &InclusionProof{ID: id, Checkpoint: *cp}
-	err = l.store.View(func(t kv.Txn) error {
+	err := l.store.View(func(t kv.Txn) error {
 		var b []byte
 		for _, kind := range []byte{LeafEntry, LeafDecision, LeafRecall} {
 			var err error
@@ -493,6 +501,13 @@ func unhexOne(h string) []byte {
 // by the operator and match the root at its size. What it finds wrong goes
 // to bad; an error means it could not check.
 func (l *Log) Verify(ctx context.Context, t kv.Txn, logged func(index uint64, kind byte, id string) error, bad func(id, f string, a ...any)) error {
+	return l.VerifyWith(ctx, t, nil, logged, bad)
+}
+
+// VerifyWith is Verify, and checks that the log extends each of external,
+// checkpoints kept elsewhere: a log behind one, or not an extension of one,
+// or one not signed by the operator, is a problem.
+func (l *Log) VerifyWith(ctx context.Context, t kv.Txn, external []Checkpoint, logged func(index uint64, kind byte, id string) error, bad func(id, f string, a ...any)) error {
 	cps := map[uint64]Checkpoint{}
 	if err := t.Iterate([]byte(pCheckpoint), true, func(_, v []byte) error {
 		var c Checkpoint
@@ -509,14 +524,19 @@ func (l *Log) Verify(ctx context.Context, t kv.Txn, logged func(index uint64, ki
 	}); err != nil {
 		return err
 	}
+	ext := l.externalCheckpoints(external, bad)
 	checkRoot := func(size uint64, r *compact.Range) {
 		c, ok := cps[size]
-		if !ok {
+		e, isExt := ext[size]
+		if !ok && !isExt {
 			return
 		}
 		root, err := r.GetRootHash(nil)
-		if err != nil || hex.EncodeToString(root) != c.Root {
+		if ok && (err != nil || hex.EncodeToString(root) != c.Root) {
 			bad("", "the log's first %d leaves do not hash to checkpoint %d's root: an entry or decision was deleted, reordered or rewritten", size, size)
+		}
+		if isExt && (err != nil || hex.EncodeToString(root) != e.Root) {
+			bad("", "the store is not an extension of the checkpoint kept elsewhere: its first %d leaves do not hash to that checkpoint's root", size)
 		}
 	}
 	r := rangeFactory.NewEmptyRange(0)
@@ -577,6 +597,11 @@ func (l *Log) Verify(ctx context.Context, t kv.Txn, logged func(index uint64, ki
 			bad("", "checkpoint %d is larger than the log (%d leaves): leaves were deleted", size, r.End())
 		}
 	}
+	for size := range ext {
+		if size > r.End() {
+			bad("", "the store is behind the checkpoint kept elsewhere: its log has %d leaves, the checkpoint %d (an old copy restored, or leaves deleted)", r.End(), size)
+		}
+	}
 	// Rows the leaves do not account for.
 	n := 0
 	if err := t.Iterate([]byte(pLogNode), false, func(_, _ []byte) error { n++; return nil }); err != nil {
@@ -592,6 +617,35 @@ func (l *Log) Verify(ctx context.Context, t kv.Txn, logged func(index uint64, ki
 		return nil
 	}); err != nil {
 		return err
+	}
+	return nil
+}
+
+// externalCheckpoints keeps the checkpoints kept elsewhere that the
+// operator signed; one that is not is a problem (a store rebuilt with
+// another operator key fails here).
+func (l *Log) externalCheckpoints(cps []Checkpoint, bad func(string, string, ...any)) map[uint64]Checkpoint {
+	out := map[uint64]Checkpoint{}
+	for _, c := range cps {
+		if err := l.checkCheckpoint(&c); err != nil {
+			bad("", "the checkpoint kept elsewhere (size %d) is not signed by this store's operator key", c.Size)
+			continue
+		}
+		out[c.Size] = c
+	}
+	return out
+}
+
+// refuseOverwrite refuses to replace a stored checkpoint with other bytes.
+func refuseOverwrite(t kv.Txn, k, b []byte) error {
+	old, err := t.Get(k)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !bytes.Equal(old, b):
+		return ErrCheckpointExists
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package tlog_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,7 +30,7 @@ func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
 			decisions = append(decisions, d.ID)
 		}
 		if i == n/2 || i == n-1 {
-			if _, err := w.E.Checkpoint(context.Background(), w.Operator); err != nil {
+			if _, err := w.E.Checkpoint(t.Context(), w.Operator); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -114,14 +113,14 @@ func TestInclusionAndConsistency(t *testing.T) {
 func tamperLog(t *testing.T, fn func(tx *store.Txn, ids, decisions []string) error) *lineage.Report {
 	t.Helper()
 	w, ids, decisions := logWorld(t, 12)
-	if r, err := w.E.Verify(context.Background()); err != nil || !r.OK() {
+	if r, err := w.E.Verify(t.Context()); err != nil || !r.OK() {
 		t.Fatalf("clean store: %+v %v", r, err)
 	}
 	w.Tamper(func(tx *store.Txn) error { return fn(tx, ids, decisions) })
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.E.Verify(context.Background())
+	r, err := w.E.Verify(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,9 @@ type Options struct {
 	Dir  string
 	Keep bool
 	Seed uint64
+	// InMemory runs the workload on an in-memory store (no directory, no
+	// fsync): the same figures, to set beside in-memory systems.
+	InMemory bool
 	// Progress, when set, is called now and then with what is done.
 	Progress func(phase string, done, total int)
 }
@@ -44,6 +47,7 @@ type Result struct {
 	Version      int     `json:"version"`
 	Entries      int     `json:"entries"`
 	Writers      int     `json:"writers"`
+	InMemory     bool    `json:"in_memory"`
 	Checks       int     `json:"checks"`
 	RecordPerSec float64 `json:"record_per_sec"`
 	RecordP50    float64 `json:"record_p50_us"`
@@ -71,7 +75,8 @@ type Result struct {
 
 const sensitiveTool = "bench_send"
 
-// Run builds the store and measures. Writes are durable, as in normal use.
+// Run builds the store and measures. Writes are durable, as in normal use,
+// unless InMemory.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Entries <= 0 || o.Checks < 0 || o.Writers <= 0 {
 		return nil, fmt.Errorf("bench: entries and writers must be positive, checks not negative")
@@ -81,21 +86,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	start := time.Now()
 	stopSampling := sampleAnon()
-	parent := o.Dir
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(parent, "pedigree-bench-")
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Irreversible: true, ExternalSink: true, Role: "send"}}}
+	e, op, dir, err := open(ctx, o, cat)
 	if err != nil {
 		return nil, err
 	}
-	if !o.Keep {
+	if dir != "" && !o.Keep {
 		defer os.RemoveAll(dir)
-	}
-	cat := &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Irreversible: true, ExternalSink: true, Role: "send"}}}
-	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat))
-	if err != nil {
-		return nil, err
 	}
 	defer e.Close()
 	keys := map[string]*registry.Signer{}
@@ -109,10 +106,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err := e.AddPrincipal(ctx, p); err != nil {
 			return nil, err
 		}
-	}
-	op, err := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
-	if err != nil {
-		return nil, err
 	}
 	if err := e.Freeze(ctx, op); err != nil {
 		return nil, err
@@ -189,7 +182,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	recTime := time.Since(recStart)
 	all := slices.Concat(lat...)
-	res := &Result{Version: 1, Entries: o.Entries, Writers: o.Writers, Checks: o.Checks,
+	res := &Result{Version: 1, Entries: o.Entries, Writers: o.Writers, Checks: o.Checks, InMemory: o.InMemory,
 		RecordPerSec: float64(o.Entries) / recTime.Seconds(), RecordP50: pct(all, 50), RecordP99: pct(all, 99)}
 
 	// Checks: a sensitive tool justified by 5 random entries, first the
@@ -253,17 +246,53 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	res.Trace1000P50 = pct(tree, 50)
-	res.StoreBytes = dirSize(dir)
+	if dir != "" {
+		res.StoreBytes = dirSize(dir)
+	}
 	res.PeakRSS = peakRSS()
 	res.PeakAnon = stopSampling()
 	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
 		res.MemoryLimit = l
 	}
 	res.Seconds = time.Since(start).Seconds()
-	if o.Keep {
+	if o.Keep && dir != "" {
 		res.Dir = dir
 	}
 	return res, nil
+}
+
+// open makes the engine the workload runs on, with its operator key: a new
+// data directory (returned, for the caller to remove), or an in-memory
+// store.
+func open(ctx context.Context, o Options, cat *gate.Catalog) (*pedigree.Engine, *registry.Signer, string, error) {
+	if o.InMemory {
+		op, _, err := registry.GenerateSigner(nil)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		e, err := pedigree.NewInMemory(ctx, pedigree.DefaultTau, op, pedigree.WithCatalog(cat))
+		return e, op, "", err
+	}
+	parent := o.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "pedigree-bench-")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	// The operator key stays in memory: nothing is written beside the store.
+	op, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, "", err
+	}
+	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithOperatorSigner(op))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, "", err
+	}
+	return e, op, dir, nil
 }
 
 // Principals are the workload's principals, without keys: an agent

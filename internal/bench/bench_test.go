@@ -30,7 +30,7 @@ type graphWorld struct {
 	ids []string
 }
 
-var benchCatalog = &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Sensitive: true, Role: "send"}}}
+var benchCatalog = &gate.Catalog{Tools: map[string]gate.Tool{sensitiveTool: {Role: "send"}}}
 
 func build(b *testing.B, n int) *graphWorld { return buildT(b, n) }
 
@@ -181,6 +181,22 @@ func TestRunSmall(t *testing.T) {
 	}
 	// Tool entries are a tenth of the graph and most entries descend from
 	// one: most checks must deny, and none may fail.
+	if r.Denied == 0 || r.Denied > r.Checks {
+		t.Fatalf("denied %d of %d", r.Denied, r.Checks)
+	}
+}
+
+// TestRunInMemory: the same workload without a directory; every figure but
+// the store's size is measured, and the denials are the durable run's.
+func TestRunInMemory(t *testing.T) {
+	o := Options{Entries: 300, Checks: 20, Writers: 3, InMemory: true}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.InMemory || r.Entries != 300 || r.RecordPerSec <= 0 || r.RecordP50 <= 0 || r.CheckP50 <= 0 || r.DecideP50 <= 0 || r.TraceP50 <= 0 || r.Trace1000P50 <= 0 || r.StoreBytes != 0 || r.Dir != "" {
+		t.Fatalf("figures: %+v", r)
+	}
 	if r.Denied == 0 || r.Denied > r.Checks {
 		t.Fatalf("denied %d of %d", r.Denied, r.Checks)
 	}

@@ -19,10 +19,17 @@ var errServed = errors.New("a pedigree server is running on this data directory"
 // ignored.
 func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (pedigree.Backend, error) {
 	c, err := server.Dial(ctx, a.dir, a.clock)
+	if err != nil && !errors.Is(err, server.ErrNoServer) {
+		return nil, err // serve.json names a server that cannot be trusted: never fall back silently
+	}
 	if err == nil {
 		if len(opts) > 0 {
 			c.Close()
 			return nil, usagef("%v: --policies and --tools apply to 'pedigree serve', not to a client", errServed)
+		}
+		if err := a.checkServedRoot(ctx, c); err != nil {
+			c.Close()
+			return nil, err
 		}
 		return c, nil
 	}
@@ -33,9 +40,32 @@ func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (pedigree.Ba
 // changes): they need the store itself.
 func (a *app) refuseIfServed(ctx context.Context, verb string) error {
 	c, err := server.Dial(ctx, a.dir, a.clock)
-	if err != nil {
+	if errors.Is(err, server.ErrNoServer) {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	c.Close()
 	return fmt.Errorf("%w: stop it to %s (registry changes are never served, and impossible after freeze)", errServed, verb)
+}
+
+// checkServedRoot holds a running server to the trust root this command
+// pins: the registry it reports must match, as a store opened here would.
+// (That the server holds this directory at all is the socket's and the
+// server's credential's business.)
+func (a *app) checkServedRoot(ctx context.Context, b pedigree.Backend) error {
+	f, err := a.trustRootFile()
+	if err != nil || f == "" {
+		return err
+	}
+	root, err := pedigree.ReadTrustRoot(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f, err)
+	}
+	view, err := b.Registry(ctx)
+	if err != nil {
+		return err
+	}
+	return root.Matches(view)
 }

@@ -32,6 +32,8 @@ type cliEnv struct {
 	// served: a server runs on dir, so the verbs go through its socket.
 	served bool
 	mu     sync.Mutex
+	// env overrides the environment the command sees (see getenv).
+	env map[string]string
 }
 
 // clock moves a millisecond a reading; the CLI and a test server share it.
@@ -58,11 +60,11 @@ func modes(t *testing.T, test func(t *testing.T, served bool)) {
 // function that stops it (it is stopped at cleanup in any case).
 func (c *cliEnv) serve() (stop func()) {
 	c.t.Helper()
-	e, err := pedigree.Open(context.Background(), c.dir, pedigree.WithClock(c.clock))
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock))
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.t.Context())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -112,8 +114,8 @@ func (r result) json(t *testing.T) map[string]any {
 // millisecond a reading.
 func (c *cliEnv) run(args ...string) result {
 	var out, errw bytes.Buffer
-	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
-	code := a.run(context.Background(), append([]string{"--dir", c.dir}, args...))
+	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: c.getenv, clock: c.clock}
+	code := a.run(c.t.Context(), append([]string{"--dir", c.dir}, args...))
 	return result{out.String(), errw.String(), code}
 }
 
@@ -128,11 +130,34 @@ func (c *cliEnv) must(args ...string) result {
 
 func (c *cliEnv) key(name string) string { return filepath.Join(c.tmp, name+".key") }
 
+// getenv is the environment the command sees: only the keys directory,
+// in the test's temporary directory; env adds to it.
+func (c *cliEnv) getenv(k string) string {
+	if v, ok := c.env[k]; ok {
+		return v
+	}
+	if k == "PEDIGREE_KEYS" {
+		return filepath.Join(c.tmp, "keys")
+	}
+	return ""
+}
+
+// operatorKey is where init wrote the operator key.
+func (c *cliEnv) operatorKey() string {
+	c.t.Helper()
+	p, err := pedigree.OperatorKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
 // bootstrap initialises the store with four principals and freezes it.
 func (c *cliEnv) bootstrap() {
 	c.t.Helper()
 	c.must("init")
-	for _, p := range [][2]string{{"user:alice", "user"}, {"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:web", "unverified"}} {
+	c.must("registry", "add", "user:alice", "--tier", "user", "--approver", "--new-key", c.key("user_alice"))
+	for _, p := range [][2]string{{"agent:planner", "internal"}, {"tool:gmail_read", "external"}, {"tool:web", "unverified"}} {
 		c.must("registry", "add", p[0], "--tier", p[1], "--new-key", c.key(strings.ReplaceAll(p[0], ":", "_")))
 	}
 	c.must("registry", "freeze")
@@ -183,7 +208,13 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if r.code != ExitOK || r.json(t)["decision"] != "allow" {
 		t.Fatalf("user's own prompt: exit %d %s", r.code, r.out)
 	}
+	// The email steered the decision (it is in the justification); the
+	// protected recipient is the user's: a person decides.
 	r = check("--tool", "send_money", "--args", `{"recipient":"123","subject":"re"}`, "--justification", prompt2+","+email, "--arg", "recipient="+prompt2, "--arg", "subject="+email)
+	if r.code != ExitAsk {
+		t.Fatalf("tainted justification, trusted recipient: exit %d %s", r.code, r.out)
+	}
+	r = check("--tool", "send_money", "--args", `{"recipient":"123","subject":"re"}`, "--justification", prompt2, "--arg", "recipient="+prompt2, "--arg", "subject="+email)
 	if r.code != ExitOK {
 		t.Fatalf("untrusted only in an unprotected argument: exit %d %s", r.code, r.out)
 	}
@@ -208,8 +239,8 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 		t.Fatalf("agent approved: exit %d", r.code)
 	}
 	log := c.must("-o", "json", "gate", "log").json(t)
-	if n := len(log["decisions"].([]any)); n != 6 {
-		t.Fatalf("%d logged decisions, want 6", n)
+	if n := len(log["decisions"].([]any)); n != 7 {
+		t.Fatalf("%d logged decisions, want 7", n)
 	}
 	// The log: a checkpoint, a proof of the memory and of a decision.
 	cp := c.must("-o", "json", "log", "checkpoint").json(t)["checkpoint"].(map[string]any)
@@ -225,7 +256,7 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if cons["verified"] != true {
 		t.Fatalf("consistency: %v", cons)
 	}
-	if tj := c.must("-o", "json", "trajectory", "show", "--session", "s2").json(t); len(tj["calls"].([]any)) != 7 {
+	if tj := c.must("-o", "json", "trajectory", "show", "--session", "s2").json(t); len(tj["calls"].([]any)) != 8 {
 		t.Fatalf("trajectory: %v", tj)
 	}
 	if v := c.must("-o", "json", "verify").json(t); v["ok"] != true {
@@ -260,7 +291,7 @@ func testRegistryListJSON(t *testing.T, served bool) {
 func TestKeyFileMode(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	for _, f := range []string{c.key("user_alice"), filepath.Join(c.dir, pedigree.OperatorKeyFile)} {
+	for _, f := range []string{c.key("user_alice"), c.operatorKey()} {
 		fi, err := os.Stat(f)
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s: %v %v", f, fi.Mode(), err)
@@ -369,6 +400,7 @@ func testBadInput(t *testing.T, served bool) {
 		{"log checkpoint with another key", []string{"log", "checkpoint", "--operator-key", alice}, ExitError, "not the operator key"},
 		{"freeze with another key", []string{"registry", "freeze", "--operator-key", alice}, ExitError, "frozen"},
 		{"bench with no entries", []string{"bench", "--entries", "0"}, ExitUsage, "--entries"},
+		{"bench in memory with a directory", []string{"bench", "--in-memory", "--tmp", "x"}, ExitUsage, "--in-memory has no directory"},
 		{"bench with a bad memory limit", []string{"bench", "--memory-limit", "lots"}, ExitUsage, "--memory-limit \"lots\": want a size"},
 		{"bench with a negative memory limit", []string{"bench", "--memory-limit", "-1MiB"}, ExitUsage, "want a size"},
 		{"serve with an overflowing memory limit", []string{"serve", "--memory-limit", "9999999999TiB"}, ExitUsage, "want a size"},
@@ -457,8 +489,15 @@ func TestDataDirectoryProblems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errw bytes.Buffer
-			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: time.Now}
-			code := a.run(context.Background(), append([]string{"--dir", tc.dir}, tc.args...))
+			keys := filepath.Join(tmp, "keys-"+tc.name)
+			getenv := func(k string) string {
+				if k == "PEDIGREE_KEYS" {
+					return keys
+				}
+				return ""
+			}
+			a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: getenv, clock: time.Now}
+			code := a.run(t.Context(), append([]string{"--dir", tc.dir}, tc.args...))
 			if code != ExitError || !strings.Contains(errw.String(), tc.msg) {
 				t.Fatalf("exit %d: %s", code, errw.String())
 			}
@@ -469,7 +508,7 @@ func TestDataDirectoryProblems(t *testing.T) {
 func TestLockedDirectory(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	e, err := pedigree.Open(context.Background(), c.dir) // another holder of the directory
+	e, err := pedigree.Open(t.Context(), c.dir) // another holder of the directory
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +588,7 @@ func TestServeVerb(t *testing.T) {
 	if r := c.run("serve", "--addr", "0.0.0.0:7070"); r.code != ExitUsage || !strings.Contains(r.err, "loopback") {
 		t.Fatalf("non-loopback addr: exit %d %s", r.code, r.err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	var out, errw bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
@@ -558,7 +597,7 @@ func TestServeVerb(t *testing.T) {
 	}()
 	sock := filepath.Join(c.dir, server.SocketFile)
 	for i := 0; ; i++ {
-		if _, err := server.Dial(context.Background(), c.dir, nil); err == nil {
+		if _, err := server.Dial(t.Context(), c.dir, nil); err == nil {
 			break
 		}
 		if i > 200 {

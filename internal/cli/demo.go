@@ -54,7 +54,7 @@ a smoke test. Colour on a terminal, plain otherwise, -o json for programs.`,
 				}
 			}
 			if a.output == "json" {
-				if err := a.print(map[string]any{"version": 1, "ok": failed == 0, "dir": dir, "steps": d.steps}, nil); err != nil {
+				if err := a.printJSON(demoOutput{v: v1, OK: failed == 0, Dir: dir, Steps: d.steps}); err != nil {
 					return err
 				}
 			} else {
@@ -104,8 +104,8 @@ func (d *demo) bold(s string) string {
 	return s
 }
 
-func (d *demo) check(step, expect string, dec *gate.Decision) {
-	d.steps = append(d.steps, demoStep{Step: step, Expect: expect, Got: dec.Decision, OK: dec.Decision == expect, Decision: dec.ID, Reasons: dec.Reasons})
+func (d *demo) check(step string, expect gate.Outcome, dec *gate.Decision) {
+	d.steps = append(d.steps, demoStep{Step: step, Expect: string(expect), Got: string(dec.Decision), OK: dec.Decision == expect, Decision: dec.ID, Reasons: dec.Reasons})
 	if d.a.output == "text" {
 		printDecision(d.a.out, dec, d.color)
 		if dec.Decision != expect {
@@ -136,7 +136,14 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.say(d.bold("1. Bootstrap") + ": principals registered with their tiers, then the registry is frozen.")
-	e, err := pedigree.Init(ctx, d.dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithClock(d.a.clock))
+	// The demo's operator key lives in memory only: a real operator keeps it
+	// outside the data directory (pedigree init writes it to the keys
+	// directory).
+	op, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		return err
+	}
+	e, err := pedigree.Init(ctx, d.dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithClock(d.a.clock), pedigree.WithOperatorSigner(op))
 	if err != nil {
 		return err
 	}
@@ -154,15 +161,13 @@ func (d *demo) run(ctx context.Context) error {
 		if err := registry.WritePrivateKeyFile(filepath.Join(d.dir, strings.ReplaceAll(p.id, ":", "-")+".key"), priv); err != nil {
 			return err
 		}
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public()}); err != nil {
+		// The user approves denied calls: approval authority is given at
+		// registration, and frozen.
+		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public(), Approver: p.tier == registry.User}); err != nil {
 			return err
 		}
 		d.keys[p.id] = s
 		d.say("   %-18s %s", p.id, p.tier)
-	}
-	op, err := registry.LoadSigner(filepath.Join(d.dir, pedigree.OperatorKeyFile))
-	if err != nil {
-		return err
 	}
 	if err := e.Freeze(ctx, op); err != nil {
 		return err

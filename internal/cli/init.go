@@ -3,38 +3,80 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func newInitCommand(a *app) *cobra.Command {
 	var tau float64
+	var opKey string
+	var maxTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "init [--tau 0.5]",
+		Use:   "init [--tau 0.5] [--operator-key FILE] [--max-approval-ttl 24h]",
 		Short: "Create the data directory, the store and the operator key",
-		Long: `Create the data directory, the store, and the operator key (operator.key, mode
-0600), which signs the registry freeze. tau is the strong-edge threshold: an edge
-of weight >= tau carries taint. It is stored with the registry and frozen with it.
-init refuses a directory that already holds a store.`,
+		Long: `Create the data directory and the store, and a new operator key, which signs the
+registry freeze and the log's checkpoints. The key is written outside the data
+directory: to --operator-key FILE, else to the keys directory ($PEDIGREE_KEYS, else
+$XDG_CONFIG_HOME/pedigree/keys, else $HOME/.config/pedigree/keys, made mode 0700) as
+operator-<h>.key, h the first 16 hex characters of the sha256 of the data
+directory's absolute path. Beside it, operator-<h>.pub is its public half: the trust
+root that every verb pins by default (see --trust-root), so that a store whose
+registry was rebuilt by someone who can write the directory is refused.
+
+tau is the strong-edge threshold: an edge of weight >= tau carries taint.
+--max-approval-ttl caps how long any approval stays usable. Both are stored with
+the registry and frozen with it. init refuses a directory that already holds a
+store, and never overwrites a key.
+
+Example:
+  pedigree init --tau 0.5
+  pedigree init --operator-key /media/usb/pedigree-operator.key`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.refuseIfServed(cmd.Context(), "initialise it again"); err != nil {
 				return err
 			}
-			e, err := pedigree.Init(cmd.Context(), a.dir, tau, pedigree.WithClock(a.clock))
+			if maxTTL <= 0 {
+				return usagef("--max-approval-ttl must be positive")
+			}
+			key := opKey
+			if key == "" {
+				var err error
+				if key, err = a.defaultOperatorKey(); err != nil {
+					return err
+				}
+				if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+					return fmt.Errorf("keys directory: %w", err)
+				}
+			}
+			e, err := pedigree.Init(cmd.Context(), a.dir, tau, pedigree.WithClock(a.clock),
+				pedigree.WithOperatorKeyFile(key), pedigree.WithMaxApprovalTTL(maxTTL))
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			key := filepath.Join(a.dir, pedigree.OperatorKeyFile)
-			return a.print(map[string]any{"version": 1, "dir": a.dir, "tau": tau, "operator_key": key}, func(w io.Writer) {
-				fmt.Fprintf(w, "initialised %s (tau %v)\noperator key: %s (keep it safe: it freezes the registry)\n", a.dir, tau, key)
+			pub := pedigree.TrustRootPath(key)
+			pk, err := registry.LoadPublicKey(pub)
+			if err != nil {
+				return err
+			}
+			out := initOutput{v: v1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: key, TrustRoot: pub,
+				OperatorKeySHA256: registry.KeyFingerprint(pk)}
+			return a.print(out, func(w io.Writer) {
+				fmt.Fprintf(w, "initialised %s (tau %v, approvals at most %s)\n", a.dir, tau, maxTTL)
+				fmt.Fprintf(w, "operator key: %s (it freezes the registry and signs checkpoints: keep it off this host after freeze)\n", key)
+				fmt.Fprintf(w, "trust root:   %s (the operator public key; keep a copy where the data directory's host cannot write)\n", pub)
 			})
 		},
 	}
 	cmd.Flags().Float64Var(&tau, "tau", pedigree.DefaultTau, "strong-edge threshold, in (0, 1]")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "write the operator private key here (default: the keys directory's operator-<h>.key)")
+	cmd.Flags().DurationVar(&maxTTL, "max-approval-ttl", registry.DefaultMaxApprovalTTL, "the longest any approval may stay usable")
 	return cmd
 }

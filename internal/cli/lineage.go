@@ -54,10 +54,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 			}
 			switch format {
 			case "json":
-				saved := a.output
-				a.output = "json"
-				defer func() { a.output = saved }()
-				return a.print(traceJSON(tr), nil)
+				return a.printJSON(traceJSON(tr))
 			case "dot":
 				return tr.DOT(a.out)
 			}
@@ -71,10 +68,10 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 	return cmd
 }
 
-func traceJSON(tr *lineage.Trace) map[string]any {
-	nodes := make([]map[string]any, 0, len(tr.Nodes))
+func traceJSON(tr *lineage.Trace) traceOutput {
+	nodes := make([]traceNodeOutput, 0, len(tr.Nodes))
 	for _, n := range tr.Nodes {
-		nodes = append(nodes, map[string]any{"id": n.ID, "principal": n.Principal, "kind": n.Kind, "tier": n.Tier.String(), "effective_tier": n.Effective.String(), "reach_tier": n.Reach.String()})
+		nodes = append(nodes, traceNodeOutput{ID: n.ID, Principal: n.Principal, Kind: n.Kind, Tier: n.Tier.String(), EffectiveTier: n.Effective.String(), ReachTier: n.Reach.String()})
 	}
 	edges := tr.Edges
 	if edges == nil {
@@ -84,10 +81,8 @@ func traceJSON(tr *lineage.Trace) map[string]any {
 	if untrusted == nil {
 		untrusted = []lineage.Source{}
 	}
-	return map[string]any{
-		"version": 1, "id": tr.Root.ID, "effective_tier": tr.Root.Effective.String(), "reach_tier": tr.Root.Reach.String(),
-		"nodes": nodes, "edges": edges, "untrusted": untrusted, "truncated": tr.Truncated,
-	}
+	return traceOutput{v: v1, ID: tr.Root.ID, EffectiveTier: tr.Root.Effective.String(), ReachTier: tr.Root.Reach.String(),
+		Nodes: nodes, Edges: edges, Untrusted: untrusted, Truncated: tr.Truncated}
 }
 
 func printTrace(w io.Writer, tr *lineage.Trace) {
@@ -154,17 +149,15 @@ func newLineageShow(a *app) *cobra.Command {
 			if v.SignatureError != "" {
 				sigErr = errors.New(v.SignatureError)
 			}
-			extra := map[string]any{
-				"signature_valid": sigErr == nil, "time": st.Time, "content_digest": st.ContentDigest,
-				"effective_via": n.EffectiveVia, "reach_via": n.ReachVia,
-			}
-			if st.Tool != "" {
-				extra["tool"], extra["args"] = st.Tool, st.Args
-			}
+			out := entryJSON(n, edges)
+			out.showFields = &showFields{SignatureValid: sigErr == nil, Time: st.Time, ContentDigest: st.ContentDigest,
+				EffectiveVia: n.EffectiveVia, ReachVia: n.ReachVia, Tool: st.Tool, Args: st.Args,
+				Steps: st.Steps, Plan: st.Plan, Rejection: st.Rejection}
 			if content != nil {
-				extra["content"] = string(content)
+				c := string(content)
+				out.Content = &c
 			}
-			return a.print(nodeJSON(n, edges, extra), func(w io.Writer) {
+			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "entry     %s\nprincipal %s (tier %s)\nkind      %s\n", n.ID, n.Principal, n.Tier, n.Kind)
 				if n.Session != "" {
 					fmt.Fprintf(w, "session   %s\n", n.Session)
@@ -172,6 +165,15 @@ func newLineageShow(a *app) *cobra.Command {
 				fmt.Fprintf(w, "time      %s\ncontent   %s\n", st.Time, st.ContentDigest)
 				if st.Tool != "" {
 					fmt.Fprintf(w, "call      %s %s\n", st.Tool, st.Args)
+				}
+				if st.Plan != nil {
+					fmt.Fprintf(w, "plan      %s step %d\n", short(st.Plan.ID), st.Plan.Step)
+				}
+				for i, step := range st.Steps {
+					fmt.Fprintf(w, "step %-4d %s %s\n", i, step.Tool, step.Args)
+				}
+				if st.Rejection != nil {
+					fmt.Fprintf(w, "rejects   decision %s\n", short(st.Rejection.Decision))
 				}
 				if sigErr == nil {
 					fmt.Fprintf(w, "signature valid (%s)\n", n.Principal)
@@ -200,44 +202,6 @@ func newLineageShow(a *app) *cobra.Command {
 					fmt.Fprintf(w, "\n%s\n", content)
 				}
 			})
-		},
-	}
-}
-
-func newVerifyCommand(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "verify",
-		Short: "Verify the whole store: signatures, IDs, edges, labels, the registry freeze",
-		Long: `Walk the whole store: each entry's signature against the frozen registry, each ID
-against its bytes, each parent link in both directions, and each stored label
-against a recomputation. Exit 0 when clean, 3 with the list of what is wrong, 1
-when it could not check. A registry changed since freeze is caught when the store
-is opened.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := a.backend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer e.Close()
-			r, err := e.Verify(cmd.Context())
-			if err != nil {
-				return err
-			}
-			err = a.print(map[string]any{"version": 1, "ok": r.OK(), "entries": r.Entries, "problems": r.Problems}, func(w io.Writer) {
-				if r.OK() {
-					fmt.Fprintf(w, "ok: %d entries verified\n", r.Entries)
-					return
-				}
-				fmt.Fprintf(w, "TAMPERED: %d problems in %d entries\n", len(r.Problems), r.Entries)
-				for _, p := range r.Problems {
-					fmt.Fprintf(w, "  %s  %s\n", short(p.ID), p.What)
-				}
-			})
-			if err == nil && !r.OK() {
-				return verdictError{ExitNegative, "verify found problems"}
-			}
-			return err
 		},
 	}
 }

@@ -29,11 +29,15 @@ KIND is prompt, tool_output, memory (default), summary, retrieval.
 weight in [0, 1] (default 1); an edge at or above tau carries taint. IDs may be
 abbreviated to a unique prefix of at least 8 hex characters.
 
-An agent:'s entry recorded in a session without --parent derives from the
-session's whole context (every entry recorded in it or recalled into it) with
-strong edges; --parent replaces that with your attribution. Other principals'
-entries have exactly the parents given. Content is stored only as a digest unless
---store-content is given.`,
+An entry recorded in a session without --parent derives from the session's whole
+context (every entry recorded in it or recalled into it) with strong edges, unless
+its principal is a user: (what a person typed has no parents): an agent read all
+of it, and a tool's output is made from what the agent handed the tool. --parent
+replaces that with your attribution (a tool's output names its call). Content is
+stored only as a digest unless --store-content is given.
+
+--key FILE must be readable by its owner only (mode 0600 or 0400), as ssh
+requires; a key others can read is refused.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("content") == cmd.Flags().Changed("content-file") {
@@ -51,8 +55,8 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			if err != nil {
 				return err
 			}
-			if k == lineage.KindCall || k == lineage.KindApproval {
-				return fmt.Errorf("%w: calls are recorded by 'gate check' and approvals by 'gate approve'", lineage.ErrMalformed)
+			if k == lineage.KindCall || k == lineage.KindApproval || k == lineage.KindRejection || k == lineage.KindPlan {
+				return fmt.Errorf("%w: calls are recorded by 'gate check', approvals by 'gate approve', rejections by 'gate reject' and plans by 'plan record'", lineage.ErrMalformed)
 			}
 			e, s, err := a.backendAs(cmd.Context(), as, key)
 			if err != nil {
@@ -73,7 +77,7 @@ entries have exactly the parents given. Content is stored only as a digest unles
 			if err != nil {
 				return err
 			}
-			return a.print(nodeJSON(n, n.Edges(reg.Tau), nil), func(w io.Writer) { fmt.Fprintln(w, n.ID) })
+			return a.print(entryJSON(n, n.Edges(reg.Tau)), func(w io.Writer) { fmt.Fprintln(w, n.ID) })
 		},
 	}
 	f := cmd.Flags()
@@ -125,22 +129,6 @@ func readLimited(path string, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// nodeJSON is an entry's summary, as record and lineage show print it.
-func nodeJSON(n *lineage.Node, edges []lineage.Edge, extra map[string]any) map[string]any {
-	ps := []map[string]any{}
-	for _, e := range edges {
-		ps = append(ps, map[string]any{"id": e.Parent, "weight": e.Weight, "strong": e.Strong})
-	}
-	out := map[string]any{
-		"version": 1, "id": n.ID, "principal": n.Principal, "kind": n.Kind, "session": n.Session,
-		"tier": n.Tier.String(), "effective_tier": n.Effective.String(), "reach_tier": n.Reach.String(), "parents": ps,
-	}
-	for k, v := range extra {
-		out[k] = v
-	}
-	return out
-}
-
 func newRecallCommand(a *app) *cobra.Command {
 	var session string
 	cmd := &cobra.Command{
@@ -170,7 +158,7 @@ through memory. The recall is also appended to the session's trajectory.`,
 			if err := e.Recall(cmd.Context(), session, ids); err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "session": session, "recalled": ids}, func(w io.Writer) {
+			return a.print(recallOutput{v: v1, Session: session, Recalled: ids}, func(w io.Writer) {
 				fmt.Fprintf(w, "recalled %d entries into session %s\n", len(ids), session)
 			})
 		},

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -26,8 +25,9 @@ func newRegistryCommand(a *app) *cobra.Command {
 
 func newRegistryAdd(a *app) *cobra.Command {
 	var tier, pubFile, newKey string
+	var approver bool
 	cmd := &cobra.Command{
-		Use:   "add PRINCIPAL --tier internal|user|unverified|external (--public-key FILE | --new-key FILE)",
+		Use:   "add PRINCIPAL --tier internal|user|unverified|external (--public-key FILE | --new-key FILE) [--approver]",
 		Short: "Register a principal (before freeze only)",
 		Long: `Register a principal with its tier and public key. PRINCIPAL is kind:name: kind is
 a lowercase letter then up to 31 of [a-z0-9_-]; name is a letter or digit then up to
@@ -35,7 +35,19 @@ a lowercase letter then up to 31 of [a-z0-9_-]; name is a letter or digit then u
 
 --new-key FILE writes a new Ed25519 private key (PEM, mode 0600; never overwrites)
 and registers its public half; --public-key FILE registers an existing key. The
-store keeps only public keys. After 'registry freeze' nothing can be added.`,
+store keeps only public keys. A key already registered for another principal, or
+the operator's key, is refused: each principal signs with a key of its own. After
+'registry freeze' nothing can be added.
+
+--approver gives the principal approval authority: only such principals can
+approve a denied call ('gate approve'), and only a user-tier principal can hold it.
+A user:NAME principal at the user tier holds it by default (--approver=false to
+withhold it); any other principal only when --approver says so. It is stored with
+the principal and frozen with the registry.
+
+Example:
+  pedigree registry add user:alice --tier user --new-key alice.key --approver
+  pedigree registry add tool:gmail_read --tier external --new-key gmail.key`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
@@ -48,6 +60,15 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 			t, err := registry.ParseTier(tier)
 			if err != nil {
 				return err
+			}
+			if approver && t != registry.User {
+				return usagef("--approver: only a user-tier principal can approve, and %s is %s", id, t)
+			}
+			// A person (user:NAME at the user tier) approves unless told not
+			// to; anything else approves only when told to, and only at the
+			// user tier: a tool registered as user does not.
+			if !cmd.Flags().Changed("approver") {
+				approver = t == registry.User && strings.HasPrefix(id, "user:")
 			}
 			if err := registry.ValidateID(id); err != nil {
 				return err
@@ -65,7 +86,13 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 				return err
 			}
 			if reg.Frozen {
-				return registry.ErrFrozen
+				// Refused by the engine, which logs the attempt; no key is
+				// written for it.
+				s, _, err := registry.GenerateSigner(nil)
+				if err != nil {
+					return err
+				}
+				return e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: s.Public(), Approver: approver})
 			}
 			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
@@ -85,14 +112,18 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 				}
 				pub = s.Public()
 			}
-			if err := e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub}); err != nil {
+			if err := e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub, Approver: approver}); err != nil {
 				if newKey != "" {
 					os.Remove(newKey) // nothing half-written: no key for a principal that is not registered
 				}
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "id": id, "tier": t.String(), "key_sha256": registry.KeyFingerprint(pub)}, func(w io.Writer) {
-				fmt.Fprintf(w, "registered %s (%s)\n", id, t)
+			return a.print(registryAddOutput{v: v1, ID: id, Tier: t.String(), Approver: approver, KeySHA256: registry.KeyFingerprint(pub)}, func(w io.Writer) {
+				if approver {
+					fmt.Fprintf(w, "registered %s (%s, approver)\n", id, t)
+				} else {
+					fmt.Fprintf(w, "registered %s (%s)\n", id, t)
+				}
 				if newKey != "" {
 					fmt.Fprintf(w, "private key: %s\n", newKey)
 				}
@@ -102,6 +133,7 @@ store keeps only public keys. After 'registry freeze' nothing can be added.`,
 	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
 	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this Ed25519 public key (PEM)")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
+	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only; default: true for user:NAME at the user tier)")
 	return cmd
 }
 
@@ -113,11 +145,21 @@ func newRegistryFreeze(a *app) *cobra.Command {
 		Long: `Write a freeze record, signed by the operator key, over a digest of every
 principal (ID, tier, public key) and tau. From then on no principal can be added,
 removed or changed by any path, and a store whose principal rows change behind the
-engine's back refuses to open. Entries can be recorded only after freeze.`,
+engine's back refuses to open. Entries can be recorded only after freeze.
+
+It prints the freeze digest (the sha256 of registry.freeze): kept outside the
+data directory, it is a trust root like the operator public key (--trust-root).
+
+Example:
+  pedigree registry freeze
+  pedigree registry freeze --operator-key /media/usb/pedigree-operator.key`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opKey == "" {
-				opKey = filepath.Join(a.dir, pedigree.OperatorKeyFile)
+				var err error
+				if opKey, err = a.defaultOperatorKey(); err != nil {
+					return err
+				}
 			}
 			if err := a.refuseIfServed(cmd.Context(), "freeze the registry"); err != nil {
 				return err
@@ -144,12 +186,12 @@ engine's back refuses to open. Entries can be recorded only after freeze.`,
 				return err
 			}
 			n := len(reg.Principals)
-			return a.print(map[string]any{"version": 1, "frozen": true, "principals": n, "tau": reg.Tau}, func(w io.Writer) {
-				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\n", n, reg.Tau)
+			return a.print(freezeOutput{v: v1, Frozen: true, Principals: n, Tau: reg.Tau, FreezeDigest: reg.FreezeDigest}, func(w io.Writer) {
+				fmt.Fprintf(w, "registry frozen: %d principals, tau %v\nfreeze digest: %s\n", n, reg.Tau, reg.FreezeDigest)
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default DIR/operator.key)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 
@@ -169,20 +211,15 @@ func newRegistryList(a *app) *cobra.Command {
 				return err
 			}
 			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
-			type row struct {
-				ID        string `json:"id"`
-				Tier      string `json:"tier"`
-				PublicKey string `json:"public_key"`
-			}
-			rows := []row{}
+			rows := []principalOutput{}
 			for _, p := range ps {
 				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 				if err != nil {
 					return errors.Join(err)
 				}
-				rows = append(rows, row{p.ID, p.Tier.String(), string(pemBytes)})
+				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes), p.Approver})
 			}
-			out := map[string]any{"version": 1, "frozen": frozen, "tau": tau, "principals": rows}
+			out := registryListOutput{v: v1, Frozen: frozen, Tau: tau, FreezeDigest: reg.FreezeDigest, Principals: rows}
 			return a.print(out, func(w io.Writer) {
 				state := "not frozen"
 				if frozen {
@@ -190,7 +227,11 @@ func newRegistryList(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(w, "registry %s, tau %v, %d principals\n", state, tau, len(rows))
 				for _, p := range ps {
-					fmt.Fprintf(w, "  %-40s %-10s key %s\n", p.ID, p.Tier, short(registry.KeyFingerprint(p.PublicKey)))
+					role := ""
+					if p.Approver {
+						role = "  approver"
+					}
+					fmt.Fprintf(w, "  %-40s %-10s key %s%s\n", p.ID, p.Tier, short(registry.KeyFingerprint(p.PublicKey)), role)
 				}
 			})
 		},

@@ -18,7 +18,7 @@ func newReplayCommand(a *app) *cobra.Command {
 	var verbose bool
 	var workers int
 	cmd := &cobra.Command{
-		Use:   "replay FILE... [--policies DIR] [--tools FILE] [--verbose]",
+		Use:   "replay FILE... [--policies DIR] [--tools FILE,...] [--verbose]",
 		Short: "Run recorded agent sessions through the engine and score the decisions",
 		Long: `Run scenarios (JSON Lines, one recorded session a line: see scenarios/FORMAT.md)
 through the real lineage and the real gate, each in a fresh in-memory store: a key
@@ -35,13 +35,16 @@ errs. --verbose prints every decision with its reasons.`,
 			var o replay.Options
 			o.Workers = workers
 			var err error
+			if err := g.check(); err != nil {
+				return err
+			}
 			if g.policies != "" {
-				if o.Policy, err = gate.PolicyFromDir(g.policies); err != nil {
+				if o.Policy, err = g.load(); err != nil {
 					return err
 				}
 			}
-			if g.tools != "" {
-				if o.Catalog, err = gate.LoadCatalog(g.tools); err != nil {
+			if len(g.tools) > 0 {
+				if o.Catalog, err = gate.LoadCatalogs(g.tools...); err != nil {
 					return err
 				}
 			}
@@ -75,7 +78,7 @@ errs. --verbose prints every decision with its reasons.`,
 					}
 					for _, c := range r.Calls {
 						mark := ""
-						if c.Expect != "" && c.Expect != c.Got {
+						if c.Expect != "" && gate.Outcome(c.Expect) != c.Got {
 							mark = "  MISMATCH, expected " + c.Expect
 						}
 						fmt.Fprintf(a.out, "%s %s %s: %s%s\n", r.Scenario, c.Call, c.Tool, c.Got, mark)
@@ -117,8 +120,10 @@ errs. --verbose prints every decision with its reasons.`,
 
 func printSummary(w io.Writer, s *replay.Summary) {
 	fmt.Fprintf(w, "scenarios   %d (%d errors) in %.1fs\n", s.Scenarios, s.Errors, s.WallSeconds)
-	fmt.Fprintf(w, "attack      %d calls, %d allowed: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.ASR)
-	fmt.Fprintf(w, "benign      %d calls, %d allowed: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAllowRate)
+	fmt.Fprintf(w, "attack      %d calls, %d allowed, %d asked, %d denied: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.AttackAsked, s.AttackDenied, s.ASR)
+	fmt.Fprintf(w, "benign      %d calls, %d allowed, %d asked, %d denied: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAsked, s.BenignDenied, s.BenignAllowRate)
+	fmt.Fprintf(w, "completion  of %d scenarios with gated calls, every gated call allowed in %d (%.4f), allowed or asked in %d (%.4f)\n",
+		s.GatedScenarios, s.AllAllowed, s.AllAllowedShare, s.AllAllowedOrAsked, s.AllAllowedOrAskedShare)
 	fmt.Fprintf(w, "agreement   %d of %d calls with expect: %.4f\n", s.Agreed, s.Expected, s.Agreement)
 	for _, m := range s.Mismatches {
 		fmt.Fprintf(w, "  mismatch  %s %s: expected %s, got %s\n", m.Scenario, m.Call, m.Expect, m.Got)

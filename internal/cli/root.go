@@ -24,9 +24,11 @@ import (
 type app struct {
 	dir    string
 	output string
-	in     io.Reader
-	out    io.Writer
-	errw   io.Writer
+	// trustRoot is --trust-root (see keys.go).
+	trustRoot string
+	in        io.Reader
+	out       io.Writer
+	errw      io.Writer
 	// clock is the engine clock; tests set it.
 	clock func() time.Time
 	// getenv reads the environment; tests set it.
@@ -47,11 +49,15 @@ func (a *app) run(ctx context.Context, args []string) int {
 		err = classify(err)
 		var v verdictError
 		if !errors.As(err, &v) {
+			msg := err.Error()
+			if h := hint(err); h != "" {
+				msg += ": " + h
+			}
 			if a.output == "json" {
-				b, _ := json.Marshal(map[string]any{"version": 1, "error": err.Error(), "exit_code": exitCode(err)})
+				b, _ := json.Marshal(errorOutput{v: v1, Error: msg, ExitCode: exitCode(err)})
 				fmt.Fprintln(a.out, string(b))
 			}
-			fmt.Fprintln(a.errw, "pedigree: "+err.Error())
+			fmt.Fprintln(a.errw, "pedigree: "+msg)
 			if exitCode(err) == ExitUsage {
 				fmt.Fprintln(a.errw, "Run 'pedigree --help' for usage.")
 			}
@@ -109,11 +115,13 @@ Start with 'pedigree demo'.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
 	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().StringVar(&a.trustRoot, "trust-root", "", "the operator public key (PEM) or freeze digest (hex) the store must match (default $PEDIGREE_TRUST_ROOT, else the keys directory's operator-<h>.pub)")
 	root.SetHelpTemplate(root.HelpTemplate())
 	root.AddCommand(
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
-		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a),
+		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
+		newHookCommand(a), newPlanCommand(a),
 	)
 	return root
 }
@@ -144,21 +152,14 @@ func noArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// open opens the data directory.
+// open opens the data directory, pinned to the trust root when one is.
 func (a *app) open(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
-	opts = append([]pedigree.Option{pedigree.WithClock(a.clock)}, opts...)
-	return pedigree.Open(ctx, a.dir, opts...)
-}
-
-// print renders v as JSON with -o json, else calls text.
-func (a *app) print(v any, text func(w io.Writer)) error {
-	if a.output == "json" {
-		enc := json.NewEncoder(a.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+	root, err := a.trustRootOption()
+	if err != nil {
+		return nil, err
 	}
-	text(a.out)
-	return nil
+	opts = append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...), opts...)
+	return pedigree.Open(ctx, a.dir, opts...)
 }
 
 // backendAs opens the backend and loads the key that signs as principal

@@ -14,11 +14,12 @@ import (
 
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
+	var claudeHooks bool
 	var fl fleetFlags
 	var g gateOptions
 	var mem memoryLimit
 	cmd := &cobra.Command{
-		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--nats URL]",
+		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks] [--nats URL]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
 		Long: `Open the data directory and serve it over HTTP/JSON on a unix socket (default
 DIR/pedigree.sock, mode 0600) and, with --addr, on a loopback TCP address. Badger
@@ -26,11 +27,25 @@ lets one process hold a data directory; while the server runs, every pedigree ve
 on the directory talks to it through the socket, with the same output and exit
 codes.
 
+Every request (but /healthz and /readyz) must carry the bearer token that serve
+writes to DIR/serve.token (mode 0600, new at each start): Authorization: Bearer
+TOKEN. A request with an Origin header (a browser), a Host that is not loopback, or
+a body that is not Content-Type: application/json is refused, on the socket and on
+TCP alike. The CLI trusts the server that DIR/serve.json names only when its socket
+is in DIR, is this user's with mode 0600, and the server proves it holds the token
+(HMAC of a nonce) before anything else is sent; otherwise it stops with an error.
+
+  TOKEN=$(cat "$PEDIGREE_DIR/serve.token")
+  curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:7070/v1/registry
+
 Clients sign entries, calls and approvals with their own keys; the server verifies
-them against the frozen registry and never holds a principal's private key. No
+them against the frozen registry and holds no principal's private key, except with
+--claude-hooks: then POST /v1/hooks/claude answers Claude Code's http hooks (see
+'pedigree hook claude --help'), signing with the keys 'hook claude init' wrote, for
+requests that carry DIR/hook-keys/http-token as a bearer token. No
 endpoint changes the registry. Endpoints: /healthz, /readyz, /metrics (Prometheus),
 and under /v1: registry, context, resolve, entries, recall, check, approvals,
-decisions, trace, verify, trajectory, log.
+decisions, trace, verify, trajectory, log, hooks/claude.
 
 SIGTERM or SIGINT drains: new connections are refused, requests in flight finish,
 and the store closes cleanly. Logs are JSON lines on stderr.
@@ -40,7 +55,7 @@ NATS JetStream: every write goes to the fleet's replicated stream, and the node
 applies the stream, in order and verifying every record, into its store. The
 stream's first record is the frozen registry: serve a frozen directory with no
 entries first (it seeds the stream), then start other nodes on empty
-directories with --fleet-trust-root, the operator's public key. /readyz fails
+directories with --trust-root, the operator's public key. /readyz fails
 while the node lags or is cut off; /metrics has pedigree_fleet_* series.
 --nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
 machine, no fault tolerance).
@@ -48,13 +63,16 @@ machine, no fault tolerance).
 Example:
   pedigree serve --addr 127.0.0.1:7410
   pedigree serve --nats embedded
-  pedigree --dir /srv/node2 serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --fleet-trust-root operator.pub`,
+  pedigree --dir /srv/node2 serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --trust-root operator.pub`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if addr != "" {
 				if err := server.CheckLoopback(addr); err != nil {
 					return usagef("%v", err)
 				}
+			}
+			if err := g.check(); err != nil {
+				return err
 			}
 			if err := mem.apply(cmd); err != nil {
 				return err
@@ -77,9 +95,9 @@ Example:
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, Ready: func(s, t string) {
+			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, ClaudeHooks: claudeHooks, Ready: func(s, t string) {
 				if a.output == "json" {
-					a.print(map[string]any{"version": 1, "socket": s, "addr": t}, nil)
+					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
 				}
 				fmt.Fprintf(a.out, "serving %s on %s", a.dir, s)
@@ -97,6 +115,7 @@ Example:
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
 	fl.add(cmd)
+	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")
 	g.add(cmd)
 	mem.add(cmd)
 	return cmd

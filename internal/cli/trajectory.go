@@ -11,6 +11,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/trajectory"
+	"github.com/pedigree-ai/pedigree/trajectory/offline"
 )
 
 func newTrajectoryCommand(a *app) *cobra.Command {
@@ -55,7 +56,7 @@ func newTrajectoryShow(a *app) *cobra.Command {
 			if alerts == nil {
 				alerts = []trajectory.Alert{}
 			}
-			out := map[string]any{"version": 1, "session": session, "calls": calls, "features": st.FeatureMap(), "alerts": alerts}
+			out := trajectoryShowOutput{v: v1, Session: session, Calls: calls, Features: st.FeatureMap(), Alerts: alerts}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "session %s: %d calls\n", session, st.Len)
 				for i, c := range calls {
@@ -88,34 +89,36 @@ func newTrajectoryShow(a *app) *cobra.Command {
 }
 
 // catalogFor loads --tools, else DIR/tools.yaml.
-func (a *app) catalog(tools string) (*gate.Catalog, error) {
-	if tools == "" {
-		tools = filepath.Join(a.dir, pedigree.ToolsFile)
-		if _, err := os.Stat(tools); err != nil {
+func (a *app) catalog(tools []string) (*gate.Catalog, error) {
+	if len(tools) == 0 {
+		p := filepath.Join(a.dir, pedigree.ToolsFile)
+		if _, err := os.Stat(p); err != nil {
 			return nil, usagef("no tool catalog: give --tools FILE (or put tools.yaml in the data directory); roles come from it")
 		}
+		tools = []string{p}
 	}
-	return gate.LoadCatalog(tools)
+	return gate.LoadCatalogs(tools...)
 }
 
-func readSessions(path string) ([]trajectory.Session, error) {
+func readSessions(path string) ([]offline.Session, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ss, err := trajectory.ReadSessions(f)
+	ss, err := offline.ReadSessions(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(ss) == 0 {
-		return nil, fmt.Errorf("%s: %w", path, trajectory.ErrNoSessions)
+		return nil, fmt.Errorf("%s: %w", path, offline.ErrNoSessions)
 	}
 	return ss, nil
 }
 
 func newTrajectoryTrain(a *app) *cobra.Command {
-	var model, tools string
+	var model string
+	var tools []string
 	cmd := &cobra.Command{
 		Use:   "train FILE --model OUT [--tools FILE]",
 		Short: "Train the trajectory model on labelled sessions",
@@ -146,20 +149,20 @@ Example:
 			if err != nil {
 				return err
 			}
-			m, err := trajectory.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
+			m, err := offline.TrainSessions(ss, cat.TrajectoryCall, trajectory.TrainOptions{})
 			if err != nil {
 				return err
 			}
 			if err := m.Save(model); err != nil {
 				return err
 			}
-			return a.print(map[string]any{"version": 1, "model": model, "sessions": len(ss), "threshold": m.Threshold}, func(w io.Writer) {
+			return a.print(trainOutput{v: v1, Model: model, Sessions: len(ss), Threshold: m.Threshold}, func(w io.Writer) {
 				fmt.Fprintf(w, "trained on %d sessions: %s (threshold %.2f)\n", len(ss), model, m.Threshold)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "where to write the model")
-	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "tool catalog files, merged (default DIR/tools.yaml)")
 	return cmd
 }
 
@@ -184,9 +187,9 @@ type evalOutput struct {
 // evalFigures are one view's figures: the rules, and the model measured
 // either as given (--model) or by cross-validation.
 type evalFigures struct {
-	Rules   trajectory.Metrics  `json:"rules"`
-	Model   *trajectory.Metrics `json:"model,omitempty"`
-	ModelCV *trajectory.Metrics `json:"model_cv,omitempty"`
+	Rules   offline.Metrics  `json:"rules"`
+	Model   *offline.Metrics `json:"model,omitempty"`
+	ModelCV *offline.Metrics `json:"model_cv,omitempty"`
 }
 
 // demoNote is what train and eval say of the model trained on generated
@@ -197,7 +200,8 @@ agent traces, measured elsewhere, such a model scored an AUC below 0.5). Fit one
 on your own labelled sessions with 'trajectory train'.`
 
 func newTrajectoryEval(a *app) *cobra.Command {
-	var model, tools string
+	var model string
+	var tools []string
 	var folds int
 	var seed uint64
 	cmd := &cobra.Command{
@@ -231,14 +235,14 @@ Example:
 					return err
 				}
 			}
-			measure := func(mapper trajectory.Mapper) (evalFigures, error) {
-				f := evalFigures{Rules: trajectory.EvaluateRules(ss, mapper)}
+			measure := func(mapper offline.Mapper) (evalFigures, error) {
+				f := evalFigures{Rules: offline.EvaluateRules(ss, mapper)}
 				if m != nil {
-					got := trajectory.EvaluateModel(m, ss, mapper)
+					got := offline.EvaluateModel(m, ss, mapper)
 					f.Model = &got
 					return f, nil
 				}
-				got, err := trajectory.CrossValidate(ss, mapper, folds, seed, trajectory.TrainOptions{})
+				got, err := offline.CrossValidate(ss, mapper, folds, seed, trajectory.TrainOptions{})
 				f.ModelCV = &got
 				return f, err
 			}
@@ -248,12 +252,12 @@ Example:
 			}
 			r := full.Rules
 			out := evalOutput{Version: 1, Sessions: r.Sessions, Attack: r.Attack, Benign: r.Benign,
-				AUC: r.AUC, Recall: r.Recall, FPR: r.FPR, Arguments: trajectory.HasArguments(ss), evalFigures: full}
+				AUC: r.AUC, Recall: r.Recall, FPR: r.FPR, Arguments: offline.HasArguments(ss), evalFigures: full}
 			if m == nil {
 				out.Folds = folds
 			}
 			if out.Arguments {
-				so, err := measure(trajectory.StructureOnly(cat.TrajectoryCall))
+				so, err := measure(offline.StructureOnly(cat.TrajectoryCall))
 				if err != nil {
 					return err
 				}
@@ -262,7 +266,7 @@ Example:
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "%d sessions (%d attack, %d benign)\n", r.Sessions, r.Attack, r.Benign)
 				lines := func(prefix string, f evalFigures) {
-					line := func(name string, m trajectory.Metrics) {
+					line := func(name string, m offline.Metrics) {
 						fmt.Fprintf(w, "%-40s AUC %.3f  recall %.3f  false-positive rate %.3f\n", prefix+name, m.AUC, m.Recall, m.FPR)
 					}
 					line("rules", f.Rules)
@@ -283,14 +287,14 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&model, "model", "", "a trained model to measure")
-	cmd.Flags().StringVar(&tools, "tools", "", "tool catalog (default DIR/tools.yaml)")
+	cmd.Flags().StringSliceVar(&tools, "tools", nil, "tool catalog files, merged (default DIR/tools.yaml)")
 	cmd.Flags().IntVar(&folds, "folds", 5, "folds for cross-validation")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the fold shuffle")
 	return cmd
 }
 
 func newTrajectoryGenerate(a *app) *cobra.Command {
-	var o trajectory.GenerateOptions
+	var o offline.GenerateOptions
 	cmd := &cobra.Command{
 		Use:   "generate [--sessions N] [--seed S] [--attack-share F]",
 		Short: "Write synthetic labelled sessions (JSON Lines) to measure the detector",
@@ -311,7 +315,7 @@ Example:
 				return usagef("--sessions must be positive")
 			}
 			enc := jsonLines(a.out)
-			for _, s := range trajectory.Generate(o) {
+			for _, s := range offline.Generate(o) {
 				if err := enc.Encode(s); err != nil {
 					return err
 				}

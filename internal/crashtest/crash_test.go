@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // writer records and checks from four goroutines until it is killed,
 // printing "entry ID" or "decision ID" after each acknowledged write.
 func writer(dir string) error {
-	ctx := context.Background()
+	ctx := context.Background() // a child process, killed: no test to end it
 	e, err := pedigree.Open(ctx, dir)
 	if err != nil {
 		return err
@@ -108,8 +108,9 @@ func writer(dir string) error {
 
 func TestCrash(t *testing.T) {
 	dir := t.TempDir()
-	ctx := context.Background()
-	e, err := pedigree.Init(ctx, dir, 0.5)
+	ctx := t.Context()
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.Init(ctx, dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,6 @@ func TestCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	op, _ := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
 	if err := e.Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}

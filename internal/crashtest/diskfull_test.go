@@ -3,7 +3,6 @@
 package crashtest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,8 +25,9 @@ import (
 func TestDiskFull(t *testing.T) {
 	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
-	ctx := context.Background()
-	e, err := pedigree.Init(ctx, dir, 0.5)
+	ctx := t.Context()
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.Init(ctx, dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,6 @@ func TestDiskFull(t *testing.T) {
 	if err := e.AddPrincipal(ctx, registry.Principal{ID: "user:a", Tier: registry.User, PublicKey: s.Public()}); err != nil {
 		t.Fatal(err)
 	}
-	op, _ := registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile))
 	if err := e.Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +113,8 @@ func mountTmpfs(t *testing.T) string {
 func TestReadOnlyFilesystem(t *testing.T) {
 	mnt := mountTmpfs(t)
 	dir := filepath.Join(mnt, "data")
-	e, err := pedigree.Init(context.Background(), dir, 0.5)
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.Init(t.Context(), dir, 0.5, pedigree.WithOperatorSigner(op))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestReadOnlyFilesystem(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("remount: %v %s", err, out)
 	}
-	_, err = pedigree.Open(context.Background(), dir)
+	_, err = pedigree.Open(t.Context(), dir)
 	if err == nil || !strings.Contains(err.Error(), "read-only file system") {
 		t.Fatalf("open on a read-only filesystem: %v", err)
 	}

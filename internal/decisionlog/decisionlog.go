@@ -38,6 +38,7 @@ const (
 	pDecisionSeq = "gq/" // gq/<seq> -> decision id
 	pApproval    = "a/"  // a/<session>\x00<action>\x00<approval id> -> expiry (a hint; the signed entry decides)
 	pUsed        = "au/" // au/<approval id> -> the decision id that used it
+	pApproved    = "ad/" // ad/<decision id> -> its approval's id: one decision, one approval (a hint, refused at write)
 	pTrajectory  = "t/"  // t/<session> -> trajectory.State
 	pTrajCall    = "tc/" // tc/<session>\x00<seq> -> trajectory.Call
 	pTrajAlert   = "ta/" // ta/<session>\x00<seq> -> trajectory.Alert
@@ -119,6 +120,21 @@ func approvalPrefix(session, action string) []byte {
 // of its session and action find it.
 func (l *Log) AddApproval(t kv.Txn, session, action, approvalID, expires string) error {
 	return t.Set(append(approvalPrefix(session, action), approvalID...), []byte(expires))
+}
+
+// ErrApproved: the decision already has an approval.
+var ErrApproved = errors.New("the decision is already approved: one decision, one approval")
+
+// MarkApproved records inside t that decision has its approval, and
+// refuses a second (ErrApproved).
+func (l *Log) MarkApproved(t kv.Txn, decisionID, approvalID string) error {
+	k := []byte(pApproved + decisionID)
+	if ok, err := t.Has(k); err != nil {
+		return err
+	} else if ok {
+		return ErrApproved
+	}
+	return t.Set(k, []byte(approvalID))
 }
 
 // Candidate is an indexed approval not yet used: a hint that the engine
@@ -384,3 +400,25 @@ func (l *Log) Used(t kv.Txn) (map[string]string, error) {
 
 // ParseExpiry reads an approval's signed expiry.
 func ParseExpiry(s string) (time.Time, error) { return time.Parse(time.RFC3339Nano, s) }
+
+// VerifiedRecord returns, inside t, the logged decision with this full ID
+// after checking that its record hashes to the ID: what an approval names
+// must be the decision that was logged, not a row written beside it.
+func (l *Log) VerifiedRecord(t kv.Txn, id string) (*gate.Decision, error) {
+	body, err := t.Get([]byte(pDecision + id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, fmt.Errorf("%w %s", gate.ErrUnknownDecision, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != id {
+		return nil, fmt.Errorf("decision %s: the record does not hash to its ID", id)
+	}
+	var d gate.Decision
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, fmt.Errorf("decision %s: %w", id, err)
+	}
+	d.ID = id
+	return &d, nil
+}

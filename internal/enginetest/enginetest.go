@@ -7,6 +7,8 @@ package enginetest
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -52,34 +54,38 @@ type World struct {
 	Clock    *Clock
 	// SkipVerify turns off the cleanup check, for tests that tamper.
 	SkipVerify bool
-	// Dir is the data directory of an on-disk world.
-	Dir  string
-	opts []pedigree.Option
+	// Dir is the data directory of an on-disk world, and OperatorKeyFile
+	// its operator key (outside Dir; its trust root is beside it).
+	Dir             string
+	OperatorKeyFile string
+	opts            []pedigree.Option
 }
 
 // P is a principal to register.
 type P struct {
 	ID   string
 	Tier registry.Tier
+	// Approver gives the principal approval authority (user tier only).
+	Approver bool
 }
 
 // Cast turns principals (their keys are ignored) into a cast.
 func Cast(ps []registry.Principal) []P {
 	out := make([]P, len(ps))
 	for i, p := range ps {
-		out[i] = P{ID: p.ID, Tier: p.Tier}
+		out[i] = P{ID: p.ID, Tier: p.Tier, Approver: p.Approver}
 	}
 	return out
 }
 
 // Default is the cast most tests need.
 var Default = []P{
-	{"user:alice", registry.User},
-	{"agent:planner", registry.Internal},
-	{"tool:gmail_read", registry.External},
-	{"tool:web_fetch", registry.Unverified},
-	{"tool:calculator", registry.Internal},
-	{"user:mallory", registry.User},
+	{"user:alice", registry.User, true},
+	{"agent:planner", registry.Internal, false},
+	{"tool:gmail_read", registry.External, false},
+	{"tool:web_fetch", registry.Unverified, false},
+	{"tool:calculator", registry.Internal, false},
+	{"user:mallory", registry.User, false},
 }
 
 // New makes a frozen in-memory world with τ = 0.5.
@@ -122,7 +128,7 @@ func (w *World) bootstrap(ps []P) {
 			w.T.Fatal(err)
 		}
 		w.Keys[p.ID] = s
-		if err := w.E.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public()}); err != nil {
+		if err := w.E.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public(), Approver: p.Approver}); err != nil {
 			w.T.Fatal(err)
 		}
 	}
@@ -182,12 +188,14 @@ func NewOnDisk(t testing.TB, ps []P, opts ...pedigree.Option) *World {
 	dir := t.TempDir()
 	w := &World{T: t, Keys: map[string]*registry.Signer{}, Clock: NewClock(), Dir: dir, opts: opts}
 	ctx := context.Background()
-	e, err := pedigree.Init(ctx, dir, 0.5, w.options()...)
+	// The operator key is kept outside the data directory, as init does.
+	w.OperatorKeyFile = filepath.Join(t.TempDir(), "operator.key")
+	e, err := pedigree.Init(ctx, dir, 0.5, append(w.options(), pedigree.WithOperatorKeyFile(w.OperatorKeyFile))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.E = e
-	if w.Operator, err = registry.LoadSigner(filepath.Join(dir, pedigree.OperatorKeyFile)); err != nil {
+	if w.Operator, err = registry.LoadSigner(w.OperatorKeyFile); err != nil {
 		t.Fatal(err)
 	}
 	w.bootstrap(ps)
@@ -232,4 +240,67 @@ func (w *World) Tamper(fn func(t *store.Txn) error) {
 	if err := db.Commit(w.T.Context(), 0, fn); err != nil {
 		w.T.Fatal(err)
 	}
+}
+
+// RebuildRegistry is the attack of someone who can write the data directory
+// but holds no key: it replaces the operator's public key row with one of
+// its own, deletes the freeze, registers user:eve (user tier, an approver)
+// and freezes again with the new key, and rewrites registry.freeze to
+// match. Every stored entry still verifies: the principals' keys are
+// untouched. It returns eve's key; the engine is left closed.
+func (w *World) RebuildRegistry() *registry.Signer {
+	w.T.Helper()
+	if w.E != nil {
+		w.E.Close()
+		w.E = nil
+	}
+	forged, _, _ := registry.GenerateSigner(nil)
+	eve, _, _ := registry.GenerateSigner(nil)
+	pemBytes, _ := registry.MarshalPublicKey(forged.Public())
+	db, err := store.Open(w.Dir, store.Options{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	defer db.Close()
+	ctx := w.T.Context()
+	err = db.Commit(ctx, 0, func(tx *store.Txn) error {
+		t := tx.In(store.Registry)
+		b, err := t.Get([]byte("meta"))
+		if err != nil {
+			return err
+		}
+		var meta map[string]any
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return err
+		}
+		meta["operator_key"] = string(pemBytes)
+		b, _ = json.Marshal(meta)
+		if err := t.Set([]byte("meta"), b); err != nil {
+			return err
+		}
+		return t.Delete([]byte("freeze"))
+	})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	reg, err := registry.Load(db.Space(store.Registry))
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	if err := reg.Add(ctx, registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: eve.Public(), Approver: true}); err != nil {
+		w.T.Fatal(err)
+	}
+	if err := reg.Freeze(ctx, forged, time.Now()); err != nil {
+		w.T.Fatal(err)
+	}
+	rec, err := reg.FreezeRecord()
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	path := filepath.Join(w.Dir, pedigree.FreezeFile)
+	os.Remove(path)
+	if err := os.WriteFile(path, rec, 0o444); err != nil {
+		w.T.Fatal(err)
+	}
+	return eve
 }

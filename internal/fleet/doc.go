@@ -28,6 +28,7 @@
 //	pedigree.genesis.registry   the frozen registry: the stream's first record (sequence 1)
 //	pedigree.entry.<id>         a signed entry: envelope and optional content; id is its content hash
 //	pedigree.approval.<id>      a signed approval entry
+//	pedigree.rejection.<id>     a signed rejection entry
 //	pedigree.decision.<id>      a sealed decision (with its input, trajectory step, call entry)
 //	pedigree.use.<approval id>  a decision that used that approval: create-only
 //	pedigree.recall.<id>        a recall record

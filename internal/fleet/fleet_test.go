@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,8 @@ import (
 // know every server; C knows only server 3, so stopping server 3 cuts C
 // off.
 var fx *fixture
+
+var catchup = flag.Int("catchup", 2000, "entries a restarted node catches up on in BenchmarkCatchUp")
 
 type fixture struct {
 	root     string
@@ -91,20 +94,20 @@ func (f *fixture) start() error {
 	ctx := context.Background()
 	// The operator's seed directory: a frozen registry, no entries.
 	dirA := filepath.Join(f.root, "A")
-	e, err := pedigree.Init(ctx, dirA, pedigree.DefaultTau)
+	if f.operator, _, err = registry.GenerateSigner(nil); err != nil {
+		return err
+	}
+	e, err := pedigree.Init(ctx, dirA, pedigree.DefaultTau, pedigree.WithOperatorSigner(f.operator))
 	if err != nil {
 		return err
 	}
-	for _, p := range []registry.Principal{{ID: "user:alice", Tier: registry.User}, {ID: "agent:assistant", Tier: registry.Internal},
+	for _, p := range []registry.Principal{{ID: "user:alice", Tier: registry.User, Approver: true}, {ID: "agent:assistant", Tier: registry.Internal},
 		{ID: "tool:gmail_read", Tier: registry.External}} {
 		f.keys[p.ID], _, _ = registry.GenerateSigner(nil)
 		p.PublicKey = f.keys[p.ID].Public()
 		if err := e.AddPrincipal(ctx, p); err != nil {
 			return err
 		}
-	}
-	if f.operator, err = registry.LoadSigner(filepath.Join(dirA, pedigree.OperatorKeyFile)); err != nil {
-		return err
 	}
 	if err := e.Freeze(ctx, f.operator); err != nil {
 		return err

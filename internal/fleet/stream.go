@@ -15,17 +15,18 @@ type Kind string
 
 // The kinds of record on the stream.
 const (
-	Genesis  Kind = "genesis"  // the frozen registry: the stream's first record
-	Entry    Kind = "entry"    // a signed entry (key: its ID)
-	Approval Kind = "approval" // a signed approval entry (key: its ID)
-	Decision Kind = "decision" // a decision that used no approval (key: its ID)
-	Use      Kind = "use"      // a decision that used an approval (key: the approval's ID)
-	Recall   Kind = "recall"   // a recall record (key: its ID)
+	Genesis   Kind = "genesis"   // the frozen registry: the stream's first record
+	Entry     Kind = "entry"     // a signed entry (key: its ID)
+	Approval  Kind = "approval"  // a signed approval entry (key: its ID)
+	Rejection Kind = "rejection" // a signed rejection entry (key: its ID)
+	Decision  Kind = "decision"  // a decision that used no approval (key: its ID)
+	Use       Kind = "use"       // a decision that used an approval (key: the approval's ID)
+	Recall    Kind = "recall"    // a recall record (key: its ID)
 )
 
 func (k Kind) valid() bool {
 	switch k {
-	case Genesis, Entry, Approval, Decision, Use, Recall:
+	case Genesis, Entry, Approval, Rejection, Decision, Use, Recall:
 		return true
 	}
 	return false

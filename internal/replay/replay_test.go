@@ -1,12 +1,12 @@
 package replay_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/replay"
 )
 
@@ -28,7 +28,7 @@ func load(t *testing.T, name string) []replay.Scenario {
 // we know; each call's decision must equal its expect.
 func TestLaunderingChannels(t *testing.T) {
 	ss := load(t, "laundering.jsonl")
-	sum, err := replay.Run(context.Background(), ss, replay.Options{}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +38,18 @@ func TestLaunderingChannels(t *testing.T) {
 	if sum.Scenarios != 7 || sum.Expected != 7 || sum.Agreed != 7 || sum.AttackCalls != 4 || sum.AttackAllowed != 0 || sum.BenignAllowed != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
+	// Every attack is denied; the one unlabelled call diluted below tau asks.
+	if sum.AttackDenied != 4 || sum.AttackAsked != 0 || sum.BenignAsked != 0 || sum.BenignDenied != 0 ||
+		sum.GatedScenarios != 7 || sum.AllAllowed != 2 || sum.AllAllowedOrAsked != 3 {
+		t.Fatalf("tallies %+v", sum)
+	}
 }
 
 // TestRefusedScenarios: what the engine rejects is an error in the summary,
 // never skipped.
 func TestRefusedScenarios(t *testing.T) {
 	ss := load(t, "refused.jsonl")
-	sum, err := replay.Run(context.Background(), ss, replay.Options{}, nil)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +104,59 @@ func FuzzParseLine(f *testing.F) {
 		// Whatever parses must replay to a result or a reported error,
 		// never a panic.
 		if len(s.Steps) <= 20 {
-			replay.Run(context.Background(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
+			replay.Run(t.Context(), []replay.Scenario{*s}, replay.Options{Workers: 1}, nil)
 		}
 	})
+}
+
+// TestPlanScenarios replays the six plan examples of issue 17 with the
+// shipped catalogs: every decision equals its expect, and no attack is
+// allowed or asked.
+func TestPlanScenarios(t *testing.T) {
+	ss := load(t, "plans.jsonl")
+	var files []string
+	for _, n := range []string{"email", "payments", "files", "shell"} {
+		files = append(files, filepath.Join("..", "..", "policies", "catalogs", n+".yaml"))
+	}
+	cat, err := gate.LoadCatalogs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := replay.Run(t.Context(), ss, replay.Options{Catalog: cat}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || len(sum.Mismatches) != 0 {
+		t.Fatalf("errors %v mismatches %v", sum.ErrorList, sum.Mismatches)
+	}
+	if sum.Scenarios != 6 || sum.Expected != 11 || sum.AttackCalls != 5 || sum.AttackDenied != 5 || sum.BenignAsked != 1 {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// TestRuleOfTwoEnabledByConfiguration: loaded as an operator policy
+// directory, the Rule of Two module asks before the one plan call that
+// holds untrusted input (the poisoned file), private data (the file read)
+// and an external send; without it the same call is allowed.
+func TestRuleOfTwoEnabledByConfiguration(t *testing.T) {
+	ss := load(t, "plans.jsonl")
+	var files []string
+	for _, n := range []string{"email", "payments", "files", "shell"} {
+		files = append(files, filepath.Join("..", "..", "policies", "catalogs", n+".yaml"))
+	}
+	cat, err := gate.LoadCatalogs(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gate.PolicyFromDir(filepath.Join("..", "..", "policies", "ruleoftwo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := replay.Run(t.Context(), ss, replay.Options{Catalog: cat, Policy: p}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Mismatches) != 1 || sum.Mismatches[0].Scenario != "plans/summarise-and-email" || sum.Mismatches[0].Got != string(gate.Ask) || sum.AttackDenied != 5 {
+		t.Fatalf("mismatches %+v summary %+v", sum.Mismatches, sum)
+	}
 }

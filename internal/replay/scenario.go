@@ -43,9 +43,14 @@ type Step struct {
 	Args             json.RawMessage     `json:"args,omitempty"`
 	Justification    []string            `json:"justification,omitempty"`
 	ArgJustification map[string][]string `json:"arg_justification,omitempty"`
-	Expect           string              `json:"expect,omitempty"`
-	Label            string              `json:"label,omitempty"`
-	Note             string              `json:"note,omitempty"`
+	// Plan and PlanStep: the plan step a call cites (op call). Steps: a
+	// plan's steps (op plan), [{"tool", "args"}] with "$data" slots.
+	Plan     string          `json:"plan,omitempty"`
+	PlanStep *int            `json:"plan_step,omitempty"`
+	Steps    json.RawMessage `json:"steps,omitempty"`
+	Expect   string          `json:"expect,omitempty"`
+	Label    string          `json:"label,omitempty"`
+	Note     string          `json:"note,omitempty"`
 }
 
 // ParentRef is a derivation edge to an earlier step.
@@ -117,7 +122,7 @@ func (s *Scenario) check() error {
 	for i, st := range s.Steps {
 		where := fmt.Sprintf("%s step %d", s.ID, i+1)
 		switch st.Op {
-		case "record", "call":
+		case "record", "call", "plan":
 			if st.Ref == "" {
 				return fmt.Errorf("%s: %s without a ref", where, st.Op)
 			}
@@ -145,6 +150,15 @@ func (s *Scenario) check() error {
 		}
 		if st.Op == "call" && st.Tool == "" {
 			return fmt.Errorf("%s: call without a tool", where)
+		}
+		if (st.Plan == "") != (st.PlanStep == nil) || (st.Plan != "" && st.Op != "call") {
+			return fmt.Errorf("%s: a call cites a plan with both plan and plan_step", where)
+		}
+		if st.Plan != "" && !refs[st.Plan] {
+			return fmt.Errorf("%s: plan ref %q names no earlier step", where, st.Plan)
+		}
+		if (st.Op == "plan") != (st.Steps != nil) {
+			return fmt.Errorf("%s: a plan, and only a plan, has steps", where)
 		}
 	}
 	return nil

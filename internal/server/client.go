@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -33,24 +31,28 @@ var _ pedigree.Backend = (*Client)(nil)
 type Client struct {
 	hc    *http.Client
 	clock func() time.Time
+	token string // the server's bearer token (see auth.go)
 }
 
-// Dial finds the server of a data directory (through serve.json) and checks
-// that it answers. ErrNoServer when none does.
+// Dial finds the server of a data directory (through serve.json), checks
+// that it may be trusted and that it answers. ErrNoServer when none
+// answers; ErrUntrustedServer when serve.json names a socket that is not
+// the directory's own or a server that cannot prove it holds the token.
 func Dial(ctx context.Context, dir string, clock func() time.Time) (*Client, error) {
-	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	socket, err := discover(dir)
 	if err != nil {
-		return nil, ErrNoServer
+		return nil, err
 	}
-	var in info
-	if err := json.Unmarshal(b, &in); err != nil || in.Socket == "" {
-		return nil, ErrNoServer
+	token, err := ReadToken(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUntrustedServer, err)
 	}
-	return DialSocket(ctx, in.Socket, clock)
+	return DialSocket(ctx, socket, token, clock)
 }
 
-// DialSocket connects to a server's unix socket.
-func DialSocket(ctx context.Context, socket string, clock func() time.Time) (*Client, error) {
+// DialSocket connects to a server's unix socket and checks, before it sends
+// anything else, that the server holds token.
+func DialSocket(ctx context.Context, socket, token string, clock func() time.Time) (*Client, error) {
 	if clock == nil {
 		clock = time.Now
 	}
@@ -61,11 +63,9 @@ func DialSocket(ctx context.Context, socket string, clock func() time.Time) (*Cl
 		},
 		MaxIdleConnsPerHost: 64,
 	}
-	c := &Client{hc: &http.Client{Transport: tr}, clock: clock}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := c.do(ctx, "GET", "/healthz", nil, nil); err != nil {
-		return nil, ErrNoServer
+	c := &Client{hc: &http.Client{Transport: tr}, clock: clock, token: token}
+	if err := c.prove(ctx, socket); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -85,10 +85,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://pedigree"+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+clientHost+path, rd)
 	if err != nil {
 		return err
 	}
+	c.authorize(req)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -128,19 +129,40 @@ func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 	return out.ID, err
 }
 
+// ByContent returns the memory entries whose content digest is digest.
+func (c *Client) ByContent(ctx context.Context, digest string) ([]string, error) {
+	var out struct{ IDs []string }
+	err := c.do(ctx, "GET", "/v1/content/"+url.PathEscape(digest), nil, &out)
+	return out.IDs, err
+}
+
 // Registry returns the registry as the server has it.
 func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
 	var out registryResponse
 	if err := c.do(ctx, "GET", "/v1/registry", nil, &out); err != nil {
 		return nil, err
 	}
-	v := &pedigree.RegistryView{Frozen: out.Frozen, Tau: out.Tau, Principals: []registry.Principal{}}
+	v := &pedigree.RegistryView{Frozen: out.Frozen, Tau: out.Tau, Principals: []registry.Principal{}, FreezeDigest: out.FreezeDigest, TrustRoot: out.TrustRoot}
+	if out.OperatorKey != "" {
+		k, err := registry.ParsePublicKey([]byte(out.OperatorKey))
+		if err != nil {
+			return nil, fmt.Errorf("registry: operator key: %w", err)
+		}
+		v.OperatorKey = k
+	}
+	if out.MaxApprovalTTL != "" {
+		d, err := time.ParseDuration(out.MaxApprovalTTL)
+		if err != nil {
+			return nil, fmt.Errorf("registry: approval cap %q: %w", out.MaxApprovalTTL, err)
+		}
+		v.MaxApprovalTTL = d
+	}
 	for _, p := range out.Principals {
 		pub, err := registry.ParsePublicKey([]byte(p.PublicKey))
 		if err != nil {
 			return nil, err
 		}
-		v.Principals = append(v.Principals, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub})
+		v.Principals = append(v.Principals, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: pub, Approver: p.Approver})
 	}
 	return v, nil
 }
@@ -228,6 +250,50 @@ func (c *Client) Approve(ctx context.Context, s *registry.Signer, approver, deci
 	return &n, nil
 }
 
+// Reject builds and signs the rejection here.
+func (c *Client) Reject(ctx context.Context, s *registry.Signer, rejecter, decisionID string) (*lineage.Node, error) {
+	d, err := c.Decision(ctx, decisionID)
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := lineage.Sign(s, pedigree.BuildRejection(d, rejecter, c.clock()))
+	if err != nil {
+		return nil, err
+	}
+	var n lineage.Node
+	if err := c.do(ctx, "POST", "/v1/rejections", approveRequest{Envelope: env}, &n); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
+// Plan reads a stored plan through the server, for BuildCall; the gate
+// reads it again from its own store.
+func (c *Client) Plan(ctx context.Context, id string) (*lineage.Statement, error) {
+	v, err := c.Show(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st, _, _, err := lineage.Open(v.Envelope)
+	return st, err
+}
+
+var _ pedigree.PlanReader = (*Client)(nil)
+
+// Pending lists the decisions a person can still approve or reject.
+func (c *Client) Pending(ctx context.Context) ([]gate.Pending, error) {
+	var out struct{ Pending []gate.Pending }
+	err := c.do(ctx, "GET", "/v1/pending", nil, &out)
+	return out.Pending, err
+}
+
+// Reviews lists approvals and rejections of decisions.
+func (c *Client) Reviews(ctx context.Context) ([]gate.Review, error) {
+	var out struct{ Reviews []gate.Review }
+	err := c.do(ctx, "GET", "/v1/reviews", nil, &out)
+	return out.Reviews, err
+}
+
 // Decisions lists the decision log.
 func (c *Client) Decisions(ctx context.Context, q pedigree.DecisionQuery) ([]gate.Decision, error) {
 	var out struct{ Decisions []gate.Decision }
@@ -288,10 +354,49 @@ func (c *Client) Checkpoint(ctx context.Context, operator *registry.Signer) (*tl
 	if err != nil {
 		return nil, err
 	}
-	if err := c.do(ctx, "POST", "/v1/log/checkpoints", checkpointRequest{Checkpoint: *cp}, nil); err != nil {
+	var stored tlog.Checkpoint
+	if err := c.do(ctx, "POST", "/v1/log/checkpoints", checkpointRequest{Checkpoint: *cp}, &stored); err != nil {
 		return nil, err
 	}
-	return cp, nil
+	return &stored, nil
+}
+
+// VerifyCheckpoints asks the server to verify its store, and that it
+// extends each of cps (checkpoints kept elsewhere).
+func (c *Client) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
+	var r lineage.Report
+	if err := c.do(ctx, "POST", "/v1/verify", verifyRequest{Checkpoints: cps}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ProveAgainst returns an inclusion proof against a checkpoint kept
+// elsewhere, verified here against that checkpoint, not the server's copy.
+func (c *Client) ProveAgainst(ctx context.Context, id string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
+	var p tlog.InclusionProof
+	if err := c.do(ctx, "POST", "/v1/log/prove-against", proveAgainstRequest{ID: id, Checkpoint: *cp}, &p); err != nil {
+		return nil, err
+	}
+	p.Checkpoint = *cp
+	if err := p.Verify(); err != nil {
+		return nil, fmt.Errorf("%w: %v", tlog.ErrNotExtension, err)
+	}
+	return &p, nil
+}
+
+// ConsistencyFrom returns a consistency proof from a checkpoint kept
+// elsewhere, verified here against that checkpoint.
+func (c *Client) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
+	var p tlog.ConsistencyProof
+	if err := c.do(ctx, "POST", "/v1/log/consistency-from", consistencyFromRequest{Checkpoint: *old, New: newSize}, &p); err != nil {
+		return nil, err
+	}
+	p.Old = *old
+	if err := p.Verify(); err != nil {
+		return nil, fmt.Errorf("%w: %v", tlog.ErrNotExtension, err)
+	}
+	return &p, nil
 }
 
 // Prove returns a verified inclusion proof (verified again here).
@@ -310,4 +415,17 @@ func (c *Client) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlo
 		return nil, err
 	}
 	return &p, p.Verify()
+}
+
+// Refusals lists the server's refusal log, oldest first (limit > 0: the
+// last limit).
+func (c *Client) Refusals(ctx context.Context, limit int) ([]pedigree.Refusal, error) {
+	var out refusalsResponse
+	if err := c.do(ctx, "GET", "/v1/refusals?limit="+strconv.Itoa(limit), nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Refusals == nil {
+		out.Refusals = []pedigree.Refusal{}
+	}
+	return out.Refusals, nil
 }

@@ -31,7 +31,7 @@ const (
 // entries, over the socket and then in-process; zero errors, and the
 // latencies logged (go test -tags load -v).
 func TestLoad(t *testing.T) {
-	cat := &gate.Catalog{Tools: map[string]gate.Tool{"send": {Sensitive: true, Role: "send"}}}
+	cat := &gate.Catalog{Tools: map[string]gate.Tool{"send": {Role: "send"}}}
 	ps := enginetest.Cast(bench.Principals())
 	// Build fast (no fsync) with 8 writers; serve durably.
 	w := enginetest.NewOnDisk(t, ps, pedigree.WithCatalog(cat), pedigree.WithoutDurabilityUnsafe())

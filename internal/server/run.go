@@ -37,6 +37,8 @@ type Options struct {
 	Socket string // default DIR/pedigree.sock
 	Addr   string // optional loopback host:port
 	Log    *slog.Logger
+	// ClaudeHooks answers Claude Code's http hooks (POST /v1/hooks/claude).
+	ClaudeHooks bool
 	// Ready, when set, receives the addresses once listening.
 	Ready func(socket, addr string)
 }
@@ -107,8 +109,30 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 		listeners = append(listeners, tl)
 		o.Addr = tl.Addr().String()
 	}
+	// The token lives in the data directory (beside the socket for an
+	// engine without one), where clients that may use the store find it.
+	tokenDir := dir
+	if tokenDir == "" {
+		tokenDir = filepath.Dir(o.Socket)
+	}
+	token, err := makeToken(tokenDir)
+	if err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return err
+	}
+	defer os.Remove(filepath.Join(tokenDir, TokenFile))
 	s := New(e, o.Log)
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
+	if o.ClaudeHooks {
+		if err := s.EnableClaudeHooks(); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
+	hs := &http.Server{Handler: s.Authenticated(token), ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	infoPath := filepath.Join(dir, InfoFile)
 	if dir != "" {
@@ -126,7 +150,10 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	for _, l := range listeners {
 		go func() { errs <- hs.Serve(l) }()
 	}
-	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr)
+	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr, "trust_root", e.TrustRoot())
+	if e.TrustRoot() == pedigree.TrustRootNone {
+		o.Log.Warn("no trust root is pinned: whoever can write the data directory can rebuild its registry unnoticed; pin the operator public key or the freeze digest (--trust-root)")
+	}
 	if o.Ready != nil {
 		o.Ready(o.Socket, o.Addr)
 	}

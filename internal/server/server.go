@@ -2,6 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"crypto/subtle"
+	"strings"
 
 	"encoding/json"
 	"errors"
@@ -18,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -29,6 +34,9 @@ type Server struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	metrics  *metrics
+	// claude answers Claude Code's http hooks, when enabled.
+	claude      *hook.Handler
+	claudeToken string
 }
 
 type metrics struct {
@@ -38,6 +46,9 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 	check     prometheus.Histogram
 	record    prometheus.Histogram
+	// reviews: decisions pending, approved and rejected, read from the
+	// store at each scrape (they outlive the process).
+	reviews *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -48,7 +59,9 @@ func newMetrics() *metrics {
 	buckets := prometheus.ExponentialBuckets(50e-6, 2, 14) // 50 µs to 0.4 s
 	m.check = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_check_seconds", Help: "Whole gate checks.", Buckets: buckets})
 	m.record = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pedigree_record_seconds", Help: "Entry inserts.", Buckets: buckets})
-	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record)
+	m.reviews = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pedigree_decisions_reviewed",
+		Help: "Denies and asks by review state: pending (nobody answered yet), approved, rejected."}, []string{"state"})
+	m.reg.MustRegister(m.decisions, m.entries, m.errors, m.check, m.record, m.reviews)
 	return m
 }
 
@@ -59,6 +72,11 @@ func New(e *pedigree.Engine, log *slog.Logger) *Server {
 	}
 	s := &Server{e: e, log: log, mux: http.NewServeMux(), metrics: newMetrics()}
 	s.metrics.fleet(e)
+	// Refused writes (forged signatures, unknown principals, bad
+	// approvals): counted by the engine, which logs each one.
+	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pedigree_refused_writes_total",
+		Help: "Writes refused as attempts (bad signature, unknown principal, bad key, bad approval, refused call); see 'pedigree log refusals'."},
+		func() float64 { return float64(e.RefusalCount()) }))
 	s.routes()
 	return s
 }
@@ -181,6 +199,9 @@ func (s *Server) routes() {
 	})
 	metricsHandler := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 	s.route("GET", "/metrics", func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.countReviews(r.Context()); err != nil {
+			return err
+		}
 		metricsHandler.ServeHTTP(w, r)
 		return nil
 	})
@@ -200,6 +221,13 @@ func (s *Server) routes() {
 		return reply(w, map[string]any{"id": id})
 	})
 	s.route("POST", "/v1/entries", s.insert)
+	s.route("GET", "/v1/content/{digest}", func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := s.e.ByContent(r.Context(), r.PathValue("digest"))
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"ids": nonNil(ids)})
+	})
 	s.route("GET", "/v1/entries/{id}", s.show)
 	s.route("POST", "/v1/recall", func(w http.ResponseWriter, r *http.Request) error {
 		var req recallRequest
@@ -223,6 +251,31 @@ func (s *Server) routes() {
 		}
 		return reply(w, n)
 	})
+	s.route("POST", "/v1/rejections", func(w http.ResponseWriter, r *http.Request) error {
+		var req approveRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		n, err := s.e.RejectEnvelope(r.Context(), req.Envelope)
+		if err != nil {
+			return err
+		}
+		return reply(w, n)
+	})
+	s.route("GET", "/v1/pending", func(w http.ResponseWriter, r *http.Request) error {
+		ps, err := s.e.Pending(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"pending": nonNil(ps)})
+	})
+	s.route("GET", "/v1/reviews", func(w http.ResponseWriter, r *http.Request) error {
+		rs, err := s.e.Reviews(r.Context())
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"reviews": nonNil(rs)})
+	})
 	s.route("GET", "/v1/decisions", func(w http.ResponseWriter, r *http.Request) error {
 		limit, err := intParam(r, "limit")
 		if err != nil {
@@ -242,10 +295,26 @@ func (s *Server) routes() {
 		return reply(w, d)
 	})
 	s.route("GET", "/v1/trace/{id}", s.trace)
+	s.route("GET", "/v1/refusals", func(w http.ResponseWriter, r *http.Request) error {
+		limit, err := intParam(r, "limit")
+		if err != nil {
+			return err
+		}
+		rs, err := s.e.Refusals(r.Context(), limit)
+		if err != nil {
+			return err
+		}
+		return reply(w, refusalsResponse{Refusals: rs})
+	})
+	s.mux.HandleFunc(claudeHookPath, s.claudeHook)
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
+		var req verifyRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
 		// Verifying a large store takes longer than a write timeout.
 		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		rep, err := s.e.Verify(r.Context())
+		rep, err := s.e.VerifyCheckpoints(r.Context(), req.Checkpoints)
 		if err != nil {
 			return err
 		}
@@ -275,6 +344,28 @@ func (s *Server) routes() {
 		}
 		return reply(w, req.Checkpoint)
 	})
+	s.route("POST", "/v1/log/prove-against", func(w http.ResponseWriter, r *http.Request) error {
+		var req proveAgainstRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		p, err := s.e.ProveAgainst(r.Context(), req.ID, &req.Checkpoint)
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
+	s.route("POST", "/v1/log/consistency-from", func(w http.ResponseWriter, r *http.Request) error {
+		var req consistencyFromRequest
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+		p, err := s.e.ConsistencyFrom(r.Context(), &req.Checkpoint, req.New)
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
 	s.route("GET", "/v1/log/prove/{id}", func(w http.ResponseWriter, r *http.Request) error {
 		size, err := intParam(r, "checkpoint")
 		if err != nil {
@@ -303,6 +394,73 @@ func (s *Server) routes() {
 	})
 }
 
+// claudeHookPath is the route of Claude Code's http hooks.
+const claudeHookPath = "/v1/hooks/claude"
+
+// EnableClaudeHooks answers Claude Code's http hooks on POST
+// /v1/hooks/claude, signing with the hook's keys in the data directory
+// (written by 'pedigree hook claude init'): the one route through which the
+// server signs. Requests must carry the directory's bearer token.
+func (s *Server) EnableClaudeHooks() error {
+	dir := s.e.Dir()
+	token, err := hook.Token(dir)
+	if err != nil {
+		return err
+	}
+	h, err := hook.New(s.e, dir)
+	if err != nil {
+		return err
+	}
+	s.claude, s.claudeToken = h, token
+	return nil
+}
+
+// claudeHook answers one Claude Code http hook event. Claude Code lets a
+// call through when an http hook fails (a non-2xx status, a timeout), so
+// every failure is answered with status 200 and a body that blocks: a
+// PreToolUse is denied, a prompt is blocked, and an event that cannot be
+// read stops Claude Code.
+func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
+	var ev *hook.Event
+	err := func() error {
+		switch {
+		case r.Method != "POST":
+			return fmt.Errorf("%s %s: use POST", r.Method, r.URL.Path)
+		case r.Header.Get("Origin") != "" || !loopbackHost(r.Host):
+			return errors.New("a request from a browser, or to a Host that is not loopback, is refused")
+		case s.claude == nil:
+			return errors.New("this server does not answer Claude Code hooks: start it with 'pedigree serve --claude-hooks'")
+		case !bearer(r, s.claudeToken):
+			return errors.New("the request does not carry this data directory's hook token (see 'pedigree hook claude settings --http')")
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, hook.MaxEventBytes))
+		if err != nil {
+			return fmt.Errorf("%w: %v", hook.ErrEvent, err)
+		}
+		if ev, err = hook.ParseEvent(b); err != nil {
+			return err
+		}
+		ans, err := s.claude.Handle(r.Context(), ev)
+		if err != nil {
+			return err
+		}
+		if ans == nil {
+			ans = &hook.Answer{}
+		}
+		return reply(w, ans)
+	}()
+	if err != nil {
+		s.metrics.errors.WithLabelValues("hook").Inc()
+		s.log.Warn("claude hook blocked", "error", err.Error())
+		reply(w, hook.Block(ev, err))
+	}
+}
+
+func bearer(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
 func intParam(r *http.Request, name string) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
@@ -327,13 +485,21 @@ func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}}
+	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}, FreezeDigest: reg.FreezeDigest,
+		MaxApprovalTTL: reg.MaxApprovalTTL.String(), TrustRoot: reg.TrustRoot}
+	if len(reg.OperatorKey) > 0 {
+		pemBytes, err := registry.MarshalPublicKey(reg.OperatorKey)
+		if err != nil {
+			return err
+		}
+		out.OperatorKey = string(pemBytes)
+	}
 	for _, p := range reg.Principals {
 		pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
 		if err != nil {
 			return err
 		}
-		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes)})
+		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
 	}
 	return reply(w, out)
 }
@@ -372,8 +538,28 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.metrics.check.Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues(d.Decision).Inc()
+	s.metrics.decisions.WithLabelValues(string(d.Decision)).Inc()
 	return reply(w, d)
+}
+
+// countReviews sets the review gauges from the store.
+func (s *Server) countReviews(ctx context.Context) error {
+	ps, err := s.e.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := s.e.Reviews(ctx)
+	if err != nil {
+		return err
+	}
+	n := map[string]int{gate.Approved: 0, gate.Rejected: 0}
+	for _, r := range rs {
+		n[r.Outcome]++
+	}
+	s.metrics.reviews.WithLabelValues("pending").Set(float64(len(ps)))
+	s.metrics.reviews.WithLabelValues(gate.Approved).Set(float64(n[gate.Approved]))
+	s.metrics.reviews.WithLabelValues(gate.Rejected).Set(float64(n[gate.Rejected]))
+	return nil
 }
 
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {

@@ -35,12 +35,12 @@ func counts(t *testing.T, e *pedigree.Engine) [2]uint64 {
 func TestBadRequests(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
 	h := server.New(w.E, nil).Handler()
-	ctx := context.Background()
+	ctx := t.Context()
 	prompt := w.Record("user:alice", "s", "p", nil)
 	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
 	forged, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], st) // the planner's name, the mail tool's key
 	good, _, _ := lineage.Sign(w.Keys["agent:planner"], st)
-	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Justification: []string{}})
+	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
 	call, _, _ := lineage.Sign(w.Keys["agent:planner"], cst)
 	body := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	cases := []struct {
@@ -107,8 +107,8 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if code, _ := get("/readyz"); code != 200 {
 		t.Fatalf("readyz %d", code)
 	}
-	ctx := context.Background()
-	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Justification: []string{}})
+	ctx := t.Context()
+	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
 	call, _, _ := lineage.Sign(w.Keys["agent:planner"], cst)
 	b, _ := json.Marshal(map[string]any{"call": json.RawMessage(call)})
 	rec := httptest.NewRecorder()
@@ -131,7 +131,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 
 func TestRunOnSocket(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	ready := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -153,11 +153,11 @@ func TestRunOnSocket(t *testing.T) {
 		t.Fatalf("tcp healthz: %v", err)
 	}
 	resp.Body.Close()
-	c, err := server.Dial(context.Background(), w.Dir, nil)
+	c, err := server.Dial(t.Context(), w.Dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := c.Record(context.Background(), w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Session: "s", Content: []byte("over the socket")})
+	n, err := c.Record(t.Context(), w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Session: "s", Content: []byte("over the socket")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestRunOnSocket(t *testing.T) {
 			t.Errorf("%s left behind", f)
 		}
 	}
-	if _, err := server.Dial(context.Background(), w.Dir, nil); err == nil {
+	if _, err := server.Dial(t.Context(), w.Dir, nil); err == nil {
 		t.Fatal("a client still reached the server after shutdown")
 	}
 	if err := w.Reopen(); err != nil {

@@ -1,8 +1,9 @@
 // Package server is pedigree's sidecar: HTTP/JSON on a unix socket (and
 // optionally loopback TCP) in front of one engine, which holds the data
 // directory's lock. Clients sign entries, calls and approvals with their own
-// keys; the server verifies them against the frozen registry and never holds
-// a principal's private key. There is no endpoint that changes the registry.
+// keys; the server verifies them against the frozen registry and holds no
+// principal's private key, except the Claude Code hook's when its route is
+// enabled (EnableClaudeHooks). There is no endpoint that changes the registry.
 //
 // Client speaks the same API and returns the engine's own types and
 // sentinel errors, so the CLI behaves the same through either.
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -48,15 +50,32 @@ type (
 	checkpointRequest struct {
 		Checkpoint tlog.Checkpoint `json:"checkpoint"`
 	}
+	verifyRequest struct {
+		Checkpoints []tlog.Checkpoint `json:"checkpoints,omitempty"`
+	}
+	proveAgainstRequest struct {
+		ID         string          `json:"id"`
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
+	}
+	consistencyFromRequest struct {
+		Checkpoint tlog.Checkpoint `json:"checkpoint"`
+		New        uint64          `json:"new,omitempty"`
+	}
 	registryResponse struct {
 		Frozen     bool                `json:"frozen"`
 		Tau        float64             `json:"tau"`
 		Principals []principalResponse `json:"principals"`
+		// FreezeDigest, MaxApprovalTTL and TrustRoot: see pedigree.RegistryView.
+		OperatorKey    string `json:"operator_key,omitempty"`
+		FreezeDigest   string `json:"freeze_digest,omitempty"`
+		MaxApprovalTTL string `json:"max_approval_ttl,omitempty"`
+		TrustRoot      string `json:"trust_root,omitempty"`
 	}
 	principalResponse struct {
 		ID        string        `json:"id"`
 		Tier      registry.Tier `json:"tier"`
 		PublicKey string        `json:"public_key"`
+		Approver  bool          `json:"approver,omitempty"`
 	}
 	traceResponse struct {
 		Root      *lineage.Node    `json:"root"`
@@ -69,6 +88,9 @@ type (
 		State  trajectory.State   `json:"state"`
 		Calls  []trajectory.Call  `json:"calls"`
 		Alerts []trajectory.Alert `json:"alerts"`
+	}
+	refusalsResponse struct {
+		Refusals []pedigree.Refusal `json:"refusals"`
 	}
 	headResponse struct {
 		Size uint64 `json:"size"`
@@ -87,6 +109,7 @@ var errorKinds = []struct {
 	err    error
 	status int
 }{
+	{"tampered", registry.ErrTampered, http.StatusConflict},
 	{"frozen", registry.ErrFrozen, http.StatusConflict},
 	{"not_frozen", registry.ErrNotFrozen, http.StatusConflict},
 	{"unknown_principal", registry.ErrUnknownPrincipal, http.StatusForbidden},
@@ -99,10 +122,14 @@ var errorKinds = []struct {
 	{"ambiguous", lineage.ErrAmbiguous, http.StatusBadRequest},
 	{"not_logged", tlog.ErrNotLogged, http.StatusNotFound},
 	{"no_checkpoint", tlog.ErrNoCheckpoint, http.StatusNotFound},
+	{"not_extension", tlog.ErrNotExtension, http.StatusConflict},
+	{"checkpoint_exists", tlog.ErrCheckpointExists, http.StatusConflict},
 	{"malformed", lineage.ErrMalformed, http.StatusBadRequest},
 	{"malformed", tlog.ErrMalformed, http.StatusBadRequest},
 	{"unknown_decision", gate.ErrUnknownDecision, http.StatusNotFound},
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
+	{"rejected", gate.ErrRejected, http.StatusConflict},
+	{"review_tampered", gate.ErrReviewTampered, http.StatusInternalServerError},
 	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},
 }
 

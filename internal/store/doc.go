@@ -1,10 +1,25 @@
-// Package store is pedigree's one door to Badger. It implements the kv
-// contract (package kv) that every owner of stored facts is written
-// against, gives each owner its own namespace, and runs the one write path:
-// a group committer that batches the writes waiting at the same moment into
-// one transaction and one fsync. The key-value engine, its memory profile,
-// its durability settings and its error vocabulary live here and nowhere
-// else.
+// Package store is pedigree's one door to its key-value engines. It
+// implements the kv contract (package kv) that every owner of stored facts
+// is written against, gives each owner its own namespace, and runs the one
+// write path: a group committer that batches the writes waiting at the
+// same moment into one transaction and one fsync. The engines, their memory
+// profile, their durability settings and their error vocabulary live here
+// and nowhere else.
+//
+// # Two engines, one contract
+//
+// A data directory is Badger (badger.go). An in-memory store
+// (Options.InMemory: NewInMemory, replays, tests) is a B-tree
+// (memory.go, github.com/google/btree): a read transaction works on a
+// copy-on-write clone, a read-write one buffers its writes, reads them
+// back merged with the snapshot in key order, and applies them at commit
+// under a lock; the committer already makes writes one at a time, so it
+// never conflicts. Both answer with the same errors (kv.ErrNotFound,
+// kv.ErrStop; a write in a read transaction fails). The memory engine has
+// no transaction size limit (Badger's ErrTxnTooBig) and no free-space
+// check: the committer's batch bounds are the only limits there. Both
+// engines, and Badger's own in-memory mode, run the conformance suite in
+// kvtest (conformance_test.go), so they cannot drift apart unseen.
 //
 // # Namespaces
 //
@@ -25,10 +40,13 @@
 //
 //	namespace  row                         owner                what vouches for it
 //	meta/      schema                      store                refused at open when it is not this build's
-//	reg/       meta (τ, operator key)      registry             τ: the signed freeze manifest, checked at open;
-//	                                                            operator key: only a trust root pinned outside
-//	                                                            the directory (until one is, a writer of the
-//	                                                            directory can replace it and re-freeze)
+//	reg/       meta (τ, cap, operator key) registry             τ and the approval cap: the signed freeze
+//	                                                            manifest, checked at open; operator key: the
+//	                                                            manifest names its fingerprint, but only a trust
+//	                                                            root pinned outside the directory (WithTrustRoot)
+//	                                                            anchors it: without one a writer of the directory
+//	                                                            can replace it and re-freeze, and verify says
+//	                                                            that no root is pinned
 //	reg/       p/<principal>               registry             the signed freeze manifest, checked at open
 //	reg/       freeze                      registry             signed by the operator key; a copy is kept
 //	                                                            beside the store (registry.freeze)
@@ -42,6 +60,9 @@
 //	lin/       m/<session>\x00<id>          lineage              from the entries' signed sessions and the recall
 //	                                                            records, both ways
 //	lin/       r/<recall id>               lineage              logged: a leaf names it; it hashes to its ID
+//	lin/       cd/<digest>\x00<id>          lineage              derived: re-derived from the memory entries' signed
+//	                                                            content digests, both ways (the MCP gateway's
+//	                                                            look-up from a memory server's answer)
 //	l/         leaf/<index>                tlog                 logged: the leaves; their root at each
 //	                                                            checkpoint's size must match its signed root
 //	l/         n/<level><index>            tlog                 derived: every subtree hash is recomputed
@@ -54,11 +75,21 @@
 //	                                                            names it, and verify checks both ways
 //	dec/       a/<session>\x00<action>\x00<id>  decisionlog     hint: a check reads the signed approval entry
 //	                                                            and the logged decision it names, never this row
+//	dec/       ad/<decision id>            decisionlog          hint: one decision, one approval, refused at
+//	                                                            write; deleting it lets the approver approve
+//	                                                            again, which still needs the approver's key
+//	dec/       gr/<decision id>            decisionlog          hint, checked: who approved or rejected the
+//	                                                            decision; every read and verify checks it
+//	                                                            against the signed entry it names, and verify
+//	                                                            that every rejection entry has its row
 //	dec/       t/<session>, tc/…, ta/…     decisionlog          NOT yet re-derived by verify: the session's
 //	                                                            trajectory features, calls and alerts. They
 //	                                                            feed only soft alerts under the default policy
 //	                                                            (warnings); an operator policy that acts on
 //	                                                            alerts trusts these rows
+//	rf/        <seq>, next                 engine (refusal.go)  nothing, by design: evidence of refused writes
+//	                                                            for the operator (claimed principal, reason,
+//	                                                            payload digest); bounded; no decision reads it
 //	flt/       applied                     the engine (fleet)   hint: a fleet node's place in the stream; the
 //	                                                            stream is the record, and a node whose rows are
 //	                                                            in doubt is rebuilt from it

@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	badger "github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/pedigree-ai/pedigree/kv"
 )
@@ -29,7 +25,7 @@ var (
 	// ErrLocked means another process holds the data directory.
 	ErrLocked = errors.New("the data directory is in use by another pedigree process")
 	// ErrNotInitialized means the directory holds no pedigree store yet.
-	ErrNotInitialized = errors.New("no pedigree store here: run 'pedigree init' first")
+	ErrNotInitialized = errors.New("no pedigree store here")
 	// ErrExists means init was asked to create a store that is already there.
 	ErrExists = errors.New("a pedigree store already exists here")
 	// ErrConflict means a transaction lost a race with a concurrent one and
@@ -51,7 +47,7 @@ var keySchema = []byte(nsMeta + "schema")
 
 // DB is an open store.
 type DB struct {
-	db        *badger.DB
+	kv        engine
 	dir       string
 	space     *spaceCheck
 	committer *committer
@@ -59,9 +55,14 @@ type DB struct {
 
 // Options tune how a store is opened.
 type Options struct {
-	// InMemory keeps everything in memory (replays, tests): the same code
-	// paths as on disk, without a directory.
+	// InMemory keeps everything in memory (NewInMemory, replays, tests),
+	// in a B-tree (memory.go) instead of Badger: the same contract and the
+	// same committer, without a directory, fsync or transaction size limit.
 	InMemory bool
+	// badgerInMemory, with InMemory, uses Badger's own in-memory mode
+	// instead: only the store's tests ask for it, to hold both engines to
+	// one conformance suite.
+	badgerInMemory bool
 	// NoSync turns off fsync on commit. Only for throwaway stores; the engine
 	// acknowledges a write as durable only when it is synced.
 	NoSync bool
@@ -162,47 +163,16 @@ func checkDir(dir string, create bool) error {
 }
 
 func open(dir string, o Options) (*DB, error) {
-	path := filepath.Join(dir, "db")
-	opts := badger.DefaultOptions(path).
-		// A small-memory profile: pedigree's values are small and its working
-		// set is the recent entries; Badger's defaults (5 x 64 MB memtables,
-		// 256 MB block cache) would dominate the process.
-		WithMemTableSize(8 << 20).
-		WithNumMemtables(3).
-		WithNumLevelZeroTables(3).
-		WithNumLevelZeroTablesStall(8).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(8 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2).
-		WithBaseTableSize(2 << 20).
-		// No compression: decompressed blocks were another 32 MiB of heap,
-		// and values here are small signed JSON that compresses little.
-		WithCompression(options.None).
-		WithSyncWrites(!o.NoSync).
-		WithLogger(nil)
-	// Tables of 2 MiB at every level: with the default multiplier the deep
-	// levels' tables, and the buffers compaction builds them in, grow to
-	// tens of MiB each (192 MiB of heap at 200k entries). 1 MiB tables
-	// used no less memory and synced twice as many files.
-	opts.TableSizeMultiplier = 1
-	if o.InMemory {
-		opts = opts.WithDir("").WithValueDir("").WithInMemory(true)
+	d := &DB{dir: dir}
+	if o.InMemory && !o.badgerInMemory {
+		d.kv = newMemEngine()
+	} else {
+		b, err := openBadger(dir, o)
+		if err != nil {
+			return nil, err
+		}
+		d.kv = b
 	}
-	db, err := badger.Open(opts)
-	if err != nil {
-		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			return nil, fmt.Errorf("%s: %w", dir, ErrLocked)
-		}
-		if errors.Is(err, os.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
-			return nil, fmt.Errorf("data directory %s is not writable: %w", dir, err)
-		}
-		if errors.Is(err, syscall.EROFS) || strings.Contains(err.Error(), "read-only file system") {
-			return nil, fmt.Errorf("data directory %s is on a read-only file system: %w", dir, err)
-		}
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
-	}
-	d := &DB{db: db, dir: dir}
 	if !o.InMemory && o.MinFree >= 0 {
 		min := o.MinFree
 		if min == 0 {
@@ -220,12 +190,12 @@ func (d *DB) Dir() string { return d.dir }
 // Close answers every write handed to the committer, then closes Badger.
 func (d *DB) Close() error {
 	d.committer.close()
-	return d.db.Close()
+	return d.kv.close()
 }
 
 // View runs fn in a read-only transaction over the whole key space.
 func (d *DB) View(fn func(*Txn) error) error {
-	return d.db.View(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
+	return d.kv.view(func(t engineTxn) error { return fn(&Txn{t: t}) })
 }
 
 // Commit runs fn durably through the group committer (see commit.go),
@@ -234,41 +204,41 @@ func (d *DB) Commit(ctx context.Context, size int, fn func(*Txn) error) error {
 	return d.committer.commit(ctx, fn, size)
 }
 
-// maxRetries bounds the retries of a transaction that lost a conflict.
-const maxRetries = 16
-
 // update runs fn in a read-write transaction and commits it durably. A
-// transaction that conflicts with a concurrent one is run again from the
-// start, so fn must be free of side effects outside the transaction. Only
-// Create and the committer call it.
+// transaction that conflicts with a concurrent one may be run again from
+// the start, so fn must be free of side effects outside the transaction.
+// Only Create and the committer call it.
 func (d *DB) update(fn func(*Txn) error) error {
 	if err := d.space.ok(); err != nil {
 		return err
 	}
-	for range maxRetries {
-		err := d.db.Update(func(t *badger.Txn) error { return fn(&Txn{t: t}) })
-		if errors.Is(err, badger.ErrConflict) {
-			continue
-		}
-		return translate(err)
-	}
-	return ErrConflict
+	return d.kv.update(func(t engineTxn) error { return fn(&Txn{t: t}) })
 }
 
-func translate(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, badger.ErrTxnTooBig):
-		return fmt.Errorf("write too large for one transaction: %w", err)
-	}
-	return err
+// engine is a key-value engine behind the store: Badger (badger.go) or the
+// in-memory B-tree (memory.go). Its keys are whole: namespaces are the
+// Txn's business.
+type engine interface {
+	view(fn func(engineTxn) error) error
+	// update commits fn's writes durably, all or none.
+	update(fn func(engineTxn) error) error
+	close() error
+}
+
+// engineTxn is one engine's transaction. get returns a copy or ErrNotFound;
+// iterate returns fn's error as it is (ErrStop included).
+type engineTxn interface {
+	get(key []byte) ([]byte, error)
+	has(key []byte) (bool, error)
+	set(key, val []byte) error
+	delete(key []byte) error
+	iterate(prefix []byte, withValues bool, fn func(key, val []byte) error) error
 }
 
 // Txn is a transaction, seen through a namespace: its keys are relative to
 // the namespace's prefix (none for the whole key space).
 type Txn struct {
-	t      *badger.Txn
+	t      engineTxn
 	prefix []byte
 }
 
@@ -288,60 +258,27 @@ func (t *Txn) key(k []byte) []byte {
 }
 
 // Get returns a copy of the value at key, or ErrNotFound.
-func (t *Txn) Get(key []byte) ([]byte, error) {
-	it, err := t.t.Get(t.key(key))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	return it.ValueCopy(nil)
-}
+func (t *Txn) Get(key []byte) ([]byte, error) { return t.t.get(t.key(key)) }
 
 // Has reports whether key exists.
-func (t *Txn) Has(key []byte) (bool, error) {
-	_, err := t.t.Get(t.key(key))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
+func (t *Txn) Has(key []byte) (bool, error) { return t.t.has(t.key(key)) }
 
-// Set writes key. Badger keeps the slices until commit: do not reuse them.
-func (t *Txn) Set(key, val []byte) error { return translate(t.t.Set(t.key(key), val)) }
+// Set writes key. The engine may keep the slices until commit: do not
+// reuse them.
+func (t *Txn) Set(key, val []byte) error { return t.t.set(t.key(key), val) }
 
 // Delete removes key.
-func (t *Txn) Delete(key []byte) error { return translate(t.t.Delete(t.key(key))) }
+func (t *Txn) Delete(key []byte) error { return t.t.delete(t.key(key)) }
 
 // Iterate calls fn for each key with the given prefix, in key order. The
-// slices are valid only during the call. Returning ErrStop ends the walk.
+// slices are valid only during the call and must not be changed. Returning
+// ErrStop ends the walk.
 func (t *Txn) Iterate(prefix []byte, withValues bool, fn func(key, val []byte) error) error {
-	full := t.key(prefix)
-	o := badger.DefaultIteratorOptions
-	o.PrefetchValues = withValues
-	o.PrefetchSize = 16
-	o.Prefix = full
-	it := t.t.NewIterator(o)
-	defer it.Close()
-	for it.Seek(full); it.ValidForPrefix(full); it.Next() {
-		item := it.Item()
-		var val []byte
-		if withValues {
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			val = v
-		}
-		if err := fn(item.Key()[len(t.prefix):], val); err != nil {
-			if errors.Is(err, ErrStop) {
-				return nil
-			}
-			return err
-		}
+	err := t.t.iterate(t.key(prefix), withValues, func(k, v []byte) error { return fn(k[len(t.prefix):], v) })
+	if errors.Is(err, ErrStop) {
+		return nil
 	}
-	return nil
+	return err
 }
 
 // ErrStop ends an Iterate early without error: the contract's kv.ErrStop.

@@ -10,106 +10,352 @@ entry(id, eff, reach) := {
 	"untrusted": [{"id": "root", "principal": "tool:mail", "tier": "external", "hops": 1, "strong": true}],
 }
 
+prompt := object.union(entry("prompt", "user", "user"), {"principal": "user:alice", "untrusted": []})
+
+mail := object.union(entry("mail", "external", "external"), {"principal": "tool:mail"})
+
+# to is protected, memo may carry untrusted text.
+rules := object.union(base.tool, {"args": {"to": {"trusted": true}, "memo": {"trusted": false}}})
+
 base := {
-	"action": {"tool": "send_money", "args": {"to": "1", "memo": "m"}, "principal": "agent:a", "session": "s"},
-	"tool": {"known": true, "sensitive": true, "irreversible": true, "ask_on_untrusted": false, "args": {}},
+	"action": {"tool": "send_money", "args": {"to": "1", "memo": "m"}, "principal": "agent:a", "principal_tier": "internal", "session": "s"},
+	"tool": {"known": true, "sensitive": true, "irreversible": true, "ask_on_untrusted": false, "on_steered": "", "args": {}},
 	"justification": [],
 	"arguments": {},
 	"trajectory": {"features": {}, "alerts": []},
 	"approvals": [],
 }
 
+# A call justified by [just] whose arguments have the given provenance.
+call(tool, just, args) := object.union(base, {"tool": tool, "justification": just, "arguments": args})
+
+explicit(srcs) := {"explicit": true, "sources": srcs}
+
+from_justification(just) := {"explicit": false, "sources": just}
+
+has_reason(d, prefix) if {
+	some r in d.reasons
+	startswith(r, prefix)
+}
+
 test_trusted_justification_allows if {
-	d := gate.decision with input as object.union(base, {"justification": [entry("a", "user", "user")]})
+	d := gate.decision with input as call(base.tool, [prompt], {"to": from_justification([prompt])})
 	d.decision == "allow"
+	startswith(d.reasons[0], "trusted:")
 }
 
 test_untrusted_justification_denies if {
-	d := gate.decision with input as object.union(base, {"justification": [entry("a", "external", "external")]})
+	d := gate.decision with input as call(base.tool, [entry("a", "external", "external")], {"to": from_justification([entry("a", "external", "external")])})
 	d.decision == "deny"
-	startswith(d.reasons[0], "justification a descends from external principal tool:mail")
+	has_reason(d, "unsourced-argument: protected argument to")
+	has_reason(d, "tainted-justification: justification a descends from external principal tool:mail")
 }
 
 test_unverified_denies if {
-	d := gate.decision with input as object.union(base, {"justification": [entry("a", "unverified", "unverified")]})
+	e := entry("a", "unverified", "unverified")
+	d := gate.decision with input as call(base.tool, [e], {"to": from_justification([e])})
 	d.decision == "deny"
 }
 
 test_weak_only_asks if {
-	d := gate.decision with input as object.union(base, {"justification": [entry("a", "user", "external")]})
+	e := entry("a", "user", "external")
+	d := gate.decision with input as call(base.tool, [e], {"to": from_justification([e])})
 	d.decision == "ask"
+	has_reason(d, "weak-justification: justification a")
+}
+
+test_weak_argument_asks if {
+	w := entry("w", "user", "external")
+	d := gate.decision with input as call(rules, [prompt], {"to": explicit([w])})
+	d.decision == "ask"
+	has_reason(d, "weak-argument: argument to")
 }
 
 test_ask_on_untrusted if {
 	tool := object.union(base.tool, {"ask_on_untrusted": true})
-	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [entry("a", "external", "external")]})
+	d := gate.decision with input as call(tool, [mail], {"to": from_justification([mail])})
 	d.decision == "ask"
 }
 
 test_not_sensitive_allows if {
 	tool := object.union(base.tool, {"sensitive": false})
-	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [entry("a", "external", "external")]})
+	d := gate.decision with input as call(tool, [mail], {"to": from_justification([mail])})
 	d.decision == "allow"
+	startswith(d.reasons[0], "not-sensitive:")
 }
 
-test_unprotected_argument_excuses_its_source if {
-	tool := object.union(base.tool, {"args": {"to": {"trusted": true}, "memo": {"trusted": false}}})
-	e := entry("mail", "external", "external")
-	p := entry("prompt", "user", "user")
-	args := {
-		"to": {"explicit": true, "sources": [p]},
-		"memo": {"explicit": true, "sources": [e]},
-	}
-	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [p, e], "arguments": args})
-	d.decision == "allow"
-}
-
-test_protected_argument_from_untrusted_denies if {
-	tool := object.union(base.tool, {"args": {"to": {"trusted": true}, "memo": {"trusted": false}}})
-	e := entry("mail", "external", "external")
-	p := entry("prompt", "user", "user")
-	args := {
-		"to": {"explicit": true, "sources": [e]},
-		"memo": {"explicit": true, "sources": [p]},
-	}
-	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [p, e], "arguments": args})
+test_missing_sensitive_field_is_sensitive if {
+	tool := object.remove(base.tool, ["sensitive"])
+	d := gate.decision with input as call(tool, [mail], {"to": from_justification([mail])})
 	d.decision == "deny"
+}
+
+test_sensitive_field_not_false_is_sensitive if {
+	tool := object.union(base.tool, {"sensitive": "no"})
+	d := gate.decision with input as call(tool, [mail], {"to": from_justification([mail])})
+	d.decision == "deny"
+}
+
+# Issue 14 item 23: the per-argument rule alone denies a call justified by
+# the user's prompt whose recipient comes from an email.
+test_untrusted_argument_denies_with_a_trusted_justification if {
+	d := gate.decision with input as call(rules, [prompt], {"to": explicit([mail]), "memo": explicit([prompt])})
+	d.decision == "deny"
+	d.reasons == ["untrusted-argument: argument to comes from mail (tool:mail), which descends from external principal tool:mail"]
+}
+
+test_untrusted_argument_denies_in_a_tainted_context if {
+	d := gate.decision with input as call(rules, [prompt, mail], {"to": explicit([mail]), "memo": explicit([prompt])})
+	d.decision == "deny"
+	has_reason(d, "untrusted-argument: argument to")
 }
 
 test_unlisted_argument_is_protected if {
 	tool := object.union(base.tool, {"args": {"memo": {"trusted": false}}})
-	e := entry("mail", "external", "external")
-	args := {
-		"to": {"explicit": true, "sources": [e]},
-		"memo": {"explicit": true, "sources": [e]},
-	}
-	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [e], "arguments": args})
+	d := gate.decision with input as call(tool, [prompt], {"to": explicit([mail]), "memo": explicit([mail])})
 	d.decision == "deny"
+	has_reason(d, "untrusted-argument: argument to")
+}
+
+test_unprotected_argument_may_be_untrusted if {
+	d := gate.decision with input as call(rules, [prompt], {"to": explicit([prompt]), "memo": explicit([mail])})
+	d.decision == "allow"
+}
+
+# Section 1 of issue 17: tainted control, every protected argument explicit,
+# non-empty and trusted: the decision may have been steered, the data was not.
+test_steered_asks if {
+	d := gate.decision with input as call(rules, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
+	d.decision == "ask"
+	startswith(d.reasons[0], "steered: the justification is tainted, but every protected argument comes from trusted entries (to <- prompt (user:alice))")
+	has_reason(d, "tainted-justification: justification mail")
+}
+
+test_steered_catalog_deny if {
+	tool := object.union(rules, {"on_steered": "deny"})
+	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
+	d.decision == "deny"
+	startswith(d.reasons[0], "steered:")
+}
+
+test_steered_catalog_allow if {
+	tool := object.union(rules, {"on_steered": "allow"})
+	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
+	d.decision == "allow"
+	startswith(d.reasons[0], "steered:")
+}
+
+test_steered_catalog_allow_still_asks_on_a_weak_argument if {
+	tool := object.union(rules, {"on_steered": "allow"})
+	w := entry("w", "user", "external")
+	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([w]), "memo": explicit([mail])})
+	d.decision == "ask"
+	has_reason(d, "weak-argument: argument to")
+}
+
+test_steered_unknown_outcome_asks if {
+	tool := object.union(rules, {"on_steered": "maybe"})
+	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
+	d.decision == "ask"
+}
+
+test_steered_needs_every_protected_argument if {
+	args := {"to": explicit([prompt]), "iban": explicit([mail]), "memo": explicit([mail])}
+	d := gate.decision with input as call(rules, [prompt, mail], args)
+	d.decision == "deny"
+	has_reason(d, "untrusted-argument: argument iban")
+}
+
+test_unsourced_argument_denies_in_a_tainted_context if {
+	args := {"to": from_justification([prompt, mail]), "memo": explicit([mail])}
+	d := gate.decision with input as call(rules, [prompt, mail], args)
+	d.decision == "deny"
+	d.reasons[0] == "unsourced-argument: protected argument to has no provenance of its own: it comes from the tainted justification"
+}
+
+test_unsourced_argument_asks_with_ask_on_untrusted if {
+	tool := object.union(rules, {"ask_on_untrusted": true})
+	args := {"to": from_justification([prompt, mail]), "memo": explicit([mail])}
+	d := gate.decision with input as call(tool, [prompt, mail], args)
+	d.decision == "ask"
+	startswith(d.reasons[0], "unsourced-argument:")
+}
+
+# Issue 14 item 3: an explicit empty source list excuses nothing.
+test_empty_sources_deny_in_a_tainted_context if {
+	d := gate.decision with input as call(rules, [mail], {"to": explicit([]), "memo": explicit([mail])})
+	d.decision == "deny"
+	d.reasons[0] == "empty-sources: protected argument to has an empty source list: the agent composed it in a tainted context"
+}
+
+test_empty_sources_allow_in_a_trusted_context if {
+	d := gate.decision with input as call(rules, [prompt], {"to": explicit([]), "memo": explicit([prompt])})
+	d.decision == "allow"
+}
+
+# The looser rule ("tainted context alone asks") is not the rule: a call
+# without any protected argument stays denied.
+test_no_protected_argument_denies_in_a_tainted_context if {
+	d := gate.decision with input as call(rules, [prompt, mail], {"memo": explicit([mail])})
+	d.decision == "deny"
+	d.reasons[0] == "no-protected-argument: the call has no protected argument: nothing vouches for it but the tainted justification"
+}
+
+test_no_arguments_deny_in_a_tainted_context if {
+	d := gate.decision with input as call(rules, [mail], {})
+	d.decision == "deny"
+	has_reason(d, "no-protected-argument:")
+}
+
+test_no_arguments_allow_in_a_trusted_context if {
+	d := gate.decision with input as call(rules, [prompt], {})
+	d.decision == "allow"
 }
 
 test_approval_allows_and_names_itself if {
 	a := {"id": "appr1234567890", "approver": "user:alice", "approver_tier": "user"}
-	d := gate.decision with input as object.union(base, {"justification": [entry("a", "external", "external")], "approvals": [a]})
+	i := object.union(call(base.tool, [mail], {"to": from_justification([mail])}), {"approvals": [a]})
+	d := gate.decision with input as i
+	d.decision == "allow"
+	d.approval == "appr1234567890"
+	startswith(d.reasons[0], "approved once by user:alice")
+	has_reason(d, "overridden by the approval: unsourced-argument:")
+}
+
+test_approval_allows_a_steered_call if {
+	a := {"id": "appr1234567890", "approver": "user:alice", "approver_tier": "user"}
+	i := object.union(call(rules, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])}), {"approvals": [a]})
+	d := gate.decision with input as i
 	d.decision == "allow"
 	d.approval == "appr1234567890"
 }
 
 test_approval_not_used_when_not_needed if {
 	a := {"id": "appr1234567890", "approver": "user:alice", "approver_tier": "user"}
-	d := gate.decision with input as object.union(base, {"justification": [entry("a", "user", "user")], "approvals": [a]})
+	i := object.union(call(base.tool, [prompt], {"to": from_justification([prompt])}), {"approvals": [a]})
+	d := gate.decision with input as i
+	d.decision == "allow"
+	not d.approval
+}
+
+test_approval_not_used_when_the_catalog_allows_a_steered_call if {
+	a := {"id": "appr1234567890", "approver": "user:alice", "approver_tier": "user"}
+	tool := object.union(rules, {"on_steered": "allow"})
+	i := object.union(call(tool, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])}), {"approvals": [a]})
+	d := gate.decision with input as i
 	d.decision == "allow"
 	not d.approval
 }
 
 test_alerts_are_warnings_not_denials if {
 	t := {"features": {}, "alerts": [{"rule": "r", "message": "recall before send", "at": 3}]}
-	d := gate.decision with input as object.union(base, {"trajectory": t})
+	d := gate.decision with input as object.union(call(base.tool, [prompt], {}), {"trajectory": t})
 	d.decision == "allow"
 	d.warnings == ["trajectory: recall before send"]
 }
 
-test_missing_sensitive_field_is_sensitive if {
-	tool := object.remove(base.tool, ["sensitive"])
+# The default is not dead code: an input that names no justification or no
+# arguments reaches no rule, and the default denies.
+test_default_denies_without_a_justification if {
+	d := gate.decision with input as object.remove(base, ["justification"])
+	d == {"decision": "deny", "reasons": ["policy: no rule produced a decision"], "warnings": []}
+}
+
+test_default_denies_without_arguments if {
+	d := gate.decision with input as object.remove(base, ["arguments"])
+	d.decision == "deny"
+	d.reasons == ["policy: no rule produced a decision"]
+}
+
+test_plan_with_authority_is_named if {
+	p := object.union(prompt, {"id": "plan0", "kind": "plan"})
+	i := object.union(call(rules, [p], {"to": explicit([p]), "memo": explicit([mail])}), {"plan": {"cited": true, "authority": true, "id": "plan0", "step": 0, "why": ""}})
+	d := gate.decision with input as i
+	d.decision == "allow"
+	has_reason(d, "plan plan0 step 0 is the control justification")
+}
+
+test_plan_without_authority_says_why if {
+	i := object.union(call(rules, [prompt, mail], {"to": from_justification([prompt, mail])}), {"plan": {"cited": true, "authority": false, "id": "plan0", "step": 1, "why": "the call's tool x is not the step's y"}})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	has_reason(d, "plan plan0 step 1 gives no authority: the call's tool x is not the step's y")
+}
+
+plan_entry := object.union(prompt, {"id": "plan0", "kind": "plan", "principal": "agent:a"})
+
+under_plan := {"cited": true, "authority": true, "id": "plan0", "step": 0, "why": ""}
+
+# Issue 17 section 3: recipients literal in the plan, the body data from a
+# poisoned file: allowed.
+test_plan_literal_recipient_and_untrusted_body_allow if {
+	args := {
+		"to": {"explicit": true, "sources": [plan_entry], "slot": "literal"},
+		"memo": {"explicit": true, "sources": [mail], "slot": "data"},
+	}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "allow"
+}
+
+# The IBAN of the bill comes from the file: denied.
+test_plan_data_slot_from_untrusted_denies if {
+	args := {"to": {"explicit": true, "sources": [mail], "slot": "data"}}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	has_reason(d, "untrusted-argument: argument to")
+}
+
+test_plan_protected_data_slot_without_sources_denies if {
+	args := {"to": {"explicit": false, "sources": [plan_entry], "slot": "data"}}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	d.reasons[0] == "unsourced-data: protected argument to fills a data slot of the plan but names no source"
+}
+
+test_plan_protected_data_slot_with_empty_sources_denies if {
+	args := {"to": {"explicit": true, "sources": [], "slot": "data"}}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	has_reason(d, "unsourced-data: protected argument to")
+}
+
+test_plan_unprotected_data_slot_without_sources_allows if {
+	args := {
+		"to": {"explicit": true, "sources": [plan_entry], "slot": "literal"},
+		"memo": {"explicit": false, "sources": [plan_entry], "slot": "data"},
+	}
+	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "allow"
+}
+
+test_untrusted_proposer_denies if {
+	every tier in ["unverified", "external"] {
+		action := object.union(base.action, {"principal": "tool:web", "principal_tier": tier})
+		d := gate.decision with input as object.union(base, {"action": action, "justification": [entry("a", "user", "user")]})
+		d.decision == "deny"
+		d.reasons == [sprintf("untrusted-proposer: the call is proposed by %s principal tool:web: an untrusted principal may not propose calls", [tier])]
+	}
+	every tier in ["internal", "user"] {
+		action := object.union(base.action, {"principal": "agent:a", "principal_tier": tier})
+		d := gate.decision with input as object.union(base, {"action": action, "justification": [entry("a", "user", "user")]})
+		d.decision == "allow"
+	}
+}
+
+test_untrusted_proposer_denies_even_a_tool_that_is_not_sensitive if {
+	action := object.union(base.action, {"principal": "tool:web", "principal_tier": "external"})
+	tool := object.union(base.tool, {"sensitive": false})
+	d := gate.decision with input as object.union(base, {"action": action, "tool": tool})
+	d.decision == "deny"
+}
+
+test_sensitive_unknown_is_checked if {
+	tool := object.union(base.tool, {"sensitive": "unknown"})
 	d := gate.decision with input as object.union(base, {"tool": tool, "justification": [entry("a", "external", "external")]})
 	d.decision == "deny"
 }

@@ -1,4 +1,4 @@
-package trajectory
+package offline
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
 // Session is a labelled session, as `trajectory train` and `eval` read it
@@ -27,12 +29,12 @@ type SessionCall struct {
 
 // Mapper turns a tool and its arguments into a trajectory call (its role,
 // and what is known of a send's recipient), from the tool catalog.
-type Mapper func(tool string, args map[string]any) Call
+type Mapper func(tool string, args map[string]any) trajectory.Call
 
 // StructureOnly is m with every call's arguments left out: what the
 // detector sees when a harness logs tool names alone.
 func StructureOnly(m Mapper) Mapper {
-	return func(tool string, _ map[string]any) Call { return m(tool, nil) }
+	return func(tool string, _ map[string]any) trajectory.Call { return m(tool, nil) }
 }
 
 // HasArguments reports whether any call of the sessions carries arguments.
@@ -76,8 +78,8 @@ func ReadSessions(r io.Reader) ([]Session, error) {
 
 // Replay runs a session through a fresh state: its final state and whether
 // the invariant rules alerted on any call.
-func Replay(s Session, m Mapper) (*State, int) {
-	st := &State{}
+func Replay(s Session, m Mapper) (*trajectory.State, int) {
+	st := &trajectory.State{}
 	alerts := 0
 	for _, c := range s.Calls {
 		alerts += len(st.Observe(m(c.Tool, c.Args), nil))
@@ -110,7 +112,7 @@ func EvaluateRules(sessions []Session, m Mapper) Metrics {
 
 // EvaluateModel scores each session by the model's highest score over its
 // prefixes (the gate scores every call as it comes).
-func EvaluateModel(model *Model, sessions []Session, m Mapper) Metrics {
+func EvaluateModel(model *trajectory.Model, sessions []Session, m Mapper) Metrics {
 	scores := make([]float64, len(sessions))
 	labels := make([]bool, len(sessions))
 	for i, s := range sessions {
@@ -119,8 +121,8 @@ func EvaluateModel(model *Model, sessions []Session, m Mapper) Metrics {
 	return metrics(scores, labels, model.Threshold)
 }
 
-func maxScore(model *Model, s Session, m Mapper) float64 {
-	st := &State{}
+func maxScore(model *trajectory.Model, s Session, m Mapper) float64 {
+	st := &trajectory.State{}
 	best := 0.0
 	for _, c := range s.Calls {
 		st.Append(m(c.Tool, c.Args))
@@ -130,23 +132,23 @@ func maxScore(model *Model, s Session, m Mapper) float64 {
 }
 
 // TrainSessions trains a model on the sessions' final features.
-func TrainSessions(sessions []Session, m Mapper, o TrainOptions) (*Model, error) {
+func TrainSessions(sessions []Session, m Mapper, o trajectory.TrainOptions) (*trajectory.Model, error) {
 	x := make([][]float64, len(sessions))
 	y := make([]bool, len(sessions))
 	for i, s := range sessions {
-		st := &State{}
+		st := &trajectory.State{}
 		for _, c := range s.Calls {
 			st.Append(m(c.Tool, c.Args))
 		}
 		x[i], y[i] = st.Features(), s.Label == "attack"
 	}
-	return Train(x, y, o)
+	return trajectory.Train(x, y, o)
 }
 
 // CrossValidate trains on k-1 folds and evaluates on the held-out fold, k
 // times; the figures are the means over folds. The folds are a seeded
 // shuffle, so a run is repeatable.
-func CrossValidate(sessions []Session, m Mapper, k int, seed uint64, o TrainOptions) (Metrics, error) {
+func CrossValidate(sessions []Session, m Mapper, k int, seed uint64, o trajectory.TrainOptions) (Metrics, error) {
 	if k < 2 || k > len(sessions) {
 		return Metrics{}, fmt.Errorf("trajectory: %d folds for %d sessions", k, len(sessions))
 	}

@@ -1,4 +1,4 @@
-package trajectory
+package offline
 
 import (
 	"fmt"

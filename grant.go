@@ -1,0 +1,74 @@
+package pedigree
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+// An approval is a signed entry by a principal with approval authority. It
+// names one logged decision by ID, and the decision's ID is the hash of its
+// record, which holds the proposer, the session, the digest of the exact
+// tool and arguments and the justification: so the approval binds all of
+// them. It allows the next identical call (same proposer, session, action
+// and justification) once, before its signed expiry, which is at most the
+// registry's approval cap after it was signed. Nothing about an approval is
+// taken from an index row: at use, every approval the index names is
+// verified again from its signed entry and the decision record.
+
+// ClockSkew is how far in the future an approval's signing time may be:
+// signers' clocks differ a little from the engine's.
+const ClockSkew = 5 * time.Minute
+
+// checkGrant checks a signed approval statement against the decision it
+// names, the registry, and the time now.
+func (e *Engine) checkGrant(st *lineage.Statement, d *gate.Decision, now time.Time) error {
+	reg := e.reg
+	if !reg.CanApprove(st.Principal) {
+		return fmt.Errorf("%w: %s holds no approval authority (a user-tier principal registered with --approver)", gate.ErrApproval, st.Principal)
+	}
+	switch {
+	case st.Approval.Decision != d.ID:
+		return fmt.Errorf("%w: the approval names another decision", gate.ErrApproval)
+	case d.Decision == gate.Allow:
+		return fmt.Errorf("%w: decision %s already allowed the call", gate.ErrApproval, d.ID[:12])
+	case d.Session != st.Session || d.ArgsDigest != st.Approval.Action:
+		return fmt.Errorf("%w: the approval does not bind the decision's session and action", gate.ErrApproval)
+	}
+	signed, err1 := time.Parse(time.RFC3339Nano, st.Time)
+	expires, err2 := time.Parse(time.RFC3339Nano, st.Approval.Expires)
+	decided, err3 := time.Parse(time.RFC3339Nano, d.Time)
+	switch {
+	case err1 != nil || err2 != nil || err3 != nil:
+		return fmt.Errorf("%w: the approval's or the decision's times do not parse", gate.ErrApproval)
+	case !expires.After(signed):
+		return fmt.Errorf("%w: the approval expires before it was signed", gate.ErrApproval)
+	case expires.Sub(signed) > reg.MaxApprovalTTL():
+		return fmt.Errorf("%w: the approval's lifetime %s is over the cap of %s", gate.ErrApproval, expires.Sub(signed), reg.MaxApprovalTTL())
+	case signed.Before(decided.Add(-ClockSkew)):
+		return fmt.Errorf("%w: the approval was signed before the decision it names", gate.ErrApproval)
+	case signed.After(now.Add(ClockSkew)):
+		return fmt.Errorf("%w: the approval is signed in the future (%s)", gate.ErrApproval, st.Time)
+	case !expires.After(now):
+		return fmt.Errorf("%w: the approval has expired", gate.ErrApproval)
+	}
+	return nil
+}
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+// parentIDs are a call statement's justification.
+func parentIDs(st *lineage.Statement) []string {
+	out := make([]string, 0, len(st.Parents))
+	for _, p := range st.Parents {
+		out = append(out, p.ID)
+	}
+	return out
+}

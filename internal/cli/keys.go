@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/pedigree-ai/pedigree"
+)
+
+// The operator key of a data directory lives outside it, in the keys
+// directory: $PEDIGREE_KEYS, else $XDG_CONFIG_HOME/pedigree/keys, else
+// $HOME/.config/pedigree/keys. Beside it is its public half, the trust root
+// that every verb pins by default. The library reads no environment; these
+// are resolved here and passed down as paths.
+
+// keysDir resolves the keys directory.
+func (a *app) keysDir() (string, error) {
+	if d := a.getenv("PEDIGREE_KEYS"); d != "" {
+		return d, nil
+	}
+	if d := a.getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "pedigree", "keys"), nil
+	}
+	if d := a.getenv("HOME"); d != "" {
+		return filepath.Join(d, ".config", "pedigree", "keys"), nil
+	}
+	return "", errors.New("no keys directory: set PEDIGREE_KEYS (or HOME), or pass --operator-key FILE")
+}
+
+// defaultOperatorKey is where init writes the data directory's operator
+// key, and where freeze and checkpoint look for it.
+func (a *app) defaultOperatorKey() (string, error) {
+	d, err := a.keysDir()
+	if err != nil {
+		return "", err
+	}
+	return pedigree.OperatorKeyPath(d, a.dir)
+}
+
+// trustRootFile is the pinned trust root: --trust-root, else
+// $PEDIGREE_TRUST_ROOT, else the operator public key in the keys directory
+// when it exists; "" when none is pinned. A root that is named but cannot be
+// read is an error, never "none".
+func (a *app) trustRootFile() (string, error) {
+	if a.trustRoot != "" {
+		return a.trustRoot, nil
+	}
+	if f := a.getenv("PEDIGREE_TRUST_ROOT"); f != "" {
+		return f, nil
+	}
+	key, err := a.defaultOperatorKey()
+	if err != nil {
+		return "", nil
+	}
+	if pub := pedigree.TrustRootPath(key); fileExists(pub) {
+		return pub, nil
+	}
+	return "", nil
+}
+
+// trustRootOption pins the trust root for opening the store.
+func (a *app) trustRootOption() ([]pedigree.Option, error) {
+	f, err := a.trustRootFile()
+	if err != nil || f == "" {
+		return nil, err
+	}
+	r, err := pedigree.ReadTrustRoot(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f, err)
+	}
+	return []pedigree.Option{pedigree.WithTrustRoot(r)}, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// pinnedKind is the kind of root this command pins (pedigree.TrustRootKey
+// or TrustRootDigest), "" when none.
+func (a *app) pinnedKind() (string, error) {
+	f, err := a.trustRootFile()
+	if err != nil || f == "" {
+		return "", err
+	}
+	r, err := pedigree.ReadTrustRoot(f)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", f, err)
+	}
+	if r.Digest != "" {
+		return pedigree.TrustRootDigest, nil
+	}
+	return pedigree.TrustRootKey, nil
+}

@@ -1,0 +1,507 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
+	"github.com/pedigree-ai/pedigree/internal/server"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+func newMCPCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "The MCP gateway: pedigree in front of an agent's MCP servers",
+		Long: `The MCP gateway is one MCP server in front of every MCP server an agent host uses.
+It records each call and result as signed entries, follows memory written through
+the reference memory server into later sessions, gates sensitive calls, and asks
+the human through the host when the policy says ask.
+
+Bootstrap (before 'registry freeze'):
+  pedigree init
+  pedigree registry add user:alice --tier user --new-key alice.key --approver
+  pedigree mcp add fs --tier external -- npx -y @modelcontextprotocol/server-filesystem ~/work
+  pedigree mcp add mem --tier internal -- npx -y @modelcontextprotocol/server-memory
+  pedigree registry freeze
+
+Then point the host at: pedigree --dir DIR mcp run --approver user:alice --approver-key alice.key`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPRun(a), newMCPImportMemory(a))
+	return cmd
+}
+
+// mcpAddOutput is what mcp add prints with -o json.
+type mcpAddOutput struct {
+	Version      int      `json:"version"`
+	Name         string   `json:"name"`
+	Principal    string   `json:"principal"`
+	Tier         string   `json:"tier"`
+	Memory       bool     `json:"memory"`
+	Tools        []string `json:"tools"`
+	CatalogAdded []string `json:"catalog_added"`
+	Registered   []string `json:"registered"`
+}
+
+func newMCPAdd(a *app) *cobra.Command {
+	var tier string
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "add NAME [--tier TIER] [--env K=V]... -- COMMAND [ARGS...]",
+		Short: "Put an MCP server behind the gateway (before freeze)",
+		Long: `Register an upstream MCP server: its tool principal tool:NAME at --tier (default
+external) and, the first time, the gateway's own principals (agent:mcp, internal,
+which signs calls and the agent's memory; tool:mcp-unverified, unverified, which
+signs memory content of unknown provenance). Their private keys are kept in
+DIR/mcp/keys (mode 0600); the command in DIR/mcp/upstreams.json.
+
+The server is started once to read its tools, and a catalog entry is drafted for
+each in DIR/tools.yaml under NAME.TOOL, from its annotations: readOnlyHint true is
+not sensitive; anything else is sensitive, irreversible unless destructiveHint is
+false, an external sink unless openWorldHint is false. Review the drafts before
+freeze. Entries already in the catalog are kept.
+
+Example:
+  pedigree mcp add fs --tier external -- node server-filesystem/dist/index.js /home/me/work`,
+		Args: minArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash != 1 {
+				return usagef("want NAME -- COMMAND [ARGS...] (the command after --)")
+			}
+			name, command := args[0], args[1:]
+			if err := gateway.ValidateName(name); err != nil {
+				return usagef("%v", err)
+			}
+			t, err := registry.ParseTier(tier)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			for _, kv := range env {
+				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+					return usagef("--env %q: want K=V", kv)
+				}
+			}
+			if err := a.refuseIfServed(cmd.Context(), "add an MCP server"); err != nil {
+				return err
+			}
+			e, err := a.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			reg, err := e.Registry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if reg.Frozen {
+				return fmt.Errorf("%w: MCP servers are added before 'registry freeze'", registry.ErrFrozen)
+			}
+			cfg, err := gateway.LoadConfig(a.dir)
+			if err != nil {
+				return err
+			}
+			if _, dup := cfg.Find(name); dup {
+				return fmt.Errorf("%w: an MCP server called %s is already added", registry.ErrDuplicate, name)
+			}
+			up := gateway.Upstream{Name: name, Principal: "tool:" + name, Tier: t.String(), Command: command[0], Args: command[1:], Env: env}
+			if _, dup := reg.Lookup(up.Principal); dup {
+				return fmt.Errorf("%w: %s", registry.ErrDuplicate, up.Principal)
+			}
+			// Read the tools first: nothing is registered for a server that
+			// does not start.
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			cs, tools, err := gateway.Connect(ctx, up, a.errw)
+			if err != nil {
+				return err
+			}
+			cs.Close()
+			up.Memory = gateway.IsMemoryServer(tools)
+			for _, tl := range tools {
+				up.Tools = append(up.Tools, tl.Name)
+			}
+			var registered []string
+			for _, p := range []registry.Principal{
+				{ID: gateway.AgentPrincipal, Tier: registry.Internal},
+				{ID: gateway.UnverifiedPrincipal, Tier: registry.Unverified},
+				{ID: up.Principal, Tier: t},
+			} {
+				if _, ok := reg.Lookup(p.ID); ok {
+					continue
+				}
+				if err := addGatewayPrincipal(cmd.Context(), e, a.dir, p); err != nil {
+					return err
+				}
+				registered = append(registered, p.ID)
+			}
+			cfg.Upstreams = append(cfg.Upstreams, up)
+			if err := cfg.Save(a.dir); err != nil {
+				return err
+			}
+			added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(name, tools, up.Memory))
+			if err != nil {
+				return err
+			}
+			out := mcpAddOutput{Version: 1, Name: name, Principal: up.Principal, Tier: t.String(), Memory: up.Memory,
+				Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered)}
+			return a.print(out, func(w io.Writer) {
+				fmt.Fprintf(w, "added MCP server %s (%s, %s tier): %d tools", name, up.Principal, t, len(tools))
+				if up.Memory {
+					fmt.Fprint(w, ", followed as a memory server")
+				}
+				fmt.Fprintln(w)
+				if len(added) > 0 {
+					fmt.Fprintf(w, "drafted %d catalog entries in %s (review them before freeze)\n", len(added), filepath.Join(a.dir, pedigree.ToolsFile))
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&tier, "tier", "external", "the tier of what the server returns: internal, user, unverified or external")
+	cmd.Flags().StringArrayVar(&env, "env", nil, "an environment variable for the server, K=V (repeatable)")
+	return cmd
+}
+
+func nonNilStrings(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+// addGatewayPrincipal makes a key for a principal the gateway signs for,
+// keeps it in DIR/mcp/keys and registers its public half. No key is left
+// for a principal that could not be registered.
+func addGatewayPrincipal(ctx context.Context, e *pedigree.Engine, dir string, p registry.Principal) error {
+	path := gateway.KeyPath(dir, p.ID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	s, priv, err := registry.GenerateSigner(nil)
+	if err != nil {
+		return err
+	}
+	if err := registry.WritePrivateKeyFile(path, priv); err != nil {
+		return err
+	}
+	p.PublicKey = s.Public()
+	if err := e.AddPrincipal(ctx, p); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
+}
+
+type mcpListOutput struct {
+	Version   int                `json:"version"`
+	Upstreams []gateway.Upstream `json:"upstreams"`
+}
+
+func newMCPList(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the MCP servers behind the gateway",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := gateway.LoadConfig(a.dir)
+			if err != nil {
+				return err
+			}
+			ups := cfg.Upstreams
+			if ups == nil {
+				ups = []gateway.Upstream{}
+			}
+			return a.print(mcpListOutput{Version: 1, Upstreams: ups}, func(w io.Writer) {
+				if len(ups) == 0 {
+					fmt.Fprintln(w, "no MCP servers: add one with 'pedigree mcp add NAME -- COMMAND'")
+				}
+				for _, u := range ups {
+					kind := ""
+					if u.Memory {
+						kind = ", memory"
+					}
+					fmt.Fprintf(w, "%s\t%s (%s%s)\t%d tools\t%s\n", u.Name, u.Principal, u.Tier, kind, len(u.Tools), strings.Join(append([]string{u.Command}, u.Args...), " "))
+				}
+			})
+		},
+	}
+}
+
+func newMCPRun(a *app) *cobra.Command {
+	var policies, mode, approver, approverKey, listen string
+	var tools []string
+	cmd := &cobra.Command{
+		Use:   "run [--tools FILE] [--mode enforce|shadow] [--approver PRINCIPAL --approver-key FILE] [--listen 127.0.0.1:PORT]",
+		Short: "Run the gateway: one MCP server on stdio in front of every added server",
+		Long: `Serve MCP on stdio (or streamable HTTP with --listen, with a bearer token) in
+front of every server added with 'mcp add'. Tools keep their names when unique
+across the servers, else become NAME__TOOL; their catalog keys are NAME.TOOL.
+
+Each MCP session is a pedigree session: every tools/call is a call entry signed
+by agent:mcp and justified by the session's context, checked by the gate;
+every result is a tool_output entry signed by tool:NAME, derived from the call.
+A denied call returns isError with text starting "pedigree denied" and
+_meta["io.pedigree/decision"]. An ask elicits the human through the host; on
+accept, an approval signed by --approver (a principal registered with 'registry
+add ... --approver') is recorded and the call runs once.
+Without elicitation, or on decline, the call is refused with the decision ID
+and the 'gate approve' command. --mode shadow forwards everything and logs
+what enforce would have decided.
+
+The gateway holds --approver-key: whoever controls the host's elicitation
+answers for that principal. Give it a principal of its own (user:alice-via-mcp)
+if approvals through the host should be told apart from approvals by hand.
+
+While it runs, other verbs and other gateways on the directory go through it
+(it serves the directory as 'pedigree serve' does), or it goes through a
+running 'pedigree serve'. Logs are JSON lines on stderr; stdout is MCP.
+
+Example (Claude Code):
+  claude mcp add pedigree -- pedigree --dir ~/.pedigree mcp run --approver user:alice --approver-key ~/alice.key`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := gateway.ParseMode(mode)
+			if err != nil {
+				return usagef("--mode: %v", err)
+			}
+			if (approver == "") != (approverKey == "") {
+				return usagef("--approver and --approver-key go together")
+			}
+			if listen != "" {
+				if err := server.CheckLoopback(listen); err != nil {
+					return usagef("--listen: %v", err)
+				}
+			}
+			cfg, err := gateway.LoadConfig(a.dir)
+			if err != nil {
+				return err
+			}
+			if len(cfg.Upstreams) == 0 {
+				return errors.New("no MCP servers are added: run 'pedigree mcp add NAME -- COMMAND' before freeze")
+			}
+			// The log and every upstream's stderr share the one stderr.
+			errw := &syncWriter{w: a.errw}
+			log := slog.New(slog.NewJSONHandler(errw, nil))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			b, done, err := a.gatewayBackend(ctx, log, gateOptions{policies: policies, tools: tools})
+			if err != nil {
+				return err
+			}
+			defer done()
+			reg, err := b.Registry(ctx)
+			if err != nil {
+				return err
+			}
+			if !reg.Frozen {
+				return registry.ErrNotFrozen
+			}
+			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
+			if o.Agent, err = a.gatewaySigner(ctx, b, gateway.AgentPrincipal); err != nil {
+				return err
+			}
+			if o.Unverified, err = a.gatewaySigner(ctx, b, gateway.UnverifiedPrincipal); err != nil {
+				return err
+			}
+			for _, u := range cfg.Upstreams {
+				if o.Tools[u.Principal], err = a.gatewaySigner(ctx, b, u.Principal); err != nil {
+					return err
+				}
+			}
+			who := "user:NAME --key FILE"
+			if approver != "" {
+				if o.Approver, err = signer(ctx, b, approver, approverKey); err != nil {
+					return err
+				}
+				// Said at start, not only at the first approval a person
+				// gives (which the engine refuses: the call stays denied).
+				if p, _ := reg.Lookup(approver); !p.Approver || p.Tier != registry.User {
+					log.Warn("the --approver holds no approval authority: every approval it signs will be refused (register a user-tier principal with 'registry add ... --approver')", "approver", approver)
+				}
+				o.ApproverID = approver
+				who = approver + " --key FILE"
+			}
+			o.ApproveHint = fmt.Sprintf("pedigree --dir %s gate approve DECISION_ID --as %s", a.dir, who)
+			g, err := gateway.New(ctx, cfg.Upstreams, o)
+			if err != nil {
+				return err
+			}
+			defer g.Close()
+			if listen != "" {
+				return a.serveMCPHTTP(ctx, g, listen, log)
+			}
+			return g.ServeStream(ctx, a.in, a.out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&tools, "tools", nil, "tool catalog files, merged: FILE,... (default DIR/tools.yaml)")
+	f.StringVar(&policies, "policies", "", "Rego directory that extends or replaces the default policy")
+	f.StringVar(&mode, "mode", "enforce", "enforce (refuse and ask) or shadow (forward everything, log what enforce would do)")
+	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")
+	f.StringVar(&approverKey, "approver-key", "", "its private key file")
+	f.StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address instead of stdio")
+	return cmd
+}
+
+// gatewaySigner loads the key the gateway keeps for principal and checks it
+// is the registered one.
+func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal string) (*registry.Signer, error) {
+	return signer(ctx, b, principal, gateway.KeyPath(a.dir, principal))
+}
+
+// gatewayBackend goes through a running server when there is one;
+// otherwise it opens the store and serves it on the directory's socket, as
+// 'pedigree serve' does, so that other verbs and gateways find it.
+func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOptions) (pedigree.Backend, func(), error) {
+	for attempt := 0; ; attempt++ {
+		if c, err := server.Dial(ctx, a.dir, a.clock); err == nil {
+			if len(g.options()) > 0 {
+				c.Close()
+				return nil, nil, usagef("%v: --policies and --tools apply to the process that holds the directory (the first gateway, or 'pedigree serve'), not to one that goes through it", errServed)
+			}
+			return c, func() { c.Close() }, nil
+		}
+		e, err := a.open(ctx, append(g.options(), pedigree.WithLogger(log))...)
+		if err != nil {
+			// Another process may have opened it between our dial and
+			// our open: try its server again, a few times.
+			if attempt < 20 && strings.Contains(err.Error(), "lock") {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return nil, nil, err
+		}
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		ready := make(chan struct{})
+		served := make(chan error, 1)
+		go func() {
+			served <- server.Run(sctx, e, server.Options{Log: log, Ready: func(string, string) { close(ready) }})
+		}()
+		select {
+		case <-ready:
+		case err := <-served:
+			// Serving is for others; the gateway itself needs only the engine.
+			log.Warn("the data directory could not be served to other processes", "error", err)
+			served <- err
+		}
+		return e, func() {
+			cancel()
+			<-served
+			e.Close()
+		}, nil
+	}
+}
+
+// serveMCPHTTP serves the gateway as streamable HTTP on a loopback address,
+// behind a bearer token (PEDIGREE_MCP_TOKEN, or a new one written to
+// DIR/mcp/token, mode 0600).
+func (a *app) serveMCPHTTP(ctx context.Context, g *gateway.Gateway, addr string, log *slog.Logger) error {
+	token := a.getenv("PEDIGREE_MCP_TOKEN")
+	if token == "" {
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		token = hex.EncodeToString(b)
+		path := filepath.Join(a.dir, "mcp", "token")
+		if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+			return err
+		}
+		log.Info("bearer token written", "file", path)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	log.Info("serving MCP over streamable HTTP", "url", "http://"+l.Addr().String()+"/")
+	return g.ServeHTTP(ctx, l, token)
+}
+
+// importOutput is what mcp import-memory prints with -o json.
+type importOutput struct {
+	Version   int    `json:"version"`
+	Principal string `json:"principal"`
+	Items     int    `json:"items"`
+	Imported  int    `json:"imported"`
+}
+
+func newMCPImportMemory(a *app) *cobra.Command {
+	var as, key string
+	cmd := &cobra.Command{
+		Use:   "import-memory FILE --as PRINCIPAL [--key FILE]",
+		Short: "Adopt an existing memory server store, attributing it to a principal",
+		Long: `Read a memory server's store (memory.jsonl, or a legacy memory.json) and record
+each observation, entity and relation as a memory entry signed by PRINCIPAL, so
+that reads through the gateway find their provenance instead of counting them as
+unverified. --key defaults to the key the gateway keeps for PRINCIPAL.
+
+Example:
+  pedigree mcp import-memory ~/.local/memory.jsonl --as user:alice --key alice.key`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if as == "" {
+				return usagef("--as PRINCIPAL is required")
+			}
+			if key == "" {
+				key = gateway.KeyPath(a.dir, as)
+			}
+			raw, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			items, err := gateway.ParseMemoryFile(raw)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			b, s, err := a.backendAs(cmd.Context(), as, key)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			n := 0
+			for _, it := range items {
+				if _, err := b.Record(cmd.Context(), s, pedigree.Entry{Principal: as, Kind: lineage.KindMemory, Content: []byte(it),
+					StoreContent: true, Parents: []lineage.Parent{}}); err != nil {
+					return fmt.Errorf("after %d of %d items: %w", n, len(items), err)
+				}
+				n++
+			}
+			return a.print(importOutput{Version: 1, Principal: as, Items: len(items), Imported: n}, func(w io.Writer) {
+				fmt.Fprintf(w, "imported %d memory items as %s\n", n, as)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "the principal the memory is attributed to")
+	cmd.Flags().StringVar(&key, "key", "", "its private key file (default: the gateway's key for it)")
+	return cmd
+}
+
+// syncWriter serialises writes from several goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}

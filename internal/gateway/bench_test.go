@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// The catalog of the benchmark: the filesystem server is trusted here
+// (internal), so a sensitive write stays allowed call after call and the
+// gated path is check, forward and record, every time.
+const catalogBench = `tools:
+  fs.read_text_file: {sensitive: false}
+  fs.write_file: {sensitive: true, irreversible: true}
+`
+
+// sessionCalls are how many calls one MCP session makes before the
+// benchmark opens the next. Every result joins the session's context and
+// every call is justified by the whole context, so a call late in a long
+// session costs more (the gate reads and evaluates every entry).
+var sessionCalls = []int{10, 50}
+
+// BenchmarkRoundTrip is one tools/call from the client's side, through the
+// gateway (durable store) and directly to the same reference server, for a
+// call the catalog says is not sensitive and for a gated one. It reports
+// p50 and p99 besides the mean.
+//
+//	go test ./internal/gateway -run '^$' -bench RoundTrip -benchtime 2000x
+func BenchmarkRoundTrip(b *testing.B) {
+	w := buildWorld(b, catalogBench, registry.Internal, true)
+	file := filepath.Join(w.work, "poisoned.txt")
+	out := filepath.Join(w.work, "out", "bench.txt")
+	calls := []struct {
+		name, tool string
+		args       map[string]any
+	}{
+		{"read", "read_text_file", map[string]any{"path": file}},
+		{"gated-write", "write_file", map[string]any{"path": out, "content": "x"}},
+	}
+	for _, c := range calls {
+		b.Run(c.name+"/direct", func(b *testing.B) {
+			ctx := context.Background()
+			cs, _, err := Connect(ctx, w.ups[0], nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			measure(b, func() *mcp.ClientSession { return cs }, c.tool, c.args)
+		})
+		for _, per := range sessionCalls {
+			b.Run(fmt.Sprintf("%s/gateway/session=%d", c.name, per), func(b *testing.B) {
+				var cur *client
+				n := 0
+				measure(b, func() *mcp.ClientSession {
+					if cur == nil || n == per {
+						b.StopTimer()
+						cur, n = w.connect(b, "2025-11-25", ""), 0
+						b.StartTimer()
+					}
+					n++
+					return cur.cs
+				}, c.tool, c.args)
+			})
+		}
+	}
+}
+
+func measure(b *testing.B, session func() *mcp.ClientSession, tool string, args map[string]any) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		cs := session()
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		lat = append(lat, time.Since(start))
+		if err != nil || res.IsError {
+			b.Fatalf("%s: %v %v", tool, err, res)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}

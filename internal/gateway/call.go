@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+func (g *Gateway) handler(t tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.call(ctx, req, t)
+	}
+}
+
+// call is one tools/call: check, then forward, ask or refuse.
+func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*mcp.CallToolResult, error) {
+	args := bytes.TrimSpace(req.Params.Arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	canon, err := lineage.CanonicalArgs(args)
+	if err != nil {
+		// Bad input: a protocol error, and nothing is recorded.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: the arguments of %s are refused: %v", t.exposed.Name, err)}
+	}
+	s := g.session(req.Session)
+	if err := g.start(ctx, s, req.Session); err != nil {
+		return g.refused(t, nil, "the session's start could not be recorded: "+err.Error()), nil
+	}
+	if req.Params.RequestState != "" {
+		return g.resume(ctx, req, t, s, canon)
+	}
+	d, err := g.check(ctx, s, t, canon)
+	if err != nil {
+		return g.refused(t, nil, "the gate could not decide: "+err.Error()), nil
+	}
+	switch {
+	case d.Decision == gate.Allow:
+		return g.forward(ctx, t, s, canon, d)
+	case g.o.Mode == Shadow:
+		g.o.Log.Warn("shadow: forwarded a call enforce would have refused", "mode", "shadow", "decision", d.Decision,
+			"decision_id", d.ID, "tool", t.key, "session", s.id, "reasons", d.Reasons)
+		return g.forward(ctx, t, s, canon, d)
+	case d.Decision == gate.Ask:
+		return g.ask(ctx, req, t, s, canon, d)
+	}
+	return g.denied(t, d, ""), nil
+}
+
+// check records the call, justified by the session's context, and decides.
+func (g *Gateway) check(ctx context.Context, s *session, t tool, canon []byte) (*gate.Decision, error) {
+	return g.o.Backend.Check(ctx, g.o.Agent, pedigree.Call{Principal: AgentPrincipal, Session: s.id, Tool: t.key, Args: canon})
+}
+
+// start records the entry that stands for the host's side of the session,
+// once, before the session's first call.
+func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return nil
+	}
+	info := map[string]any{"mcp_session": s.id, "note": "an MCP session through the pedigree gateway; the host's prompt is not visible to it"}
+	if ip := ss.InitializeParams(); ip != nil {
+		s.protocol = ip.ProtocolVersion
+		info["protocol"] = ip.ProtocolVersion
+		if ip.ClientInfo != nil {
+			info["client"] = ip.ClientInfo.Name + " " + ip.ClientInfo.Version
+		}
+	}
+	content, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	_, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
+		Session: s.id, Content: content, Parents: []lineage.Parent{}, StoreContent: true})
+	if err == nil {
+		s.started = true
+	}
+	return err
+}
+
+// forward sends an allowed call to its upstream and records the result as
+// the tool's output, derived from the call (and, for a memory read, from
+// the memory entries it returns). A result that cannot be recorded is
+// withheld: content the engine does not know about would carry no taint.
+func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
+	res, err := t.up.client.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)})
+	if err != nil {
+		return g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err)), nil
+	}
+	stripMeta(res)
+	parents := []lineage.Parent{{ID: d.CallID, Weight: 1}}
+	if t.up.cfg.Memory && !res.IsError {
+		switch {
+		case memoryWrites[t.name]:
+			if err := g.recordWrites(ctx, s, t.name, canon); err != nil {
+				return g.failed(t, d, "the memory written could not be recorded: "+err.Error()), nil
+			}
+		case memoryReads[t.name]:
+			mem, err := g.attributeRead(ctx, res)
+			if err != nil {
+				return g.failed(t, d, "the memory read could not be attributed: "+err.Error()), nil
+			}
+			parents = append(parents, mem...)
+		}
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return g.failed(t, d, "the result could not be encoded: "+err.Error()), nil
+	}
+	if len(body) > MaxResultBytes {
+		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
+	}
+	n, err := g.o.Backend.Record(ctx, t.up.signer, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
+		Session: s.id, Content: body, Parents: parents})
+	outputID := ""
+	switch {
+	case err == nil:
+		outputID = n.ID
+	case g.o.Mode == Shadow:
+		g.o.Log.Error("shadow: forwarded a result that could not be recorded", "mode", "shadow", "tool", t.key, "error", err)
+	default:
+		return g.failed(t, d, "the result could not be recorded, so it is withheld: "+err.Error()), nil
+	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	m := g.decisionMeta(d)
+	m["output_id"] = outputID
+	res.Meta[MetaDecision] = m
+	return res, nil
+}
+
+// stripMeta removes every io.pedigree/ key an upstream put in its result:
+// only the gateway speaks for pedigree, and an upstream must not be able to
+// forge a decision the host would read as ours.
+func stripMeta(res *mcp.CallToolResult) {
+	for k := range res.Meta {
+		if strings.HasPrefix(k, metaPrefix) {
+			delete(res.Meta, k)
+		}
+	}
+}
+
+func (g *Gateway) decisionMeta(d *gate.Decision) map[string]any {
+	m := map[string]any{"decision": gate.Deny, "decision_id": "", "untrusted": []lineage.Source{}, "mode": string(g.o.Mode)}
+	if d != nil {
+		m["decision"], m["decision_id"], m["call_id"], m["session"] = d.Decision, d.ID, d.CallID, d.Session
+		if d.Untrusted != nil {
+			m["untrusted"] = d.Untrusted
+		}
+	}
+	return m
+}
+
+// denied is the result of a call the gate refused.
+func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pedigree denied %s: ", t.exposed.Name)
+	if why != "" {
+		b.WriteString(why + ". The gate said: ")
+	}
+	b.WriteString(strings.Join(d.Reasons, "; "))
+	b.WriteString(".")
+	for _, u := range d.Untrusted {
+		path := make([]string, len(u.Path))
+		for i, p := range u.Path {
+			path[i] = short(p)
+		}
+		fmt.Fprintf(&b, " The call relied on content from %s (%s tier)%s, entry %s, reached through %s.",
+			u.Principal, u.Tier, g.describe(u.Principal), short(u.ID), strings.Join(path, " <- "))
+	}
+	fmt.Fprintf(&b, " Decision %s (trace it: pedigree lineage trace %s).", d.ID, short(d.CallID))
+	if g.o.ApproveHint != "" {
+		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", d.ID))
+	}
+	m := g.decisionMeta(d)
+	m["decision"] = gate.Deny
+	m["gate_decision"] = d.Decision
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}, Meta: mcp.Meta{MetaDecision: m}}
+}
+
+// describe names where a principal's content comes from, when the gateway
+// knows it.
+func (g *Gateway) describe(principal string) string {
+	if principal == UnverifiedPrincipal {
+		return ": memory content of unknown provenance"
+	}
+	for _, u := range g.upstreams {
+		if u.cfg.Principal == principal {
+			return fmt.Sprintf(": what the upstream MCP server %s returned", u.cfg.Name)
+		}
+	}
+	return ""
+}
+
+// refused is a call the gateway could not decide on: a deny.
+func (g *Gateway) refused(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
+	text := fmt.Sprintf("pedigree denied %s: %s; nothing was forwarded.", t.exposed.Name, why)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
+}
+
+// failed is an allowed call whose forwarding or recording failed.
+func (g *Gateway) failed(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
+	text := fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why)
+	m := g.decisionMeta(d)
+	m["error"] = why
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: m}}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,30 @@
+// Package gateway is pedigree's MCP gateway: one MCP server in front of every
+// MCP server a host uses, which records provenance for the agent and gates
+// its sensitive calls.
+//
+// The MCP session is the pedigree session. Each tools/call is a call entry
+// signed by the gateway's agent principal and justified by the session's
+// context (the engine's Check records it and decides); each result is a
+// tool_output entry signed by the upstream's tool principal with the call as
+// its strong parent, so it joins the context and what the agent does next
+// derives from it. Taint therefore crosses servers within a session: a file
+// read from one server reaches a write to another.
+//
+// Memory servers are followed across sessions: a write to the reference
+// memory server is recorded as one memory entry per observation (and per
+// entity and relation), and a read's answer is matched back to those entries
+// by content digest, so the tool_output of the read descends from whatever
+// the memory was written from. Content with no known writer is recorded as
+// an entry of the unverified tier.
+//
+// A denied call never reaches its upstream; the agent gets an error result
+// that says why, with the decision under _meta["io.pedigree/decision"]. An
+// ask asks the human through the host (elicitation) and, on accept, records
+// a single-use approval signed by the approver key the gateway holds, then
+// checks the call again and forwards it once. Everything that cannot be
+// decided, recorded or asked is refused: the gateway fails closed.
+//
+// The gateway cannot see the user's prompt. Each session starts with an entry
+// signed by the agent principal that stands for the host's side of the
+// session; what the session reads through the gateway is what taints it.
+package gateway

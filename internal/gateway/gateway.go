@@ -1,0 +1,314 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Backend is what the gateway needs of a data directory: the engine itself,
+// or a running server's client.
+type Backend interface {
+	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error)
+	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
+	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
+	ByContent(ctx context.Context, digest string) ([]string, error)
+}
+
+// Mode says what the gateway does with a decision.
+type Mode string
+
+const (
+	// Enforce refuses denied calls and asks the human on ask.
+	Enforce Mode = "enforce"
+	// Shadow forwards every call and logs what enforce would have done.
+	Shadow Mode = "shadow"
+)
+
+// ParseMode checks a mode name.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Enforce, Shadow:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("mode %q: want enforce or shadow", s)
+}
+
+// Options configure a gateway.
+type Options struct {
+	Backend Backend
+	// Agent signs calls, the agent's memory and each session's start.
+	Agent *registry.Signer
+	// Unverified signs memory content of unknown provenance.
+	Unverified *registry.Signer
+	// Tools holds the signer of each upstream's tool principal.
+	Tools map[string]*registry.Signer
+	// Approver, when set, signs the approval of an ask the human accepts.
+	Approver   *registry.Signer
+	ApproverID string
+	// ApproveHint is the command a person runs to approve a refused call,
+	// with DECISION_ID where the decision goes.
+	ApproveHint string
+	Mode        Mode
+	Log         *slog.Logger
+	// Stderr receives the upstreams' stderr (default: discarded).
+	Stderr io.Writer
+	// Now is the clock (request state expiry).
+	Now func() time.Time
+	// Version is the gateway's version, as it introduces itself.
+	Version string
+}
+
+// Gateway is one MCP server in front of every upstream.
+type Gateway struct {
+	o         Options
+	server    *mcp.Server
+	upstreams []*upstream
+	stateKey  []byte
+	// life ends at Close: the context of the gateway's own work.
+	life context.Context
+	stop context.CancelFunc
+	// toolsMu guards the upstreams' tool lists and the server's tools.
+	toolsMu sync.Mutex
+
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]*session
+	used     map[string]time.Time // request-state nonces already used
+}
+
+type upstream struct {
+	cfg    Upstream
+	signer *registry.Signer
+	client *mcp.ClientSession
+	tools  []*mcp.Tool
+	cmd    *exec.Cmd
+}
+
+// New starts every upstream, reads its tools and builds the server. Close
+// stops the upstreams.
+func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
+	if o.Backend == nil || o.Agent == nil || o.Unverified == nil {
+		return nil, errors.New("gateway: a backend, the agent's key and the unverified key are required")
+	}
+	if o.Mode == "" {
+		o.Mode = Enforce
+	}
+	if _, err := ParseMode(string(o.Mode)); err != nil {
+		return nil, err
+	}
+	if (o.Approver == nil) != (o.ApproverID == "") {
+		return nil, errors.New("gateway: an approver needs both its principal and its key")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{}}
+	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
+	for _, cfg := range ups {
+		s := o.Tools[cfg.Principal]
+		if s == nil {
+			g.Close()
+			return nil, fmt.Errorf("gateway: no key for %s", cfg.Principal)
+		}
+		u, err := g.connect(ctx, cfg, s)
+		if err != nil {
+			g.Close()
+			return nil, err
+		}
+		g.upstreams = append(g.upstreams, u)
+	}
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, &mcp.ServerOptions{
+		Logger:       o.Log,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	for _, t := range g.tools() {
+		g.server.AddTool(t.exposed, g.handler(t))
+	}
+	return g, nil
+}
+
+// Connect starts an upstream's command and reads its tools: what `mcp add`
+// does once, and the gateway at start.
+func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSession, []*mcp.Tool, error) {
+	cs, tools, _, err := connect(ctx, cfg, stderr, nil)
+	return cs, tools, err
+}
+
+// connect starts an upstream; changed, when set, is called (in a goroutine
+// of its own) when the upstream says its tool list changed.
+func connect(ctx context.Context, cfg Upstream, stderr io.Writer, changed func(*mcp.ClientSession)) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Env = append(os.Environ(), cfg.Env...)
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cmd.Stderr = stderr
+	var opts mcp.ClientOptions
+	if changed != nil {
+		opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) { go changed(req.Session) }
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, &opts)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
+	}
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			cs.Close()
+			return nil, nil, nil, fmt.Errorf("upstream %s: tools/list: %w", cfg.Name, err)
+		}
+		tools = append(tools, t)
+	}
+	return cs, tools, cmd, nil
+}
+
+func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer) (*upstream, error) {
+	u := &upstream{cfg: cfg, signer: s}
+	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, func(cs *mcp.ClientSession) { g.refresh(u, cs) })
+	if err != nil {
+		return nil, err
+	}
+	g.o.Log.Info("upstream connected", "upstream", cfg.Name, "tools", len(tools))
+	g.toolsMu.Lock()
+	u.client, u.tools, u.cmd = cs, tools, cmd
+	g.toolsMu.Unlock()
+	return u, nil
+}
+
+// refresh reads an upstream's tools again after it said they changed, and
+// offers the new list (the SDK tells the clients). A new tool has no
+// catalog entry until the operator writes one, so the gate treats it as
+// sensitive.
+func (g *Gateway) refresh(u *upstream, cs *mcp.ClientSession) {
+	ctx, cancel := context.WithTimeout(g.life, 30*time.Second)
+	defer cancel()
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			g.o.Log.Error("upstream tools/list after list_changed", "upstream", u.cfg.Name, "error", err)
+			return
+		}
+		tools = append(tools, t)
+	}
+	g.toolsMu.Lock()
+	defer g.toolsMu.Unlock()
+	before := g.tools()
+	u.tools = tools
+	after := g.tools()
+	keep := map[string]bool{}
+	for _, t := range after {
+		keep[t.exposed.Name] = true
+	}
+	var gone []string
+	for _, t := range before {
+		if !keep[t.exposed.Name] {
+			gone = append(gone, t.exposed.Name)
+		}
+	}
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+	for _, t := range after {
+		g.server.AddTool(t.exposed, g.handler(t))
+	}
+	g.o.Log.Info("upstream tools changed", "upstream", u.cfg.Name, "tools", len(tools))
+}
+
+// tool is one tool the gateway offers.
+type tool struct {
+	up      *upstream
+	name    string // the upstream's name for it
+	key     string // its catalog key, NAME.TOOL
+	exposed *mcp.Tool
+}
+
+// tools names every upstream's tools: the upstream's name when no other
+// upstream has a tool of that name, else NAME__TOOL.
+func (g *Gateway) tools() []tool {
+	count := map[string]int{}
+	for _, u := range g.upstreams {
+		for _, t := range u.tools {
+			count[t.Name]++
+		}
+	}
+	var out []tool
+	for _, u := range g.upstreams {
+		for _, t := range u.tools {
+			e := *t
+			if count[t.Name] > 1 {
+				e.Name = u.cfg.Name + "__" + t.Name
+			}
+			if e.InputSchema == nil {
+				e.InputSchema = map[string]any{"type": "object"}
+			}
+			out = append(out, tool{up: u, name: t.Name, key: CatalogKey(u.cfg.Name, t.Name), exposed: &e})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].exposed.Name < out[j].exposed.Name })
+	return out
+}
+
+// Close stops the upstreams.
+func (g *Gateway) Close() error {
+	g.stop()
+	var errs []error
+	for _, u := range g.upstreams {
+		if u.client == nil {
+			continue
+		}
+		if err := u.client.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// session is the pedigree session of one MCP session.
+type session struct {
+	id       string
+	mu       sync.Mutex
+	started  bool
+	protocol string
+}
+
+func (g *Gateway) session(ss *mcp.ServerSession) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, ok := g.sessions[ss]; ok {
+		return s
+	}
+	b := make([]byte, 12)
+	rand.Read(b)
+	s := &session{id: "mcp-" + hex.EncodeToString(b)}
+	g.sessions[ss] = s
+	return s
+}

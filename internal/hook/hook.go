@@ -1,0 +1,510 @@
+package hook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// Answer is what the hook prints (or an http hook returns). A nil Answer
+// prints nothing: Claude Code goes on as it would without the hook.
+type Answer struct {
+	HookSpecificOutput *Specific `json:"hookSpecificOutput,omitempty"`
+	// Decision "block" with Reason stops a prompt, or tells Claude that a
+	// tool's result could not be recorded.
+	Decision string `json:"decision,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Continue false with StopReason stops Claude Code altogether (an
+	// http hook's answer to an event it cannot read).
+	Continue   *bool  `json:"continue,omitempty"`
+	StopReason string `json:"stopReason,omitempty"`
+}
+
+// Specific is a PreToolUse's permission decision.
+type Specific struct {
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason"`
+}
+
+// Handler answers events for one data directory.
+type Handler struct {
+	b       pedigree.Backend
+	m       *Mapping
+	dir     string
+	state   *State
+	mu      sync.Mutex
+	signers map[string]*registry.Signer
+}
+
+// New makes a handler for the data directory dir (absolute: it is quoted
+// in the commands that the answers suggest), reading its mapping.
+func New(b pedigree.Backend, dir string) (*Handler, error) {
+	m, err := LoadMapping(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{b: b, m: m, dir: dir, state: NewState(filepath.Join(dir, StateDir)), signers: map[string]*registry.Signer{}}, nil
+}
+
+// Handle answers one event. An error means the event must be blocked.
+func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
+	switch ev.HookEventName {
+	case UserPromptSubmit:
+		return nil, h.prompt(ctx, ev)
+	case PreToolUse:
+		return h.pre(ctx, ev)
+	case PostToolUse, PostToolUseFailure:
+		err := h.post(ctx, ev)
+		if err != nil {
+			h.state.MarkUnrecorded(ev.SessionID, fmt.Sprintf("the result of %s (tool_use_id %s) was not recorded: %v", ev.ToolName, clip(ev.ToolUseID), err))
+		}
+		return nil, err
+	case SessionStart, SessionEnd:
+		// A resumed session keeps its ID and its context in the store:
+		// nothing is recorded again.
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w: unknown hook_event_name %q", ErrEvent, ev.HookEventName)
+}
+
+// Block is the answer that stops what an event was about, for an http hook
+// (a command hook exits 2 instead): Claude Code lets anything through on an
+// http hook's error, so errors are answered, never returned.
+func Block(ev *Event, err error) *Answer {
+	reason := "pedigree: " + err.Error()
+	switch {
+	case ev != nil && ev.HookEventName == PreToolUse:
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
+	case ev != nil && (ev.HookEventName == UserPromptSubmit || ev.HookEventName == PostToolUse || ev.HookEventName == PostToolUseFailure):
+		return &Answer{Decision: "block", Reason: reason}
+	}
+	f := false
+	return &Answer{Continue: &f, StopReason: reason}
+}
+
+func (h *Handler) prompt(ctx context.Context, ev *Event) error {
+	s, err := h.signer(ctx, h.m.User)
+	if err != nil {
+		return err
+	}
+	content := []byte(*ev.Prompt)
+	if _, err = h.b.Record(ctx, s, pedigree.Entry{
+		Principal: h.m.User, Kind: lineage.KindPrompt, Session: ev.SessionID,
+		Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent,
+	}); err != nil {
+		return err
+	}
+	return h.mentions(ctx, ev)
+}
+
+// mentionPat finds @-mentions: Claude Code puts a mentioned file's content
+// (or an MCP resource, @server:uri) into the context along with the prompt,
+// without a tool call, so no PostToolUse would ever record it.
+var mentionPat = regexp.MustCompile(`(?:^|\s)@([^\s"'<>]+)`)
+
+// mentions records what a prompt's @-mentions bring in, each signed as the
+// tool that would have read it: a file by the Read tool's principal, an MCP
+// resource by the MCP principal. A mention that names nothing is text.
+func (h *Handler) mentions(ctx context.Context, ev *Event) error {
+	found := mentionPat.FindAllStringSubmatch(*ev.Prompt, -1)
+	if len(found) > maxMentions {
+		return fmt.Errorf("%w: the prompt has %d @-mentions, more than the %d the hook records", ErrEvent, len(found), maxMentions)
+	}
+	for _, m := range found {
+		ref := strings.TrimRight(m[1], ".,;:!?)]}")
+		var principal string
+		var content []byte
+		if server, _, ok := strings.Cut(ref, ":"); ok && server != "" && !strings.ContainsAny(server, "/\\.~") {
+			principal, content = h.m.MCP.Principal, []byte(ref)
+		} else {
+			path := ref
+			if strings.HasPrefix(path, "~/") {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					continue
+				}
+				path = filepath.Join(home, path[2:])
+			} else if !filepath.IsAbs(path) {
+				if ev.CWD == "" {
+					continue
+				}
+				path = filepath.Join(ev.CWD, path)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				continue // not a file: the mention is text
+			}
+			principal, content = h.m.Output("Read").Principal, []byte(path)
+			if fi.Mode().IsRegular() {
+				f, err := os.Open(path)
+				if err != nil {
+					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
+				}
+				content, err = io.ReadAll(io.LimitReader(f, MaxEventBytes))
+				f.Close()
+				if err != nil {
+					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
+				}
+			}
+		}
+		if principal == "" {
+			continue
+		}
+		s, err := h.signer(ctx, principal)
+		if err != nil {
+			return err
+		}
+		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+			Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent})
+		if err != nil {
+			return err
+		}
+		if err := h.state.label(n.ID, "@"+clip(ref)+" (mentioned in the prompt)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
+	if why := h.state.Unrecorded(ev.SessionID); why != "" {
+		return deny(fmt.Sprintf("pedigree: this session's context is incomplete (%s), so no call in it can be checked. Start a new session, or remove %s to go on with what was recorded.", why, ShellQuote(h.state.unrecordedPath(ev.SessionID)))), nil
+	}
+	s, err := h.signer(ctx, h.m.Agent)
+	if err != nil {
+		return nil, err
+	}
+	args, err := boundArgs(ev.ToolInput)
+	if err != nil {
+		return nil, err
+	}
+	just, err := h.justification(ctx, ev.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := h.b.Check(ctx, s, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
+	if err != nil {
+		return nil, err
+	}
+	if err := h.state.Put(&Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName, CallID: d.CallID, DecisionID: d.ID, Decision: d.Decision}); err != nil {
+		return nil, err
+	}
+	switch d.Decision {
+	case gate.Allow:
+		if !h.m.AllowClean {
+			return nil, nil
+		}
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Allow),
+			PermissionDecisionReason: fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID))}}, nil
+	case gate.Ask, gate.Deny:
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(d.Decision), PermissionDecisionReason: h.reason(ev, d)}}, nil
+	}
+	return nil, fmt.Errorf("the gate answered %q", d.Decision)
+}
+
+func deny(reason string) *Answer {
+	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
+}
+
+// reason says what the call relied on, where it came from, and what the
+// person can do about it.
+func (h *Handler) reason(ev *Event, d *gate.Decision) string {
+	var b strings.Builder
+	verb := "denied"
+	if d.Decision == gate.Ask {
+		verb = "asks before running"
+	}
+	fmt.Fprintf(&b, "pedigree %s this %s call: ", verb, ev.ToolName)
+	if len(d.Untrusted) == 0 {
+		b.WriteString(strings.Join(d.Reasons, "; "))
+	} else {
+		b.WriteString("the session it was decided in holds content from ")
+		for i, src := range d.Untrusted {
+			if i == maxReasonSources {
+				fmt.Fprintf(&b, " and %d more", len(d.Untrusted)-i)
+				break
+			}
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if what := h.describe(src.ID); what != "" {
+				fmt.Fprintf(&b, "%s (%s, %s tier, entry %s)", what, src.Principal, src.Tier, short(src.ID))
+			} else {
+				fmt.Fprintf(&b, "%s (%s tier, entry %s)", src.Principal, src.Tier, short(src.ID))
+			}
+		}
+		b.WriteString(", which may have steered it")
+	}
+	fmt.Fprintf(&b, ". Decision %s.", short(d.ID))
+	user := h.m.Principals[h.m.User]
+	if d.Decision == gate.Ask {
+		fmt.Fprintf(&b, " Allowing it here is recorded as %s's approval.", h.m.User)
+	} else {
+		fmt.Fprintf(&b, " If you trust that source, approve this exact call once with: pedigree --dir %s gate approve %s --as %s --key %s, then ask Claude to retry.",
+			ShellQuote(h.dir), d.ID, h.m.User, ShellQuote(filepath.Join(h.dir, user.Key)))
+	}
+	fmt.Fprintf(&b, " Why: pedigree --dir %s lineage trace %s", ShellQuote(h.dir), short(d.CallID))
+	return b.String()
+}
+
+func (h *Handler) post(ctx context.Context, ev *Event) error {
+	out := h.m.Output(ev.ToolName)
+	if out.Skip {
+		return nil
+	}
+	u, err := h.state.Get(ev.SessionID, ev.ToolUseID)
+	if err != nil {
+		return err
+	}
+	if u != nil && u.Output != "" {
+		return nil // delivered twice: recorded once
+	}
+	if u == nil {
+		u = &Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName}
+	}
+	if u.Decision == gate.Ask && ev.PermissionMode != "bypassPermissions" && ev.HookEventName == PostToolUse {
+		// Claude Code asked the person, who let the call run: that is the
+		// user's approval, and the log should say so.
+		if err := h.approve(ctx, ev, u); err != nil {
+			return err
+		}
+	}
+	s, err := h.signer(ctx, out.Principal)
+	if err != nil {
+		return err
+	}
+	content := []byte(ev.ToolResponse)
+	if ev.HookEventName == PostToolUseFailure {
+		content = []byte(*ev.Error)
+	}
+	en := pedigree.Entry{Principal: out.Principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+		Content: content, StoreContent: len(content) <= MaxStoredContent}
+	var n *lineage.Node
+	if u.CallID != "" {
+		en.Parents = []lineage.Parent{{ID: u.CallID, Weight: 1}}
+		n, err = h.b.Record(ctx, s, en)
+	}
+	if u.CallID == "" || errors.Is(err, lineage.ErrUnknownParent) {
+		// No call was recorded for it (the hook was installed mid-session,
+		// or the call failed closed before it was stored): the output
+		// derives from everything the session held.
+		if en.Parents, err = h.contextParents(ctx, ev.SessionID); err != nil {
+			return err
+		}
+		n, err = h.b.Record(ctx, s, en)
+	}
+	if err != nil {
+		return err
+	}
+	u.Output = n.ID
+	if err := h.state.Put(u); err != nil {
+		return err
+	}
+	return h.state.describeOutput(n.ID, ev)
+}
+
+// approve records the user's approval of an asked call that then ran
+// (only a PostToolUse counts: a failure event may follow a refusal), and
+// uses it at once on the same call (same tool, arguments, session and
+// justification), so that the log holds an allow that names the approver
+// and no unused approval is left behind.
+func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
+	s, err := h.signer(ctx, h.m.User)
+	if err != nil {
+		return err
+	}
+	a, err := h.b.Approve(ctx, s, h.m.User, u.DecisionID, 0)
+	if err != nil {
+		return fmt.Errorf("recording %s's approval of decision %s: %w", h.m.User, short(u.DecisionID), err)
+	}
+	u.Approval = a.ID
+	agent, err := h.signer(ctx, h.m.Agent)
+	if err != nil {
+		return err
+	}
+	args, err := boundArgs(ev.ToolInput)
+	if err != nil {
+		return err
+	}
+	just, err := h.askedJustification(ctx, u)
+	if err != nil {
+		return err
+	}
+	d, err := h.b.Check(ctx, agent, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
+	if err != nil {
+		return err
+	}
+	if d.Decision == gate.Allow && d.Approval == a.ID {
+		u.CallID, u.DecisionID, u.Decision = d.CallID, d.ID, d.Decision
+	}
+	return nil
+}
+
+// askedJustification is the asked call's own justification.
+func (h *Handler) askedJustification(ctx context.Context, u *Use) ([]string, error) {
+	d, err := h.b.Decision(ctx, u.DecisionID)
+	if err != nil {
+		return nil, err
+	}
+	return d.Justification, nil
+}
+
+func (h *Handler) contextParents(ctx context.Context, session string) ([]lineage.Parent, error) {
+	ids, err := h.justification(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]lineage.Parent, 0, len(ids))
+	for _, id := range ids {
+		ps = append(ps, lineage.Parent{ID: id, Weight: 1})
+	}
+	return ps, nil
+}
+
+// signer loads a principal's key from the data directory and checks it is
+// the key and tier the frozen registry holds for that principal.
+func (h *Handler) signer(ctx context.Context, id string) (*registry.Signer, error) {
+	h.mu.Lock()
+	s := h.signers[id]
+	h.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	p, ok := h.m.Principals[id]
+	if !ok {
+		return nil, fmt.Errorf("%s: %s is not among its principals", MappingFile, id)
+	}
+	view, err := h.b.Registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !view.Frozen {
+		return nil, fmt.Errorf("%w: run 'pedigree registry freeze' after 'pedigree hook claude init'", registry.ErrNotFrozen)
+	}
+	reg, ok := view.Lookup(id)
+	if !ok {
+		return nil, fmt.Errorf("%w %q: the mapping names a principal the registry does not hold", registry.ErrUnknownPrincipal, id)
+	}
+	if reg.Tier.String() != p.Tier {
+		return nil, fmt.Errorf("%s: %s is registered as %s, not %s", MappingFile, id, reg.Tier, p.Tier)
+	}
+	s, err = registry.LoadSigner(filepath.Join(h.dir, p.Key))
+	if err != nil {
+		return nil, err
+	}
+	if !s.Public().Equal(reg.PublicKey) {
+		return nil, fmt.Errorf("%w: %s is not the key registered for %s", registry.ErrBadKey, p.Key, id)
+	}
+	h.mu.Lock()
+	h.signers[id] = s
+	h.mu.Unlock()
+	return s, nil
+}
+
+// boundArgs keeps a call's arguments under MaxArgsBytes by replacing long
+// string values with their digests, so that a Write of a large file is
+// still checked (and an approval still binds its exact content).
+func boundArgs(raw json.RawMessage) ([]byte, error) {
+	if len(raw) <= MaxArgsBytes {
+		return raw, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%w: tool_input: %v", ErrEvent, err)
+	}
+	b, err := json.Marshal(shrink(v))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > lineage.MaxArgsBytes {
+		return nil, fmt.Errorf("%w: tool_input is %d bytes even with its long values digested", ErrEvent, len(b))
+	}
+	return b, nil
+}
+
+func shrink(v any) any {
+	switch x := v.(type) {
+	case string:
+		if len(x) > maxArgString {
+			sum := sha256.Sum256([]byte(x))
+			return fmt.Sprintf("sha256:%s (%d bytes)", hex.EncodeToString(sum[:]), len(x))
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = shrink(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = shrink(e)
+		}
+	}
+	return v
+}
+
+// describeOutput keeps a line saying which tool use an output entry came
+// from, for the reasons of later decisions. It only ever labels.
+func (s *State) describeOutput(id string, ev *Event) error {
+	what := ev.ToolName
+	var in map[string]any
+	if json.Unmarshal(ev.ToolInput, &in) == nil {
+		for _, k := range []string{"url", "file_path", "path", "command", "pattern", "query"} {
+			if v, ok := in[k].(string); ok {
+				what += " " + clip(v)
+				break
+			}
+		}
+	}
+	return s.label(id, what)
+}
+
+func (s *State) label(id, what string) error {
+	dir := filepath.Join(s.dir, "outputs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, id), []byte(what), 0o600)
+}
+
+// describe is the label of an output entry, or "".
+func (h *Handler) describe(id string) string {
+	if !lineage.IsID(id) {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(h.state.dir, "outputs", id))
+	if err != nil {
+		return ""
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// ShellQuote quotes a path for a command a person pastes.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r == ':' || r == '@' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

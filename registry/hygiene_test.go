@@ -1,0 +1,95 @@
+package registry_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// TestForgedPrivateKeyRefused: an ed25519.PrivateKey is seed‖public key;
+// one made of mallory's seed and alice's public key would make a Signer
+// whose Public() claims alice while it signs as mallory.
+func TestForgedPrivateKeyRefused(t *testing.T) {
+	_, alice, _ := registry.GenerateSigner(nil)
+	_, mallory, _ := registry.GenerateSigner(nil)
+	forged := append(append(ed25519.PrivateKey{}, mallory.Seed()...), alice[32:]...)
+	if _, err := registry.NewSigner(forged); !errors.Is(err, registry.ErrBadKey) {
+		t.Fatalf("forged key: got %v, want ErrBadKey", err)
+	}
+	if _, err := registry.NewSigner(alice[:40]); !errors.Is(err, registry.ErrBadKey) {
+		t.Fatalf("short key: got %v, want ErrBadKey", err)
+	}
+	if _, err := registry.NewSigner(alice); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrivateKeyFileMode: as ssh does, a private key file that group or
+// others may read is refused, with a message naming the mode.
+func TestPrivateKeyFileMode(t *testing.T) {
+	dir := t.TempDir()
+	_, priv, _ := registry.GenerateSigner(nil)
+	path := filepath.Join(dir, "k.key")
+	if err := registry.WritePrivateKeyFile(path, priv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.LoadSigner(path); err != nil {
+		t.Fatalf("mode 0600: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o660, 0o602} {
+		os.Chmod(path, mode)
+		_, err := registry.LoadSigner(path)
+		if !errors.Is(err, registry.ErrKeyFileMode) || !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), fmt.Sprintf("mode %04o", mode)) {
+			t.Errorf("mode %04o: got %v, want a refusal naming the mode", mode, err)
+		}
+	}
+	os.Chmod(path, 0o400)
+	if _, err := registry.LoadSigner(path); err != nil {
+		t.Fatalf("mode 0400: %v", err)
+	}
+}
+
+// TestOneKeyOnePrincipal: a public key already registered for another
+// principal, or the operator's, is refused at registration.
+func TestOneKeyOnePrincipal(t *testing.T) {
+	ctx := context.Background()
+	op, _, _ := registry.GenerateSigner(nil)
+	e, err := pedigree.NewInMemory(ctx, 0.5, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	alice, _, _ := registry.GenerateSigner(nil)
+	if err := e.AddPrincipal(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []registry.Principal{
+		{ID: "agent:planner", Tier: registry.Internal, PublicKey: alice.Public()},
+		{ID: "tool:mail", Tier: registry.External, PublicKey: alice.Public()},
+		{ID: "agent:op", Tier: registry.Internal, PublicKey: op.Public()},
+	} {
+		err := e.AddPrincipal(ctx, p)
+		if !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), "a key of its own") {
+			t.Errorf("%s: got %v, want a refusal", p.ID, err)
+		}
+		if _, ok := e.UnsafeRegistry().Lookup(p.ID); ok {
+			t.Errorf("%s was registered", p.ID)
+		}
+	}
+	if err := e.Freeze(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	// The one principal signs as itself.
+	if _, err := e.Record(ctx, alice, pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s", Content: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+}
