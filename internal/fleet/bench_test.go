@@ -9,6 +9,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -45,7 +46,7 @@ func benchRecord(b *testing.B, e *pedigree.Engine) {
 		for pb.Next() {
 			i++
 			if _, err := e.Record(ctx, fx.keys["agent:assistant"], pedigree.Entry{Principal: "agent:assistant", Session: session,
-				Content: fmt.Appendf(nil, "%p %d %d", pb, i, time.Now().UnixNano())}); err != nil {
+				Content: fmt.Appendf(nil, "%p %d %d", pb, i, time.Now().UnixNano()), Parents: []lineage.Parent{}}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -97,7 +98,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		for w := range 8 {
 			go func() {
 				for i := range *catchup / 8 {
-					_, err := fx.nodes["A"].Record(ctx, fx.keys["agent:assistant"], pedigree.Entry{Principal: "agent:assistant", Session: session, Content: fmt.Appendf(nil, "%d %d", w, i)})
+					_, err := fx.nodes["A"].Record(ctx, fx.keys["agent:assistant"], pedigree.Entry{Principal: "agent:assistant", Session: session, Content: fmt.Appendf(nil, "%d %d", w, i), Parents: []lineage.Parent{}})
 					if err != nil {
 						errs <- err
 						return
