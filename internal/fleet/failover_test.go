@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -184,6 +185,24 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 	}
 	if allows != 1 {
 		t.Fatalf("%d allows for one approval across the fleet; want 1", allows)
+	}
+	fx.settle(t)
+}
+
+// A node's directory is a materialised view: deleted, it is made again
+// from the stream, with the same log head as the others.
+func TestDirectoryRebuiltFromStream(t *testing.T) {
+	ctx := context.Background()
+	fx.record(t, "A", "agent:assistant", uniq("rebuild"), "before C's directory is deleted")
+	if err := fx.nodes["C"].Close(); err != nil {
+		t.Fatal(err)
+	}
+	delete(fx.nodes, "C")
+	if err := os.RemoveAll(fx.dirs["C"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.join(ctx, "C"); err != nil {
+		t.Fatal(err)
 	}
 	fx.settle(t)
 }
