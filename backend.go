@@ -55,6 +55,10 @@ type Backend interface {
 	Reviews(ctx context.Context) ([]gate.Review, error)
 	// Decision is a logged decision, by ID or unique prefix.
 	Decision(ctx context.Context, id string) (*gate.Decision, error)
+	// Reevaluate evaluates a logged decision again, on its logged input, at
+	// its logged time, and says whether the policy version or the outcome
+	// changed.
+	Reevaluate(ctx context.Context, decisionID string) (*Reevaluation, error)
 	// Decisions lists logged decisions, oldest first.
 	Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decision, error)
 	// Show is one entry as stored, with its signature checked again.

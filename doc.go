@@ -1,15 +1,91 @@
-// Package pedigree is the engine facade: it opens a data directory and
-// wires the registry, the lineage graph, the gate and the trajectory
-// detector together, so that an agent harness can record, recall, check,
-// approve, trace and verify through one value.
+// Package pedigree keeps LLM agents from acting on poisoned memory. This
+// package is the engine facade: one value, an *Engine, opens a data
+// directory and wires the registry, the lineage graph, the gate and the
+// trajectory detector together, so that an agent harness records, recalls,
+// checks, approves, traces and verifies through it. The same verbs reach a
+// running sidecar server through the server package's client; both are a
+// Backend.
 //
-// pedigree keeps LLM agents from acting on poisoned memory. It does not read
-// content to decide: every entry is bound to the principal that signed it,
-// records what it was derived from, and carries two labels fixed at insert,
-// the effective tier (the least trusted of its own tier and its strong
-// parents' effective tiers) and the reach tier (the same over every parent).
-// Before a sensitive tool call, the gate asks of the call's justification
-// whether any of it descends from content an untrusted party wrote.
+// # The idea
+//
+// pedigree does not read content to decide. Every entry (a prompt, a tool's
+// output, a memory, a summary, a proposed call) is a statement signed by the
+// principal that wrote it, and names the entries it was derived from, with
+// an attribution weight each. Each entry carries two labels fixed at insert,
+// from its parents alone: the effective tier, the least trusted of its own
+// tier and its strong parents' effective tiers (an edge is strong at or
+// above τ), and the reach tier, the same over every parent. Before a
+// sensitive tool call, the gate asks of the call's justification whether
+// any of it descends from content an untrusted party wrote: if so it denies
+// (or asks a human, when the untrusted ancestor is reached only through
+// weak edges, or only the control of the call is tainted), with the path
+// back to the untrusted ancestor.
+//
+// # The lifecycle
+//
+//  1. Init creates a data directory with τ and an operator key, which only
+//     signs the registry freeze and log checkpoints: WithOperatorKeyFile
+//     writes a new one outside the directory, with its public half (the
+//     trust root) beside it; WithOperatorSigner takes one the caller holds.
+//     Open opens the directory again, pinned to the trust root with
+//     WithTrustRoot; NewInMemory makes a throwaway engine for tests and
+//     replays.
+//  2. AddPrincipal registers every principal with its tier (Internal, User,
+//     Unverified, External, most trusted first) and public key: the user,
+//     the agent, every tool whose output the agent reads. Approver marks
+//     the user-tier principals who may approve a denied call.
+//  3. Freeze signs the registry with the operator key. From then on no
+//     principal can be added, removed or changed, after restarts too, and
+//     entries can be recorded. Keep the operator key off the host.
+//  4. Record signs an entry with its principal's key (Insert takes one
+//     signed elsewhere: the harness may keep every private key). An entry
+//     in a session without explicit Parents derives from the whole session
+//     context with strong edges, unless a user wrote it.
+//  5. Recall puts stored memories into a session's context: what the agent
+//     writes or calls there next derives from them.
+//  6. Check signs and records a proposed call and decides on it: allow,
+//     deny or ask. Its CallID is the parent the tool's output names when it
+//     is recorded. Any error from Check means the call must not run.
+//  7. Approve lets an approver allow one denied call, once, bound to its
+//     session, tool and exact arguments, with an expiry.
+//  8. Trace explains a label: every untrusted root and the path to it.
+//  9. Verify checks every signature, ID, edge and label, the registry
+//     freeze and the Merkle log; Checkpoint signs the log's head, to keep
+//     elsewhere.
+//
+// # What the harness must report honestly
+//
+// pedigree believes the harness about what the agent saw; signatures stop
+// forgery, not omission. So the harness must:
+//
+//   - record every input the agent reads (prompts, tool outputs, retrieved
+//     documents, memories) as it arrives, signed as its real principal: a
+//     tool's output as the tool, never as the agent or the user;
+//   - record each tool's output with the call that produced it as a parent
+//     (Entry.Parents = the decision's CallID): a call's parents are its
+//     justification, so a trusted tool that echoes untrusted input stays
+//     tainted;
+//   - leave Entry.Parents and Call.Justification nil unless it knows better:
+//     nil means the whole session context, and an explicit list is the
+//     harness vouching for it (an empty Justification is refused);
+//   - give ArgSources when it knows where an argument's value came from,
+//     so that untrusted free text in a harmless argument does not block the
+//     call, while a recipient that came from an email still denies;
+//   - Recall a stored memory into the session that uses it;
+//   - run a call only on an allow, and treat every error as a deny.
+//
+// Attribution weights below τ are the harness's to give and only make the
+// gate ask; dilution below τ is a known laundering channel.
+//
+// # How taint crosses sessions
+//
+// A session's context is every entry recorded in it or recalled into it.
+// A memory written in one session from an email is external (its effective
+// tier is the email's); recalled into another session days later, it joins
+// that context, so what the agent writes or calls there derives from it and
+// is external too, and the gate denies a payment that rests on it. Calls
+// and approvals do not join the context: a call is what the agent did, and
+// its result comes back as a tool output, which does.
 //
 // Nothing in this package exits, panics on bad input or reads the
 // environment; every call that does I/O takes a context.

@@ -17,12 +17,13 @@ type Entry struct {
 	Kind      lineage.Kind
 	Session   string
 	Content   []byte
-	// Parents, when not nil, are the harness's attribution. When nil, an
-	// entry in a session derives from the session's whole context with
-	// strong edges: an agent read all of it, and a tool's output is made
-	// from what the agent handed it, so neither starts clean in a tainted
-	// session. Only a user principal's entries (what a person typed) and
-	// entries outside any session have no parents by default.
+	// Parents, when not nil, are the harness's attribution (an empty slice:
+	// no parents). When nil, an entry in a session derives from the
+	// session's whole context with strong edges: an agent read all of it,
+	// and a tool's output is made from what the agent handed it, so neither
+	// starts clean in a tainted session. Only a user principal's entries
+	// (what a person typed) and entries outside any session have no parents
+	// by default.
 	Parents []lineage.Parent
 	// StoreContent keeps the content itself beside its digest.
 	StoreContent bool
@@ -100,7 +101,10 @@ type Call struct {
 	// "nothing", which would let a call in a tainted session rest on no
 	// entry at all.
 	Justification []string
-	// ArgSources maps an argument to the entries its value came from.
+	// ArgSources maps an argument to the entries its value came from (IDs
+	// or prefixes). An argument it does not name comes from the whole
+	// justification. The catalog's per-argument rules say which arguments
+	// must come from trusted entries.
 	ArgSources map[string][]string
 	// Plan, when set, is the plan (ID or prefix) whose step PlanStep the
 	// call carries out. When the call matches the step, its justification

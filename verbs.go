@@ -268,27 +268,6 @@ func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decisio
 	return e.decisions.Decisions(ctx, q.Limit, q.Session)
 }
 
-// Reevaluate runs the policy again on a logged decision's input, at the
-// logged time, and returns the outcome and reasons. With the same policy
-// version the outcome is the decision's.
-func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (gate.Outcome, []string, error) {
-	r, err := e.decisions.Record(decisionID)
-	if err != nil {
-		return "", nil, err
-	}
-	if r.Input == nil {
-		return "", nil, fmt.Errorf("decision %s failed closed before the policy ran; there is no input to evaluate", r.ID[:12])
-	}
-	if r.PolicyVersion != e.gate.PolicyVersion() {
-		return "", nil, fmt.Errorf("decision %s was made by policy version %s, this gate runs %s", r.ID[:12], r.PolicyVersion, e.gate.PolicyVersion())
-	}
-	at, err := time.Parse(time.RFC3339Nano, r.Time)
-	if err != nil {
-		return "", nil, err
-	}
-	return e.gate.Reevaluate(ctx, r.Input, at)
-}
-
 // Show is one entry as stored, with its signature checked again.
 func (e *Engine) Show(ctx context.Context, prefix string) (*EntryView, error) {
 	id, err := e.Resolve(ctx, prefix)

@@ -413,9 +413,9 @@ func TestDecisionLogReplays(t *testing.T) {
 	for _, j := range [][]string{{prompt.ID}, {prompt.ID, memory.ID}} {
 		d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"1"}`), Justification: j})
 		ids = append(ids, d.ID)
-		got, reasons, err := w.E.Reevaluate(ctx, d.ID)
-		if err != nil || got != d.Decision || strings.Join(reasons, "|") != strings.Join(d.Reasons, "|") {
-			t.Fatalf("reevaluate %s: %s %v %v, logged %s %v", d.ID[:12], got, reasons, err, d.Decision, d.Reasons)
+		re, err := w.E.Reevaluate(ctx, d.ID)
+		if err != nil || !re.Same || re.Decision != d.Decision || strings.Join(re.Reasons, "|") != strings.Join(d.Reasons, "|") {
+			t.Fatalf("reevaluate %s: %+v %v, logged %s %v", d.ID[:12], re, err, d.Decision, d.Reasons)
 		}
 	}
 	log, err := w.E.Decisions(ctx, pedigree.DecisionQuery{})

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -131,6 +132,7 @@ type Registry struct {
 	verifiers  map[string]*Verifier
 	frozen     bool
 	metaDigest string
+	oddRows    []string // principal rows not in the form Add writes
 }
 
 // ValidateTau checks a strong-edge threshold.
@@ -219,6 +221,11 @@ func Load(db kv.Store) (*Registry, error) {
 			var row principalRow
 			if err := json.Unmarshal(v, &row); err != nil {
 				return fmt.Errorf("principal row %q: %w", k, err)
+			}
+			// encoding/json matches keys without case: a row is read only in
+			// the form this package writes, so no edit of it goes unseen.
+			if again, _ := json.Marshal(row); !bytes.Equal(again, v) {
+				r.oddRows = append(r.oddRows, string(k))
 			}
 			pub, err := ParsePublicKey([]byte(row.PublicKey))
 			if err != nil {
@@ -312,6 +319,11 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 	}
 	if d := digest(&m); d != m.Digest {
 		diffs = append(diffs, "the frozen digest does not match its principals")
+	}
+	if len(diffs) == 0 {
+		for _, k := range r.oddRows {
+			diffs = append(diffs, fmt.Sprintf("principal row %q is not in the form pedigree writes", k))
+		}
 	}
 	if len(diffs) > 0 {
 		return &TamperError{Differences: diffs}

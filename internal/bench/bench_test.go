@@ -130,7 +130,7 @@ func BenchmarkEngine(b *testing.B) {
 					}
 					b.ReportAllocs()
 					for b.Loop() {
-						if _, _, err := g.w.E.Reevaluate(ctx, d.ID); err != nil {
+						if _, err := g.w.E.Reevaluate(ctx, d.ID); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -17,23 +17,36 @@ var errServed = errors.New("a pedigree server is running on this data directory"
 // on which. Options that configure an engine (another policy or catalog)
 // cannot reach a running server: they are refused rather than silently
 // ignored.
-func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (pedigree.Backend, error) {
-	c, err := server.Dial(ctx, a.dir, a.clock)
-	if err != nil && !errors.Is(err, server.ErrNoServer) {
-		return nil, err // serve.json names a server that cannot be trusted: never fall back silently
-	}
-	if err == nil {
-		if len(opts) > 0 {
-			c.Close()
-			return nil, usagef("%v: --policies and --tools apply to 'pedigree serve', not to a client", errServed)
+//
+// While another process holds the directory, it waits up to --lock-wait,
+// looking for a server each time: a server that is starting holds the
+// directory a moment before its socket answers.
+func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (b pedigree.Backend, err error) {
+	err = a.waitForDirectory(ctx, func() error {
+		c, err := server.Dial(ctx, a.dir, a.clock)
+		if err != nil && !errors.Is(err, server.ErrNoServer) {
+			return err // serve.json names a server that cannot be trusted: never fall back silently
 		}
-		if err := a.checkServedRoot(ctx, c); err != nil {
-			c.Close()
-			return nil, err
+		if err == nil {
+			if len(opts) > 0 {
+				c.Close()
+				return usagef("%v: --policies and --tools apply to 'pedigree serve', not to a client", errServed)
+			}
+			if err := a.checkServedRoot(ctx, c); err != nil {
+				c.Close()
+				return err
+			}
+			b = c
+			return nil
 		}
-		return c, nil
-	}
-	return a.open(ctx, opts...)
+		e, err := a.openOnce(ctx, opts...)
+		if err != nil {
+			return err
+		}
+		b = e
+		return nil
+	})
+	return b, err
 }
 
 // refuseIfServed stops the verbs a server does not serve (init, registry

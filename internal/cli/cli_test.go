@@ -262,7 +262,7 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if v := c.must("-o", "json", "verify").json(t); v["ok"] != true {
 		t.Fatalf("verify %v", v)
 	}
-	dot := c.must("lineage", "trace", mem, "--format", "dot").out
+	dot := c.must("lineage", "trace", mem, "-o", "dot").out
 	if !strings.Contains(dot, "digraph") || !strings.Contains(dot, email) {
 		t.Fatalf("dot output:\n%s", dot)
 	}
@@ -513,8 +513,8 @@ func TestLockedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	r := c.run("registry", "list")
-	if r.code != ExitError || !strings.Contains(r.err, "in use by another pedigree process") || strings.Contains(r.err, "Cannot acquire") {
+	r := c.run("--lock-wait", "0", "registry", "list")
+	if r.code != ExitError || !strings.Contains(r.err, "in use by another pedigree process") || !strings.Contains(r.err, "pedigree serve") || strings.Contains(r.err, "Cannot acquire") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 }
@@ -625,5 +625,33 @@ func TestServeVerb(t *testing.T) {
 	// The store was closed cleanly: it opens and verifies.
 	if r := c.must("-o", "json", "verify"); r.json(t)["ok"] != true {
 		t.Fatalf("verify after serve: %s", r.out)
+	}
+}
+
+// lineage trace chooses its output with -o like every verb, plus dot;
+// --format still works, says on stderr that it is deprecated, and may not
+// contradict -o.
+func TestTraceOutput(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	id := c.rec("tool:gmail_read", "--content", "x")
+	if r := c.must("lineage", "trace", id, "-o", "dot"); !strings.HasPrefix(r.out, "strict digraph") || r.err != "" {
+		t.Fatalf("-o dot: %q %q", r.out, r.err)
+	}
+	if r := c.must("lineage", "trace", id, "-o", "json"); r.json(t)["id"] != id {
+		t.Fatalf("-o json: %s", r.out)
+	}
+	r := c.must("lineage", "trace", id, "--format", "json")
+	if r.json(t)["id"] != id || !strings.Contains(r.err, "--format is deprecated: use -o") {
+		t.Fatalf("--format json: %q %q", r.out, r.err)
+	}
+	for _, args := range [][]string{
+		{"lineage", "trace", id, "--format", "json", "-o", "text"},
+		{"verify", "-o", "dot"},
+		{"lineage", "trace", id, "--format", "svg"},
+	} {
+		if r := c.run(args...); r.code != ExitUsage {
+			t.Fatalf("%v: exit %d %s", args, r.code, r.err)
+		}
 	}
 }

@@ -26,6 +26,10 @@ var hints = []struct {
 
 // hint is the advice for err, or "".
 func hint(err error) string {
+	var held errStillLocked
+	if errors.As(err, &held) {
+		return held.hint()
+	}
 	for _, h := range hints {
 		if errors.Is(err, h.err) {
 			return h.hint

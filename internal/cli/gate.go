@@ -18,7 +18,7 @@ func newGateCommand(a *app) *cobra.Command {
 		Short: "Decide on sensitive tool calls, approve denied ones, read the decision log",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newGateCheck(a), newGatePending(a), newGateApprove(a), newGateReject(a), newGateLog(a))
+	cmd.AddCommand(newGateCheck(a), newGatePending(a), newGateApprove(a), newGateReject(a), newGateLog(a), newGateReevaluate(a))
 	return cmd
 }
 

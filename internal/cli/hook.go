@@ -130,7 +130,7 @@ DIR/hook-keys/ (mode 0600), merge the hook's tool catalog entries into DIR/tools
 and write the mapping DIR/claude-hook.yaml (Claude Code tool name -> the principal
 that signs its output). Run it before 'pedigree registry freeze'.
 
-  --user (default user:claude)  the user's prompts and approvals     tier user
+  --user (default user:claude)  the user's prompts and approvals     tier user, approver
   agent:claude-code             every proposed call                  tier internal
   tool:claude-web               WebFetch, WebSearch output           tier external
   tool:claude-mcp               every MCP tool's output              tier external

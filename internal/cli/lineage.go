@@ -21,24 +21,33 @@ func newLineageCommand(a *app) *cobra.Command {
 	return cmd
 }
 
+// outputDot marks the verbs that also take -o dot.
+const outputDot = "pedigree/output-dot"
+
 func newLineageTrace(a *app) *cobra.Command {
 	var format string
 	var maxDepth, maxNodes int
 	cmd := &cobra.Command{
-		Use:   "trace ID [--format text|json|dot] [--max-depth N] [--max-nodes N]",
+		Use:   "trace ID [-o text|json|dot] [--max-depth N] [--max-nodes N]",
 		Short: "Trace an entry's ancestry and the paths to its untrusted roots",
 		Long: `Walk an entry's ancestry and list, for each untrusted root (an ancestor whose own
 tier is unverified or external), the path from the entry to it. A strong path
 taints the effective tier; a weak one (through an edge below tau) only the reach
 tier. The walk is bounded by --max-depth and --max-nodes, and a truncated answer
-says so. --format dot draws the bounded subgraph for Graphviz.`,
-		Args: exactArgs(1),
+says so. -o dot (this verb only) draws the bounded subgraph for Graphviz.
+--format is a deprecated spelling of -o.`,
+		Annotations: map[string]string{outputDot: "yes"},
+		Args:        exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.output == "json" && !cmd.Flags().Changed("format") {
-				format = "json"
-			}
-			if format != "text" && format != "json" && format != "dot" {
-				return usagef("--format must be text, json or dot, not %q", format)
+			if cmd.Flags().Changed("format") {
+				if cmd.Flags().Changed("output") && format != a.output {
+					return usagef("-o %s and --format %s disagree: give -o only", a.output, format)
+				}
+				if format != "text" && format != "json" && format != "dot" {
+					return usagef("--format must be text, json or dot, not %q", format)
+				}
+				a.output = format
+				fmt.Fprintln(a.errw, "pedigree: --format is deprecated: use -o text|json|dot")
 			}
 			if maxDepth < 0 || maxNodes < 0 {
 				return usagef("--max-depth and --max-nodes must not be negative")
@@ -52,7 +61,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 			if err != nil {
 				return err
 			}
-			switch format {
+			switch a.output {
 			case "json":
 				return a.printJSON(traceJSON(tr))
 			case "dot":
@@ -63,6 +72,7 @@ says so. --format dot draws the bounded subgraph for Graphviz.`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or dot")
+	cmd.Flags().MarkHidden("format") // deprecated: said on stderr when used
 	cmd.Flags().IntVar(&maxDepth, "max-depth", lineage.DefaultTraceDepth, "how many edges deep to walk")
 	cmd.Flags().IntVar(&maxNodes, "max-nodes", lineage.DefaultTraceNodes, "how many entries to visit at most")
 	return cmd

@@ -20,7 +20,7 @@ func newReplayCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "replay FILE... [--policies DIR] [--tools FILE,...] [--verbose]",
 		Short: "Run recorded agent sessions through the engine and score the decisions",
-		Long: `Run scenarios (JSON Lines, one recorded session a line: see scenarios/FORMAT.md)
+		Long: `Run scenarios (JSON Lines, one recorded session a line: see docs/SCENARIOS.md)
 through the real lineage and the real gate, each in a fresh in-memory store: a key
 is generated per principal, the registry frozen, then every step runs in order.
 Lineage is taken exactly as written. Tools listed in a scenario's "sensitive" are
@@ -28,8 +28,10 @@ sensitive; the others are not (--tools adds roles and per-argument rules).
 
 Prints the attack success rate (attack calls allowed), the benign allow rate, the
 agreement with "expect" and every mismatch. A scenario the engine rejects is an
-error in the summary. Exit 3 when a decision differs from expect or a scenario
-errs. --verbose prints every decision with its reasons.`,
+error in the summary, unless it says "expect_error": TEXT: then a refusal that
+contains TEXT is agreement, and a scenario that runs to the end is an error.
+Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
+--verbose prints every decision with its reasons.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			var o replay.Options
@@ -73,8 +75,10 @@ errs. --verbose prints every decision with its reasons.`,
 						enc.Encode(r)
 						return
 					}
-					if r.Err != nil {
-						fmt.Fprintf(a.out, "%s: ERROR %v\n", r.Scenario, r.Err)
+					if err := r.Unexpected(); err != nil {
+						fmt.Fprintf(a.out, "%s: ERROR %v\n", r.Scenario, err)
+					} else if r.Err != nil {
+						fmt.Fprintf(a.out, "%s: refused, as expected: %v\n", r.Scenario, r.Err)
 					}
 					for _, c := range r.Calls {
 						mark := ""
@@ -119,7 +123,7 @@ errs. --verbose prints every decision with its reasons.`,
 }
 
 func printSummary(w io.Writer, s *replay.Summary) {
-	fmt.Fprintf(w, "scenarios   %d (%d errors) in %.1fs\n", s.Scenarios, s.Errors, s.WallSeconds)
+	fmt.Fprintf(w, "scenarios   %d (%d errors, %d refused as expected) in %.1fs\n", s.Scenarios, s.Errors, s.Refused, s.WallSeconds)
 	fmt.Fprintf(w, "attack      %d calls, %d allowed, %d asked, %d denied: attack success rate %.4f\n", s.AttackCalls, s.AttackAllowed, s.AttackAsked, s.AttackDenied, s.ASR)
 	fmt.Fprintf(w, "benign      %d calls, %d allowed, %d asked, %d denied: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAsked, s.BenignDenied, s.BenignAllowRate)
 	fmt.Fprintf(w, "completion  of %d scenarios with gated calls, every gated call allowed in %d (%.4f), allowed or asked in %d (%.4f)\n",

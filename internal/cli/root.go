@@ -24,6 +24,8 @@ import (
 type app struct {
 	dir    string
 	output string
+	// lockWait is how long to wait for a data directory another process holds.
+	lockWait time.Duration
 	// trustRoot is --trust-root (see keys.go).
 	trustRoot string
 	in        io.Reader
@@ -93,18 +95,25 @@ whether anything the call relies on descends from content an untrusted party wro
 
 Start with 'pedigree demo'.
 
-` + exitCodesHelp,
+` + exitCodesHelp + "\n\n" + examplesHelp,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if a.output != "text" && a.output != "json" {
-				return usagef("--output must be text or json, not %q", a.output)
+			switch {
+			case a.output == "dot" && cmd.Annotations[outputDot] != "":
+			case a.output == "dot":
+				return usagef("--output dot is for 'lineage trace' only; %s takes text or json", cmd.CommandPath())
+			case a.output != "text" && a.output != "json":
+				return usagef("--output must be text or json (or dot, for 'lineage trace'), not %q", a.output)
 			}
 			if a.dir == "" {
 				a.dir = a.getenv("PEDIGREE_DIR")
 			}
 			if a.dir == "" {
 				a.dir = ".pedigree"
+			}
+			if a.lockWait < 0 {
+				return usagef("--lock-wait must not be negative, not %v", a.lockWait)
 			}
 			return nil
 		},
@@ -114,7 +123,8 @@ Start with 'pedigree demo'.
 	root.SetErr(a.errw)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&a.dir, "dir", "", "data directory (default $PEDIGREE_DIR, else ./.pedigree)")
-	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().StringVarP(&a.output, "output", "o", "text", "output format: text or json (lineage trace: also dot)")
+	root.PersistentFlags().DurationVar(&a.lockWait, "lock-wait", DefaultLockWait, "how long to wait for a data directory another pedigree process holds (without 'pedigree serve', one process at a time)")
 	root.PersistentFlags().StringVar(&a.trustRoot, "trust-root", "", "the operator public key (PEM) or freeze digest (hex) the store must match (default $PEDIGREE_TRUST_ROOT, else the keys directory's operator-<h>.pub)")
 	root.SetHelpTemplate(root.HelpTemplate())
 	root.AddCommand(
@@ -123,6 +133,7 @@ Start with 'pedigree demo'.
 		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
 		newHookCommand(a), newPlanCommand(a),
 	)
+	addExamples(root)
 	return root
 }
 
@@ -152,8 +163,19 @@ func noArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-// open opens the data directory, pinned to the trust root when one is.
-func (a *app) open(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
+// open opens the data directory, pinned to the trust root when one is,
+// waiting up to --lock-wait for another process to release it.
+func (a *app) open(ctx context.Context, opts ...pedigree.Option) (e *pedigree.Engine, err error) {
+	err = a.waitForDirectory(ctx, func() error {
+		e, err = a.openOnce(ctx, opts...)
+		return err
+	})
+	return e, err
+}
+
+// openOnce opens the data directory, pinned to the trust root when one is,
+// or fails at once.
+func (a *app) openOnce(ctx context.Context, opts ...pedigree.Option) (*pedigree.Engine, error) {
 	root, err := a.trustRootOption()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -58,11 +59,7 @@ entries first (it seeds the stream), then start other nodes on empty
 directories with --trust-root, the operator's public key. /readyz fails
 while the node lags or is cut off; /metrics has pedigree_fleet_* series.
 --nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
-machine, no fault tolerance).
-
-Example:
-  pedigree serve --addr 127.0.0.1:7410
-  pedigree serve --nats embedded
+machine, no fault tolerance). A second node joins with:
   pedigree --dir /srv/node2 serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --trust-root operator.pub`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,6 +75,10 @@ Example:
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(a.errw, nil))
+			if c, err := server.Dial(cmd.Context(), a.dir, a.clock); err == nil {
+				c.Close()
+				return fmt.Errorf("%w (%s): one server per data directory", errServed, a.dir)
+			}
 			opts := append(g.options(), pedigree.WithLogger(log))
 			var e *pedigree.Engine
 			var err error
@@ -89,6 +90,11 @@ Example:
 				}
 			} else {
 				e, err = a.open(cmd.Context(), opts...)
+			}
+			var held errStillLocked
+			if errors.As(err, &held) {
+				held.serving = true
+				return held
 			}
 			if err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,9 @@ type Result struct {
 	Scenario string       `json:"scenario"`
 	Calls    []CallResult `json:"calls"`
 	Err      error        `json:"-"`
+	// ExpectError is the scenario's expect_error: an Err containing it is
+	// agreement (see Unexpected).
+	ExpectError string `json:"expect_error,omitempty"`
 }
 
 // Mismatch is a call whose decision differs from its expect.
@@ -81,17 +85,20 @@ type Summary struct {
 	// how many ran with every gated call allowed (the agent finished
 	// unattended), and with every one allowed or asked (it finished if a
 	// person said yes).
-	GatedScenarios         int             `json:"gated_scenarios"`
-	AllAllowed             int             `json:"all_allowed"`
-	AllAllowedShare        float64         `json:"all_allowed_share"`
-	AllAllowedOrAsked      int             `json:"all_allowed_or_asked"`
-	AllAllowedOrAskedShare float64         `json:"all_allowed_or_asked_share"`
-	Expected               int             `json:"expected"`
-	Agreed                 int             `json:"agreed"`
-	Agreement              float64         `json:"agreement"`
-	Mismatches             []Mismatch      `json:"mismatches"`
-	ErrorList              []ScenarioError `json:"error_list"`
-	WallSeconds            float64         `json:"wall_seconds"`
+	GatedScenarios         int        `json:"gated_scenarios"`
+	AllAllowed             int        `json:"all_allowed"`
+	AllAllowedShare        float64    `json:"all_allowed_share"`
+	AllAllowedOrAsked      int        `json:"all_allowed_or_asked"`
+	AllAllowedOrAskedShare float64    `json:"all_allowed_or_asked_share"`
+	Expected               int        `json:"expected"`
+	Agreed                 int        `json:"agreed"`
+	Agreement              float64    `json:"agreement"`
+	Mismatches             []Mismatch `json:"mismatches"`
+	// Refused counts the scenarios that expected an error (expect_error)
+	// and were refused with it; they are not errors.
+	Refused     int             `json:"refused"`
+	ErrorList   []ScenarioError `json:"error_list"`
+	WallSeconds float64         `json:"wall_seconds"`
 }
 
 // Run replays scenarios and scores them. Each result is passed to each (in
@@ -137,10 +144,13 @@ func Run(ctx context.Context, scenarios []Scenario, o Options, each func(Result)
 		if each != nil {
 			each(r)
 		}
-		if r.Err != nil {
+		if err := r.Unexpected(); err != nil {
 			sum.Errors++
-			sum.ErrorList = append(sum.ErrorList, ScenarioError{Scenario: r.Scenario, Error: r.Err.Error()})
+			sum.ErrorList = append(sum.ErrorList, ScenarioError{Scenario: r.Scenario, Error: err.Error()})
 			continue
+		}
+		if r.Err != nil {
+			sum.Refused++ // as expected; the calls before the refusal still count
 		}
 		gated, allowed, allowedOrAsked := 0, 0, 0
 		for _, c := range r.Calls {
@@ -212,6 +222,22 @@ func ratio(a, b int) float64 {
 // Failed reports whether the replay disagreed with expect or had errors.
 func (s *Summary) Failed() bool { return len(s.Mismatches) > 0 || s.Errors > 0 }
 
+// Unexpected is what is wrong with a scenario's outcome given its
+// expect_error: an error when none was expected, an error that does not say
+// what was expected, or no error when one was. Nil is agreement.
+func (r Result) Unexpected() error {
+	expectError := r.ExpectError
+	switch {
+	case expectError == "":
+		return r.Err
+	case r.Err == nil:
+		return fmt.Errorf("expected to be refused with %q, but every step was accepted", expectError)
+	case !strings.Contains(r.Err.Error(), expectError):
+		return fmt.Errorf("expected to be refused with %q, refused with: %w", expectError, r.Err)
+	}
+	return nil
+}
+
 // stepClock is a deterministic clock: each reading is a millisecond later.
 type stepClock struct {
 	mu  sync.Mutex
@@ -226,7 +252,7 @@ func (c *stepClock) Now() time.Time {
 }
 
 func runOne(ctx context.Context, s *Scenario, o Options) Result {
-	res := Result{Scenario: s.ID, Calls: []CallResult{}}
+	res := Result{Scenario: s.ID, Calls: []CallResult{}, ExpectError: s.ExpectError}
 	err := func() error {
 		clock := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		op, _, err := registry.GenerateSigner(nil)

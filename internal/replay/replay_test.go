@@ -46,25 +46,58 @@ func TestLaunderingChannels(t *testing.T) {
 }
 
 // TestRefusedScenarios: what the engine rejects is an error in the summary,
-// never skipped.
+// never skipped, unless the scenario expects it (expect_error).
 func TestRefusedScenarios(t *testing.T) {
 	ss := load(t, "refused.jsonl")
-	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := map[string]string{
 		"refused/missing-parent":        "unknown parent",
 		"refused/unlisted-principal":    "unknown principal",
 		"refused/unknown-justification": "names no earlier step",
 	}
-	if sum.Errors != len(want) || !sum.Failed() {
-		t.Fatalf("summary %+v", sum)
+	sum, err := replay.Run(t.Context(), ss, replay.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 0 || sum.Refused != len(want) || sum.Failed() {
+		t.Fatalf("as written, with expect_error: %+v", sum)
+	}
+
+	// Without expect_error, each refusal is an error, and says why.
+	plain := append([]replay.Scenario(nil), ss...)
+	for i := range plain {
+		plain[i].ExpectError = ""
+	}
+	sum, err = replay.Run(t.Context(), plain, replay.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != len(want) || sum.Refused != 0 || !sum.Failed() {
+		t.Fatalf("without expect_error: %+v", sum)
 	}
 	for _, e := range sum.ErrorList {
 		if !strings.Contains(e.Error, want[e.Scenario]) {
 			t.Errorf("%s: %q does not say %q", e.Scenario, e.Error, want[e.Scenario])
 		}
+	}
+
+	// Expecting another error, or an error from a scenario that runs to
+	// the end, is a mismatch.
+	other := ss[0]
+	other.ExpectError = "disk on fire"
+	accepted := load(t, "laundering.jsonl")[0]
+	accepted.ExpectError = "unknown parent"
+	sum, err = replay.Run(t.Context(), []replay.Scenario{other, accepted}, replay.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Errors != 2 || sum.Refused != 0 || !sum.Failed() {
+		t.Fatalf("wrong expectations: %+v", sum)
+	}
+	if e := sum.ErrorList[0].Error; !strings.Contains(e, `expected to be refused with "disk on fire", refused with: `) || !strings.Contains(e, "unknown parent") {
+		t.Errorf("another error: %s", e)
+	}
+	if e := sum.ErrorList[1].Error; !strings.Contains(e, "every step was accepted") {
+		t.Errorf("accepted: %s", e)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package replay runs recorded agent sessions (scenarios, see
-// ../shared/scenarios/FORMAT.md and testdata/scenarios) through the real
-// engine, each in a fresh in-memory store, and scores the decisions.
+// docs/SCENARIOS.md and testdata/scenarios) through the real engine, each in
+// a fresh in-memory store, and scores the decisions.
 package replay
 
 import (
@@ -21,6 +21,10 @@ type Scenario struct {
 	Principals []Principal `json:"principals"`
 	Sensitive  []string    `json:"sensitive"`
 	Steps      []Step      `json:"steps"`
+	// ExpectError, our extension of the format, says the engine must refuse
+	// the scenario with an error containing this text: then the error is
+	// agreement and running to the end is a mismatch.
+	ExpectError string `json:"expect_error,omitempty"`
 }
 
 // Principal is registered at bootstrap, in order.

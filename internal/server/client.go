@@ -227,6 +227,15 @@ func (c *Client) Decision(ctx context.Context, id string) (*gate.Decision, error
 	return &d, nil
 }
 
+// Reevaluate asks the server to evaluate a logged decision again.
+func (c *Client) Reevaluate(ctx context.Context, decisionID string) (*pedigree.Reevaluation, error) {
+	var re pedigree.Reevaluation
+	if err := c.do(ctx, "GET", "/v1/decisions/"+url.PathEscape(decisionID)+"/reevaluate", nil, &re); err != nil {
+		return nil, err
+	}
+	return &re, nil
+}
+
 // Approve builds and signs the approval here.
 func (c *Client) Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error) {
 	if ttl < 0 {

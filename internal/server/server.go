@@ -294,6 +294,13 @@ func (s *Server) routes() {
 		}
 		return reply(w, d)
 	})
+	s.route("GET", "/v1/decisions/{id}/reevaluate", func(w http.ResponseWriter, r *http.Request) error {
+		re, err := s.e.Reevaluate(r.Context(), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return reply(w, re)
+	})
 	s.route("GET", "/v1/trace/{id}", s.trace)
 	s.route("GET", "/v1/refusals", func(w http.ResponseWriter, r *http.Request) error {
 		limit, err := intParam(r, "limit")

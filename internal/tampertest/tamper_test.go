@@ -24,6 +24,7 @@ import (
 // an edit there cannot turn a deny into an allow under the default policy.
 var notEvidence = []struct{ prefix, why string }{
 	{"dec/a/", "the approvals' index is a hint: a check reads the signed approval and the logged decision"},
+	{"dec/ad/", "one decision, one approval: a hint that refuses a second approval, which still needs an approver's key"},
 	{"dec/t/", "trajectory features feed soft alerts only (not yet re-derived by verify)"},
 	{"dec/tc/", "trajectory calls are shown, never decided on"},
 	{"dec/ta/", "trajectory alerts are shown, never decided on"},
@@ -33,6 +34,7 @@ var notEvidence = []struct{ prefix, why string }{
 var deletable = []struct{ prefix, why string }{
 	{"lin/c/", "stored content is optional and never read to decide; a changed one is caught"},
 	{"l/cp/", "checkpoints are optional; a deleted one is caught against a copy kept elsewhere"},
+	{"dec/gr/", "an approval's review row says who answered, a hint; a deleted rejection's row is caught"},
 }
 
 func excused(list []struct{ prefix, why string }, key string) bool {
