@@ -202,6 +202,9 @@ func TestMCPGateway(t *testing.T) {
 	// second goes through it, and the other verbs still work.
 	g1 := c.mcpRun(t, "--approver", "user:alice", "--approver-key", c.key("user_alice"))
 	g2 := c.mcpRun(t)
+	if r := c.run("mcp", "run", "--tools", filepath.Join(c.dir, "tools.yaml")); r.code != ExitUsage {
+		t.Fatalf("--tools for a gateway that goes through another: exit %d %s", r.code, r.err)
+	}
 	if r := c.run("verify"); r.code != 0 {
 		t.Fatalf("verify while gateways run: exit %d %s", r.code, r.err)
 	}

@@ -143,11 +143,16 @@ func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte,
 
 // stripMeta removes every io.pedigree/ key an upstream put in its result:
 // only the gateway speaks for pedigree, and an upstream must not be able to
-// forge a decision the host would read as ours.
-func stripMeta(res *mcp.CallToolResult) {
-	for k := range res.Meta {
-		if strings.HasPrefix(k, metaPrefix) {
-			delete(res.Meta, k)
+// forge a decision the host would read as ours. The protocol's reserved
+// io.modelcontextprotocol/ keys go too: they describe the upstream's own
+// session (its server info, its protocol), not the gateway's, and the SDK
+// writes the gateway's where the protocol wants them. Other keys pass.
+func stripMeta(res *mcp.CallToolResult) { stripKeys(res.Meta) }
+
+func stripKeys(m mcp.Meta) {
+	for k := range m {
+		if strings.HasPrefix(k, metaPrefix) || strings.HasPrefix(k, reservedPrefix) {
+			delete(m, k)
 		}
 	}
 }

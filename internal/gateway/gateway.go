@@ -98,6 +98,8 @@ type upstream struct {
 	client *mcp.ClientSession
 	tools  []*mcp.Tool
 	cmd    *exec.Cmd
+	// prompts are the upstream's prompts, read at start.
+	prompts []*mcp.Prompt
 }
 
 // New starts every upstream, reads its tools and builds the server. Close
@@ -152,6 +154,7 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	for _, t := range g.tools() {
 		g.server.AddTool(t.exposed, g.handler(t))
 	}
+	g.offerExtras(ctx)
 	return g, nil
 }
 
@@ -310,5 +313,12 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	rand.Read(b)
 	s := &session{id: "mcp-" + hex.EncodeToString(b)}
 	g.sessions[ss] = s
+	// Forget the session when it ends (streamable HTTP has many).
+	go func() {
+		ss.Wait()
+		g.mu.Lock()
+		delete(g.sessions, ss)
+		g.mu.Unlock()
+	}()
 	return s
 }

@@ -22,4 +22,6 @@ const (
 	// removed: only the gateway speaks for pedigree.
 	MetaDecision = "io.pedigree/decision"
 	metaPrefix   = "io.pedigree/"
+	// reservedPrefix is the MCP protocol's own _meta namespace.
+	reservedPrefix = "io.modelcontextprotocol/"
 )

@@ -172,14 +172,19 @@ func readItems(res *mcp.CallToolResult) []string {
 			out = append(out, string(b))
 			continue
 		}
-		var one memGraph
-		if json.Unmarshal([]byte(t.Text), &one) == nil {
-			out = append(out, one.items()...)
-		} else {
-			out = append(out, t.Text)
-		}
+		out = append(out, textItems(t.Text)...)
 	}
 	return dedupe(out)
+}
+
+// textItems are the memory items of a text that holds a knowledge graph,
+// or the text itself, whole.
+func textItems(text string) []string {
+	var gr memGraph
+	if json.Unmarshal([]byte(text), &gr) == nil {
+		return gr.items()
+	}
+	return []string{text}
 }
 
 // attributeRead finds the entries that wrote what a read returns: every
@@ -187,7 +192,10 @@ func readItems(res *mcp.CallToolResult) []string {
 // output. An item no entry holds is recorded as content of the unverified
 // tier, and is that entry from then on.
 func (g *Gateway) attributeRead(ctx context.Context, res *mcp.CallToolResult) ([]lineage.Parent, error) {
-	items := readItems(res)
+	return g.attributeItems(ctx, readItems(res))
+}
+
+func (g *Gateway) attributeItems(ctx context.Context, items []string) ([]lineage.Parent, error) {
 	if len(items) > MaxMemoryItems {
 		return nil, fmt.Errorf("%d memory items in one answer, more than %d", len(items), MaxMemoryItems)
 	}

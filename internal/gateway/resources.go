@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+// offerExtras mirrors the upstreams' resources, resource templates and
+// prompts. What a host reads through them is recorded like a tool's result
+// (a retrieval entry of the upstream's tool principal, in the session), so
+// reading the memory graph as a resource carries its taint as a read of it
+// through a tool does. A resource URI offered by two upstreams is offered
+// once, from the first; a prompt name offered by two becomes NAME__PROMPT.
+func (g *Gateway) offerExtras(ctx context.Context) {
+	uris := map[string]bool{}
+	prompts := map[string]int{}
+	for _, u := range g.upstreams {
+		if caps := u.capabilities(); caps != nil && caps.Prompts != nil {
+			for p, err := range u.client.Prompts(ctx, nil) {
+				if err != nil {
+					g.o.Log.Error("upstream prompts/list", "upstream", u.cfg.Name, "error", err)
+					break
+				}
+				u.prompts = append(u.prompts, p)
+				prompts[p.Name]++
+			}
+		}
+	}
+	for _, u := range g.upstreams {
+		caps := u.capabilities()
+		if caps == nil {
+			continue
+		}
+		if caps.Resources != nil {
+			for r, err := range u.client.Resources(ctx, nil) {
+				if err != nil {
+					g.o.Log.Error("upstream resources/list", "upstream", u.cfg.Name, "error", err)
+					break
+				}
+				if uris[r.URI] {
+					continue
+				}
+				uris[r.URI] = true
+				g.server.AddResource(r, g.readResource(u))
+			}
+			for rt, err := range u.client.ResourceTemplates(ctx, nil) {
+				if err != nil {
+					g.o.Log.Error("upstream resources/templates/list", "upstream", u.cfg.Name, "error", err)
+					break
+				}
+				if uris[rt.URITemplate] {
+					continue
+				}
+				uris[rt.URITemplate] = true
+				g.server.AddResourceTemplate(rt, g.readResource(u))
+			}
+		}
+		for _, p := range u.prompts {
+			e := *p
+			if prompts[p.Name] > 1 {
+				e.Name = u.cfg.Name + "__" + p.Name
+			}
+			g.server.AddPrompt(&e, g.getPrompt(u, p.Name))
+		}
+	}
+}
+
+func (u *upstream) capabilities() *mcp.ServerCapabilities {
+	if r := u.client.InitializeResult(); r != nil {
+		return r.Capabilities
+	}
+	return nil
+}
+
+// readResource forwards resources/read and records what it returns before
+// the host sees it.
+func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		s := g.session(req.Session)
+		if err := g.start(ctx, s, req.Session); err != nil {
+			return nil, withheld(err)
+		}
+		res, err := u.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s failed: %v", u.cfg.Name, err)}
+		}
+		stripKeys(res.Meta)
+		parents := []lineage.Parent{}
+		if u.cfg.Memory {
+			var items []string
+			for _, c := range res.Contents {
+				items = append(items, textItems(c.Text)...)
+			}
+			if parents, err = g.attributeItems(ctx, dedupe(items)); err != nil {
+				return nil, withheld(err)
+			}
+		}
+		if err := g.recordRetrieval(ctx, u, s, res, parents); err != nil {
+			return nil, withheld(err)
+		}
+		return res, nil
+	}
+}
+
+// getPrompt forwards prompts/get and records the messages it returns.
+func (g *Gateway) getPrompt(u *upstream, name string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		s := g.session(req.Session)
+		if err := g.start(ctx, s, req.Session); err != nil {
+			return nil, withheld(err)
+		}
+		res, err := u.client.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s failed: %v", u.cfg.Name, err)}
+		}
+		stripKeys(res.Meta)
+		if err := g.recordRetrieval(ctx, u, s, res, []lineage.Parent{}); err != nil {
+			return nil, withheld(err)
+		}
+		return res, nil
+	}
+}
+
+func (g *Gateway) recordRetrieval(ctx context.Context, u *upstream, s *session, res any, parents []lineage.Parent) error {
+	body, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	if len(body) > MaxResultBytes {
+		return fmt.Errorf("the answer is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)
+	}
+	_, err = g.o.Backend.Record(ctx, u.signer, pedigree.Entry{Principal: u.cfg.Principal, Kind: lineage.KindRetrieval,
+		Session: s.id, Content: body, Parents: parents})
+	return err
+}
+
+func withheld(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "pedigree: the answer could not be recorded, so it is withheld: " + err.Error()}
+}
