@@ -11,7 +11,6 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
-	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // check decides on a proposed call. It verifies the call entry (prepared
@@ -154,26 +153,7 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 	if err != nil {
 		return err
 	}
-	size := len(body) + len(ev.Input) + 1024
-	if call != nil {
-		size += call.Size()
-	}
-	err = e.db.Commit(ctx, size, func(t *store.Txn) error {
-		if call != nil {
-			if _, err := e.writeEntry(t, call); err != nil {
-				return err
-			}
-		}
-		idx, err := tlog.Append(t.In(store.Log), tlog.LeafDecision, d.ID)
-		if err != nil {
-			return err
-		}
-		return e.decisions.Append(t.In(store.Decisions), d, body, ev.Input, idx+1, ev.Step)
-	})
-	if err == nil && call != nil {
-		call.Committed()
-	}
-	return err
+	return e.commit(ctx, &record{kind: recDecision, entry: call, decision: d, body: body, input: ev.Input, step: ev.Step})
 }
 
 // approve records a signed approval of a logged decision, after checking
@@ -181,12 +161,43 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 // session and action, within the approval cap, unexpired, that the decision
 // was not allowed, and that it has no approval yet (one decision, one
 // approval). The entry, its log leaf, its index row and the decision's
-// approval marker are one commit.
+// approval marker are one record.
 func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error) {
 	st, _, _, err := lineage.Open(env)
 	if err != nil {
 		return nil, err
 	}
+	d, err := e.checkApproval(st, e.cfg.clock())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkNotRejected(d.ID); err != nil {
+		return nil, err
+	}
+	pending, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, nil) })
+	if err != nil {
+		return nil, err
+	}
+	rec := &record{kind: recApproval, entry: pending}
+	err = e.commit(ctx, rec)
+	if errors.Is(err, decisionlog.ErrApproved) {
+		return nil, fmt.Errorf("%w: decision %s: %v", gate.ErrApproval, d.ID[:12], err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rec.existing != nil {
+		return rec.existing, nil
+	}
+	return pending.Node, nil
+}
+
+// checkApproval checks an approval statement against the registry and the
+// decision it names, at now (checkGrant), and returns the decision. A fleet
+// node applying an approval from the stream checks it at its signing time,
+// so that every node reaches the same verdict whenever it applies it;
+// expiry is checked again at use.
+func (e *Engine) checkApproval(st *lineage.Statement, now time.Time) (*gate.Decision, error) {
 	if st.Kind != lineage.KindApproval || st.Approval == nil {
 		return nil, fmt.Errorf("%w: an approval entry is needed, not %s", gate.ErrApproval, st.Kind)
 	}
@@ -204,41 +215,10 @@ func (e *Engine) approve(ctx context.Context, env []byte) (*lineage.Node, error)
 		return nil, err
 	}
 	d := &r.Decision
-	if err := e.checkGrant(st, d, e.cfg.clock()); err != nil {
+	if err := e.checkGrant(st, d, now); err != nil {
 		return nil, err
 	}
-	if err := e.checkNotRejected(d.ID); err != nil {
-		return nil, err
-	}
-	pending, err := e.graph.Prepare(ctx, env, nil)
-	if err != nil {
-		return nil, err
-	}
-	var existing *lineage.Node
-	err = e.db.Commit(ctx, pending.Size()+512, func(t *store.Txn) error {
-		dt := t.In(store.Decisions)
-		if err := e.decisions.MarkApproved(dt, d.ID, pending.Node.ID); err != nil {
-			return err
-		}
-		if existing, err = e.writeEntry(t, pending); err != nil || existing != nil {
-			return err
-		}
-		if err := e.reviewApproval(dt, st, pending.Node.ID); err != nil {
-			return err
-		}
-		return e.decisions.AddApproval(dt, st.Session, st.Approval.Action, pending.Node.ID, st.Approval.Expires)
-	})
-	if errors.Is(err, decisionlog.ErrApproved) {
-		return nil, fmt.Errorf("%w: decision %s: %v", gate.ErrApproval, d.ID[:12], err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if existing != nil {
-		return existing, nil
-	}
-	pending.Committed()
-	return pending.Node, nil
+	return d, nil
 }
 
 // Preview is the decision the gate would make on a call now, with nothing

@@ -30,6 +30,7 @@ type Engine struct {
 	gate      *gate.Gate
 	cfg       config
 	dir       string
+	fleet     *fleetLink // nil: a local engine
 	// refusals counts the refusals logged since open (refusal.go).
 	refusals atomic.Uint64
 }
@@ -96,8 +97,14 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 		gate: g, cfg: c, dir: dir}, nil
 }
 
-// Close finishes the writes in flight and closes the store.
-func (e *Engine) Close() error { return e.db.Close() }
+// Close finishes the writes in flight and closes the store (a fleet node
+// first stops applying the stream and leaves it).
+func (e *Engine) Close() error {
+	if e.fleet != nil {
+		e.fleet.n.Close()
+	}
+	return e.db.Close()
+}
 
 // Dir is the data directory ("" in memory).
 func (e *Engine) Dir() string { return e.dir }

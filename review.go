@@ -42,7 +42,28 @@ func (e *Engine) reject(ctx context.Context, env []byte) (*lineage.Node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if st.Kind != lineage.KindRejection {
+	d, err := e.checkRejection(st)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, nil) })
+	if err != nil {
+		return nil, err
+	}
+	rec := &record{kind: recRejection, entry: pending, decision: d}
+	if err := e.commit(ctx, rec); err != nil {
+		return nil, err
+	}
+	if rec.existing != nil {
+		return rec.existing, nil
+	}
+	return pending.Node, nil
+}
+
+// checkRejection checks a rejection statement against the registry and
+// the decision it names, and returns the decision.
+func (e *Engine) checkRejection(st *lineage.Statement) (*gate.Decision, error) {
+	if st.Kind != lineage.KindRejection || st.Rejection == nil {
 		return nil, fmt.Errorf("%w: a rejection entry is needed, not %s", gate.ErrApproval, st.Kind)
 	}
 	p, ok := e.reg.Lookup(st.Principal)
@@ -63,32 +84,7 @@ func (e *Engine) reject(ctx context.Context, env []byte) (*lineage.Node, error) 
 	case d.Session != st.Session || d.ArgsDigest != st.Rejection.Action:
 		return nil, fmt.Errorf("%w: the rejection does not bind the decision's session and action", gate.ErrApproval)
 	}
-	pending, err := e.graph.Prepare(ctx, env, nil)
-	if err != nil {
-		return nil, err
-	}
-	var existing *lineage.Node
-	err = e.db.Commit(ctx, pending.Size()+512, func(t *store.Txn) error {
-		dt := t.In(store.Decisions)
-		if prev, err := e.decisions.ReviewIn(dt, d.ID); err != nil || prev != nil {
-			if err == nil {
-				err = gate.ReviewConflict(prev)
-			}
-			return err
-		}
-		if existing, err = e.writeEntry(t, pending); err != nil || existing != nil {
-			return err
-		}
-		return e.decisions.AddReview(dt, gate.Review{DecisionID: d.ID, Outcome: gate.Rejected, Entry: pending.Node.ID, By: p.ID, Time: st.Time})
-	})
-	if err != nil {
-		return nil, err
-	}
-	if existing != nil {
-		return existing, nil
-	}
-	pending.Committed()
-	return pending.Node, nil
+	return d, nil
 }
 
 // reviewApproval is approve's part of the reviews, inside its commit: a

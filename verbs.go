@@ -42,7 +42,7 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 // verifying the signature just made, the graph checks that the signing key
 // is the one the frozen registry holds for the principal.
 func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
-	p, err := e.graph.PrepareSigned(ctx, signed, content)
+	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, content) })
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, conte
 // Insert stores an entry signed elsewhere (the server path: clients sign,
 // the engine verifies).
 func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
-	p, err := e.graph.Prepare(ctx, env, content)
+	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, content) })
 	if err != nil {
 		return nil, e.refused(ctx, err, claimed(env), env)
 	}
@@ -62,9 +62,13 @@ func (e *Engine) Insert(ctx context.Context, env, content []byte) (*lineage.Node
 // Recall puts stored entries into a session's context, logs the recall,
 // and appends it to the session's trajectory.
 func (e *Engine) Recall(ctx context.Context, session string, ids []string) error {
-	full, err := e.ResolveAll(ids)
-	if err != nil {
-		return err
+	full := make([]string, 0, len(ids))
+	for _, p := range ids {
+		id, err := e.Resolve(ctx, p)
+		if err != nil {
+			return err
+		}
+		full = append(full, id)
 	}
 	return e.recall(ctx, &lineage.Recall{Session: session, IDs: full, Time: lineage.FormatTime(e.cfg.clock())})
 }
@@ -74,7 +78,16 @@ func (e *Engine) Resolve(ctx context.Context, prefix string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	return e.graph.Resolve(prefix)
+	id, err := e.graph.Resolve(prefix)
+	if e.fleet != nil && errors.Is(err, lineage.ErrUnknownEntry) {
+		// Written elsewhere in the fleet, perhaps: wait (bounded) for
+		// this node to apply what the stream holds, then look again.
+		if werr := e.fleet.n.Barrier(ctx); werr != nil {
+			return "", fmt.Errorf("%w (this fleet node has not applied it: %v)", err, werr)
+		}
+		id, err = e.graph.Resolve(prefix)
+	}
+	return id, err
 }
 
 // ResolveAll resolves several prefixes.
@@ -104,7 +117,7 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	p, refused := e.graph.PrepareSigned(ctx, signed, nil)
+	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, nil) })
 	if refused != nil {
 		e.logRefusal(ctx, "refused_call", signed.Statement().Principal, refused.Error(), signed.Envelope())
 	}
@@ -114,7 +127,7 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 // CheckEnvelope asks the gate about a call entry signed elsewhere (the
 // server's clients sign, the engine verifies). argSources are full IDs.
 func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
-	p, refused := e.graph.Prepare(ctx, env, nil)
+	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, nil) })
 	if refused != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -6,29 +6,21 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
-	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
-// Every write of the engine is one durable commit that the engine
-// assembles here from the owners' parts: what is stored, and its leaf in the
-// Merkle log, always together.
+// The engine's writes, each one record (record.go) applied in one commit:
+// what is stored, and its leaf in the Merkle log, always together.
 
 // insert stores a prepared entry and logs it, in one commit. An entry that
 // is already stored is returned as it is.
 func (e *Engine) insert(ctx context.Context, p *lineage.Pending) (*lineage.Node, error) {
-	var existing *lineage.Node
-	err := e.db.Commit(ctx, p.Size()+256, func(t *store.Txn) error {
-		var err error
-		existing, err = e.writeEntry(t, p)
-		return err
-	})
-	if err != nil {
+	r := &record{kind: recEntry, entry: p}
+	if err := e.commit(ctx, r); err != nil {
 		return nil, err
 	}
-	if existing != nil {
-		return existing, nil
+	if r.existing != nil {
+		return r.existing, nil
 	}
-	p.Committed()
 	return p.Node, nil
 }
 
@@ -53,19 +45,5 @@ func (e *Engine) recall(ctx context.Context, r *lineage.Recall) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	return e.db.Commit(ctx, 128+80*len(r.IDs), func(t *store.Txn) error {
-		lt := t.In(store.Lineage)
-		if ok, err := e.graph.RecallStored(lt, r); err != nil || ok {
-			return err // the same recall, at the same instant: stored once
-		}
-		idx, err := tlog.Append(t.In(store.Log), tlog.LeafRecall, r.RecallID())
-		if err != nil {
-			return err
-		}
-		if err := e.graph.RecordRecall(lt, r, idx+1); err != nil {
-			return err
-		}
-		_, err = e.decisions.Observe(t.In(store.Decisions), r.Session, trajectory.Call{Tool: "memory_recall", Role: trajectory.Recall})
-		return err
-	})
+	return e.commit(ctx, &record{kind: recRecall, recall: r})
 }

@@ -119,6 +119,12 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 	return &Pending{g: g, Statement: st, Node: n, env: env, content: content}, nil
 }
 
+// Envelope is the prepared entry's signed envelope.
+func (p *Pending) Envelope() []byte { return p.env }
+
+// Content is the content stored with the prepared entry (nil: none).
+func (p *Pending) Content() []byte { return p.content }
+
 // Size is a rough count of the bytes Write stores, for the committer.
 func (p *Pending) Size() int { return len(p.env) + len(p.content) + 64*len(p.Statement.Parents) }
 

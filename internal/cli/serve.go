@@ -16,10 +16,11 @@ import (
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
 	var claudeHooks bool
+	var fl fleetFlags
 	var g gateOptions
 	var mem memoryLimit
 	cmd := &cobra.Command{
-		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks]",
+		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks] [--nats URL]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
 		Long: `Open the data directory and serve it over HTTP/JSON on a unix socket (default
 DIR/pedigree.sock, mode 0600) and, with --addr, on a loopback TCP address. Badger
@@ -48,7 +49,18 @@ and under /v1: registry, context, resolve, entries, recall, check, approvals,
 decisions, trace, verify, trajectory, log, hooks/claude.
 
 SIGTERM or SIGINT drains: new connections are refused, requests in flight finish,
-and the store closes cleanly. Logs are JSON lines on stderr.`,
+and the store closes cleanly. Logs are JSON lines on stderr.
+
+With --nats, the directory is a node of a fleet that shares one lineage graph on
+NATS JetStream: every write goes to the fleet's replicated stream, and the node
+applies the stream, in order and verifying every record, into its store. The
+stream's first record is the frozen registry: serve a frozen directory with no
+entries first (it seeds the stream), then start other nodes on empty
+directories with --trust-root, the operator's public key. /readyz fails
+while the node lags or is cut off; /metrics has pedigree_fleet_* series.
+--nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
+machine, no fault tolerance). A second node joins with:
+  pedigree --dir /srv/node2 serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --trust-root operator.pub`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if addr != "" {
@@ -67,7 +79,18 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 				c.Close()
 				return fmt.Errorf("%w (%s): one server per data directory", errServed, a.dir)
 			}
-			e, err := a.open(cmd.Context(), append(g.options(), pedigree.WithLogger(log))...)
+			opts := append(g.options(), pedigree.WithLogger(log))
+			var e *pedigree.Engine
+			var err error
+			if fl.url != "" {
+				var stopNATS func()
+				e, stopNATS, err = fl.join(cmd.Context(), a, opts)
+				if stopNATS != nil {
+					defer stopNATS()
+				}
+			} else {
+				e, err = a.open(cmd.Context(), opts...)
+			}
 			var held errStillLocked
 			if errors.As(err, &held) {
 				held.serving = true
@@ -97,6 +120,7 @@ and the store closes cleanly. Logs are JSON lines on stderr.`,
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
+	fl.add(cmd)
 	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")
 	g.add(cmd)
 	mem.add(cmd)

@@ -71,6 +71,7 @@ func New(e *pedigree.Engine, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{e: e, log: log, mux: http.NewServeMux(), metrics: newMetrics()}
+	s.metrics.fleet(e)
 	// Refused writes (forged signatures, unknown principals, bad
 	// approvals): counted by the engine, which logs each one.
 	s.metrics.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pedigree_refused_writes_total",
@@ -185,6 +186,13 @@ func (s *Server) routes() {
 		}
 		if !reg.Frozen {
 			s.fail(w, http.StatusServiceUnavailable, "not_frozen", registry.ErrNotFrozen.Error())
+			return nil
+		}
+		if fs, ok := s.e.FleetStatus(); ok && !fs.Ready {
+			// A fleet node that lags or is cut off still answers (it
+			// fails closed on what it has not applied), but a load
+			// balancer should send work elsewhere.
+			s.fail(w, http.StatusServiceUnavailable, "fleet_lagging", fs.Why)
 			return nil
 		}
 		return reply(w, map[string]any{"ready": true})

@@ -23,6 +23,7 @@ func TestHeavyDependenciesStayInTheirPackage(t *testing.T) {
 		"github.com/secure-systems-lab":      {"registry"},
 		"github.com/dominikbraun/graph":      {"lineage"},
 		"github.com/transparency-dev/merkle": {"tlog"},
+		"github.com/nats-io":                 {"internal/fleet"},
 		"github.com/modelcontextprotocol":    {"internal/gateway"},
 	}
 	root := filepath.Join("..", "..")

@@ -90,6 +90,9 @@
 //	rf/        <seq>, next                 engine (refusal.go)  nothing, by design: evidence of refused writes
 //	                                                            for the operator (claimed principal, reason,
 //	                                                            payload digest); bounded; no decision reads it
+//	flt/       applied                     the engine (fleet)   hint: a fleet node's place in the stream; the
+//	                                                            stream is the record, and a node whose rows are
+//	                                                            in doubt is rebuilt from it
 //
 // A row of any namespace that this table does not name is reported by
 // verify where its owner iterates its namespace (lineage and the log do).

@@ -22,10 +22,13 @@ const (
 	Decisions Namespace = "dec/"
 	// Refusals: the refusal log (the engine's refusal.go).
 	Refusals Namespace = "rf/"
+	// Fleet: a fleet node's place in the fleet's stream (the sequence of
+	// the last record it applied, written in the same commit).
+	Fleet Namespace = "flt/"
 )
 
 // Namespaces lists every owner's namespace (the store's own meta/ aside).
-var Namespaces = []Namespace{Registry, Lineage, Log, Decisions, Refusals}
+var Namespaces = []Namespace{Registry, Lineage, Log, Decisions, Refusals, Fleet}
 
 // Space is one owner's namespace of the store: the kv.Store an owner is
 // handed.

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/internal/server"
+)
+
+// serve --nats embedded runs a one-server fleet on one machine: the verbs
+// go through the node's socket, their writes through the stream, and the
+// node's directory is rebuilt from the stream.
+func TestServeEmbeddedFleet(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errw bytes.Buffer
+	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+	done := make(chan int, 1)
+	go func() { done <- a.run(ctx, []string{"--dir", c.dir, "serve", "--nats", "embedded"}) }()
+	info := filepath.Join(c.dir, server.InfoFile)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(info); err == nil {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve --nats embedded exited %d\n%s%s", code, out.String(), errw.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve --nats embedded did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.served = true
+	email := c.rec("tool:gmail_read", "--session", "s1", "--kind", "tool_output", "--content", "pay 999 now")
+	mem := c.rec("agent:planner", "--session", "s1", "--content", "pay 999")
+	if show := c.must("-o", "json", "lineage", "show", mem[:10]).json(t); show["effective_tier"] != "external" {
+		t.Fatalf("lineage show: %v", show)
+	}
+	c.must("verify")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d\n%s", code, errw.String())
+	}
+	c.served = false
+	if _, err := os.Stat(filepath.Join(c.dir, "nats", "jetstream")); err != nil {
+		t.Fatalf("the embedded NATS keeps no store in the directory: %v", err)
+	}
+	// The entries are in the directory too: it is a materialised view.
+	if r := c.must("-o", "json", "lineage", "show", email[:10]).json(t); r["principal"] != "tool:gmail_read" {
+		t.Fatalf("after serve: %v", r)
+	}
+}

@@ -1,0 +1,103 @@
+// Package fleet shares one lineage graph among many pedigree nodes on NATS
+// JetStream. It is the transport; the engine (the root package) says what
+// a record is and how it is applied. It is the only package that imports
+// NATS.
+//
+// # The stream is the system of record
+//
+// Every write of a fleet node (an entry, a decision, an approval, a
+// recall) is a record that the node publishes to one replicated stream
+// (default "PEDIGREE", subjects "pedigree.<kind>.<key>") instead of
+// committing it to its store. Every node runs an applier that reads the
+// stream in order and hands each record to the engine, which verifies it
+// again and applies it to the node's local Badger in one commit with the
+// record's stream sequence (flt/applied). The same records in the same
+// order give every node the same graph, decision log and Merkle log (their
+// log heads are equal once they have applied the same prefix). A node's
+// directory is a materialised view: delete it, start the node on an empty
+// directory, and it is rebuilt from the stream.
+//
+// A node reads its own writes: Publish returns once this node's applier has
+// applied the record (or refused it), within Config.Wait. A check that
+// names an entry the node has not applied waits, bounded, until the node has
+// applied everything the stream held when it asked (Barrier), then denies
+// the entry as unknown, saying which (the decision's reasons).
+//
+// # Records and subjects
+//
+//	pedigree.genesis.registry   the frozen registry: the stream's first record (sequence 1)
+//	pedigree.entry.<id>         a signed entry: envelope and optional content; id is its content hash
+//	pedigree.approval.<id>      a signed approval entry
+//	pedigree.rejection.<id>     a signed rejection entry
+//	pedigree.decision.<id>      a sealed decision (with its input, trajectory step, call entry)
+//	pedigree.use.<approval id>  a decision that used that approval: create-only
+//	pedigree.recall.<id>        a recall record
+//
+// Every publish carries a message ID ("<kind>:<id>"), so a publish retried
+// through a leader election is stored once within the stream's 10-minute
+// de-duplication window; beyond it a copy is harmless, because applying an
+// entry that is stored already does nothing. A parent is in the stream
+// before any child: a node prepares an entry only against parents it has
+// applied, which are earlier in the stream; an applier that meets a child
+// whose parent it has not applied refuses it.
+//
+// # Single use stays single use
+//
+// Using an approval is a compare-and-set: the decision that uses approval X
+// is published on pedigree.use.X with an expected last subject sequence of
+// 0, so the stream accepts at most one decision per approval, whatever the
+// number of nodes racing. The loser's publish fails with ErrConflict once
+// the loser has applied the winner's use; its check decides again without
+// the approval. A node that cannot reach the stream cannot publish, so it
+// never uses an approval it cannot record.
+//
+// # The genesis and the trust root
+//
+// A stream starts empty. The first node served on a frozen directory with
+// no entries seeds it with its registry's genesis (registry.Genesis: τ, the
+// operator key, every principal's key, the operator-signed freeze record).
+// Every node checks the genesis against the operator key it pins (given
+// outside any directory) before it applies anything: a node on an empty
+// directory installs its registry from the genesis; a node with a registry
+// refuses a stream whose genesis differs from it.
+//
+// # What a record must pass on every node
+//
+// The stream is reachable by whoever the NATS servers let publish, so no
+// record is trusted because it is on the stream. Entries and approvals are
+// verified against the frozen registry like any envelope from outside (the
+// signature, the ID, the parents, content against its digest); an approval
+// must name a logged decision that was not allowed, of the same session and
+// action, and be signed by a user-tier principal. A decision must hash to
+// its ID, its input to the digest it holds, its call entry must verify and
+// be the call it decided on, and an approval it uses must be applied. A
+// record that fails is refused: it is not applied, the node stores its
+// place past it, logs it, counts it (pedigree_fleet_refused_records_total)
+// and lists it (Refusals). Decisions are not signed: a writer with publish
+// rights can log a decision record that no gate made. It cannot make an
+// entry, an approval, or a taint label, and it cannot make a call allowed
+// (nothing reads an allow from the log); it can burn an approval, or squat
+// an approval's use subject with junk, which leaves that approval unusable
+// (a deny). Give publish rights on the stream's subjects to the nodes only.
+//
+// # Durability: exactly what is promised
+//
+// The stream is a file store with 3 replicas (Config.Replicas). An
+// acknowledged publish is stored by a quorum (2 of 3) of the stream's
+// replicas. The servers must run with `jetstream { sync_interval: always }`
+// (StartServer sets it: server.Options.SyncAlways): each replica then
+// fsyncs a record before it counts towards the quorum. So an acknowledged
+// record survives the loss of one server (its disk included) and a crash or
+// power loss of all three. With the servers' default (an fsync every two
+// minutes) an acknowledged record can be lost when a majority of servers
+// crash within that window: pedigree does not check the servers' setting.
+// A node's local store is derived: a node that crashes loses at most the
+// records it had applied but not made durable, and applies them again from
+// the stream, from the sequence its store holds.
+//
+// # Not replicated
+//
+// Checkpoints (pedigree log checkpoint) are per node: every node has the
+// same log, so the operator signs any one node's head; the registry cannot
+// change after the genesis.
+package fleet

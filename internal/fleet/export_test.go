@@ -1,0 +1,70 @@
+package fleet
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// RawPublisher publishes bytes onto the fleet's stream as anyone with
+// access to the NATS servers could: the tests' hostile writer.
+func RawPublisher(url string) (*Raw, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Raw{nc: nc, js: js}, nil
+}
+
+// Raw is a hostile writer.
+type Raw struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// Publish appends data on subject and returns its sequence.
+func (r *Raw) Publish(ctx context.Context, subject string, data []byte) (uint64, error) {
+	ack, err := r.js.Publish(ctx, subject, data)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Close closes the connection.
+func (r *Raw) Close() { r.nc.Close() }
+
+// Healthy reports whether the stream has a leader and every other replica
+// is current.
+func (r *Raw) Healthy(ctx context.Context, stream string, replicas int) bool {
+	s, err := r.js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != replicas-1 {
+		return false
+	}
+	for _, p := range info.Cluster.Replicas {
+		if !p.Current || p.Offline {
+			return false
+		}
+	}
+	return true
+}
+
+// HasLeader reports whether the stream has a leader.
+func (r *Raw) HasLeader(ctx context.Context, stream string) bool {
+	s, err := r.js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	info, err := s.Info(ctx)
+	return err == nil && info.Cluster != nil && info.Cluster.Leader != ""
+}

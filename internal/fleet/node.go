@@ -1,0 +1,540 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+var (
+	// ErrRefused: a record on the stream was refused by this node's
+	// applier (not a valid signed entry, a child before its parent, a
+	// second use of an approval...). It is reported and never applied.
+	ErrRefused = errors.New("record refused")
+	// ErrConflict: a create-only publish found its subject taken: the
+	// entry is in the stream already, or another node used the approval.
+	ErrConflict = errors.New("the record's subject is taken")
+	// ErrLagging: this node has not applied the stream that far within
+	// the bound (it is behind, or cut off from the cluster).
+	ErrLagging = errors.New("this fleet node has not applied the stream that far")
+	// ErrNoGenesis: the stream holds no genesis yet.
+	ErrNoGenesis = errors.New("the fleet's stream holds no registry genesis yet")
+)
+
+// Config configures a node's link to the fleet.
+type Config struct {
+	// URL is the NATS server (or comma-separated servers) to connect to.
+	URL string
+	// Stream and Prefix name the stream and its subjects (defaults
+	// DefaultStream, DefaultPrefix).
+	Stream, Prefix string
+	// Replicas of the stream (default DefaultReplicas; 1 for a one-server
+	// trial).
+	Replicas int
+	// Wait bounds a write's wait for this node to apply it, and a check's
+	// wait for entries it names (default DefaultWait).
+	Wait time.Duration
+	// MaxLag is the lag above which the node reports itself not ready
+	// (default DefaultMaxLag).
+	MaxLag uint64
+	// PinServers connects only to the servers in URL, never to the ones
+	// the cluster announces (a node that must use its local server).
+	PinServers bool
+	// Name names the node in the server's client list and the logs.
+	Name string
+	Log  *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.URL == "" {
+		return errors.New("fleet: no NATS URL")
+	}
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("fleet: %d replicas (1 to 5)", c.Replicas)
+	}
+	if c.Wait <= 0 {
+		c.Wait = DefaultWait
+	}
+	if c.MaxLag == 0 {
+		c.MaxLag = DefaultMaxLag
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Applier is what a node materialises the stream into: the engine over
+// the node's local store.
+type Applier interface {
+	// Applied is the stream sequence of the last record applied (0:
+	// none), as stored.
+	Applied() (uint64, error)
+	// Apply verifies and applies the record at seq, in stream order, and
+	// stores seq as applied in the same commit. A record it refuses it
+	// does not apply, but it still stores seq as applied and returns an
+	// error wrapping ErrRefused; any other error means nothing was stored
+	// and the node will offer the record again.
+	Apply(ctx context.Context, seq uint64, kind Kind, key string, data []byte) error
+}
+
+// Refusal is a record this node refused.
+type Refusal struct {
+	Seq     uint64
+	Subject string
+	Reason  string
+}
+
+// Status is a node's place in the stream.
+type Status struct {
+	Applied   uint64 // the last record applied (or refused)
+	Last      uint64 // the last record this node knows the stream holds
+	Connected bool
+	Applies   uint64 // records applied since start
+	Refused   uint64 // records refused since start
+	Err       string // the applier's last error, "" when it runs
+}
+
+// Lag is how many records the node is behind the stream, as far as it knows.
+func (s Status) Lag() uint64 {
+	if s.Last > s.Applied {
+		return s.Last - s.Applied
+	}
+	return 0
+}
+
+// Node is one pedigree node's link to the fleet's stream: it publishes this
+// node's records and runs the applier that materialises every record, in
+// stream order, into the node's store.
+type Node struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+
+	mu       sync.Mutex
+	applied  uint64
+	last     uint64
+	advanced chan struct{} // closed and replaced when applied moves
+	refused  map[uint64]error
+	reports  []Refusal
+	err      error
+
+	applies, refusals atomic.Uint64
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Connect connects to the fleet's NATS servers and makes sure the stream
+// exists with the settings the fleet relies on.
+func Connect(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{nats.Name("pedigree " + cfg.Name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(false)}
+	if cfg.PinServers {
+		opts = append(opts, nats.IgnoreDiscoveredServers())
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: connect to %s: %w", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s, err := ensureStream(ctx, js, cfg.Stream, cfg.Prefix, cfg.Replicas)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Node{cfg: cfg, nc: nc, js: js, stream: s, advanced: make(chan struct{}), refused: map[uint64]error{}}, nil
+}
+
+// Genesis is the stream's first record, the frozen registry (ErrNoGenesis
+// when the stream is empty).
+func (n *Node) Genesis(ctx context.Context) ([]byte, error) {
+	m, err := n.stream.GetMsg(ctx, 1)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, ErrNoGenesis
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fleet: read the genesis: %w", err)
+	}
+	if m.Subject != subject(n.cfg.Prefix, Genesis, "registry") {
+		return nil, fmt.Errorf("fleet: the stream's first record is %s, not the registry genesis", m.Subject)
+	}
+	return m.Data, nil
+}
+
+// Seed publishes the genesis as the stream's first record, unless the
+// stream holds a record already (then it does nothing: read Genesis).
+func (n *Node) Seed(ctx context.Context, genesis []byte) error {
+	_, err := n.js.Publish(ctx, subject(n.cfg.Prefix, Genesis, "registry"), genesis,
+		jetstream.WithExpectStream(n.cfg.Stream), jetstream.WithExpectLastSequence(0), jetstream.WithMsgID("genesis"))
+	if err != nil && !isWrongLastSequence(err) {
+		return fmt.Errorf("fleet: seed the genesis: %w", err)
+	}
+	return nil
+}
+
+// Start runs the applier from the record after the last one a applied.
+func (n *Node) Start(a Applier) error {
+	seq, err := a.Applied()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.applied = max(seq, 1) // the genesis was checked before the node started
+	n.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop, n.done = cancel, make(chan struct{})
+	go n.run(ctx, a)
+	return nil
+}
+
+// Close stops the applier and closes the connection.
+func (n *Node) Close() {
+	if n.stop != nil {
+		n.stop()
+		<-n.done
+	}
+	n.nc.Close()
+}
+
+func (n *Node) run(ctx context.Context, a Applier) {
+	defer close(n.done)
+	for ctx.Err() == nil {
+		err := n.consume(ctx, a)
+		if ctx.Err() != nil {
+			return
+		}
+		n.mu.Lock()
+		n.err = err
+		n.mu.Unlock()
+		n.cfg.Log.Warn("fleet applier restarts", "node", n.cfg.Name, "error", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// consume applies the stream in order from the record after the last one
+// applied, until an error (then run starts it again from where it stopped).
+func (n *Node) consume(ctx context.Context, a Applier) error {
+	n.mu.Lock()
+	from := n.applied + 1
+	n.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	cons, err := n.js.OrderedConsumer(cctx, n.cfg.Stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	cancel()
+	if err != nil {
+		return err
+	}
+	// Messages come through a channel, so that a consumer that is stuck
+	// can be left at once (stopping one can take a while).
+	msgs := make(chan jetstream.Msg, 256)
+	left := make(chan struct{})
+	defer close(left)
+	// Short pulls with heartbeats: a consumer lost with its server is
+	// noticed, and the ordered consumer recreated, within about a second.
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-left:
+		}
+	}, jetstream.PullMaxMessages(256), jetstream.PullExpiry(2*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer func() { go cc.Stop() }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var before uint64
+	stalls := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-cc.Closed():
+			return errors.New("the consumer closed")
+		case <-tick.C:
+			// When the node knows of records it has not applied and has
+			// applied nothing for a second, the consumer is stuck (its
+			// server went away unnoticed): start anew.
+			n.mu.Lock()
+			applied, last := n.applied, n.last
+			n.mu.Unlock()
+			if last > applied && applied == before {
+				if stalls++; stalls >= 2 {
+					return fmt.Errorf("stalled at %d of %d", applied, last)
+				}
+			} else {
+				stalls = 0
+			}
+			before = applied
+		case m := <-msgs:
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := md.Sequence.Stream
+			n.saw(seq + md.NumPending)
+			n.mu.Lock()
+			applied := n.applied
+			n.mu.Unlock()
+			if seq <= applied {
+				continue
+			}
+			if seq != applied+1 {
+				return fmt.Errorf("the stream skipped from %d to %d", applied, seq)
+			}
+			n.mu.Lock()
+			n.err = nil
+			n.mu.Unlock()
+			if err := n.applyOne(ctx, a, seq, m.Subject(), m.Data()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (n *Node) applyOne(ctx context.Context, a Applier, seq uint64, subj string, data []byte) error {
+	kind, key, err := parseSubject(n.cfg.Prefix, subj)
+	if err == nil && kind == Genesis {
+		err = errors.New("a second genesis")
+	}
+	if err != nil {
+		// Offered to the applier anyway, so that it stores its place.
+		kind, key = "", ""
+	}
+	aerr := a.Apply(ctx, seq, kind, key, data)
+	if aerr != nil && !errors.Is(aerr, ErrRefused) {
+		return aerr
+	}
+	n.mu.Lock()
+	n.applied = seq
+	if aerr != nil {
+		n.refused[seq] = aerr
+		n.reports = append(n.reports, Refusal{Seq: seq, Subject: subj, Reason: aerr.Error()})
+		if len(n.reports) > 1000 {
+			delete(n.refused, n.reports[0].Seq)
+			n.reports = n.reports[1:]
+		}
+	}
+	close(n.advanced)
+	n.advanced = make(chan struct{})
+	n.mu.Unlock()
+	if aerr != nil {
+		n.refusals.Add(1)
+		n.cfg.Log.Warn("fleet record refused", "node", n.cfg.Name, "seq", seq, "subject", subj, "error", aerr)
+	} else {
+		n.applies.Add(1)
+	}
+	return nil
+}
+
+func (n *Node) saw(last uint64) {
+	n.mu.Lock()
+	n.last = max(n.last, last)
+	n.mu.Unlock()
+}
+
+// WaitApplied waits, bounded by the node's Wait, until this node has applied
+// the record at seq; it returns the refusal when the node refused it.
+func (n *Node) WaitApplied(ctx context.Context, seq uint64) error {
+	t := time.NewTimer(n.cfg.Wait)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		applied, ch := n.applied, n.advanced
+		err := n.refused[seq]
+		n.mu.Unlock()
+		if applied >= seq {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return fmt.Errorf("%w: record %d, applied %d after %s", ErrLagging, seq, applied, n.cfg.Wait)
+		}
+	}
+}
+
+// Barrier waits, bounded, until this node has applied every record the
+// stream held when it was called: what any node wrote before is then
+// visible here. A node cut off from the cluster fails it.
+func (n *Node) Barrier(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: the stream cannot be reached: %v", ErrLagging, err)
+	}
+	n.saw(info.State.LastSeq)
+	if err := n.WaitApplied(ctx, info.State.LastSeq); err != nil && !errors.Is(err, ErrRefused) {
+		return err
+	}
+	return nil
+}
+
+// Publish appends a record and waits, bounded, until this node has applied
+// it (a node reads its own writes). id de-duplicates a publish retried
+// within the stream's window; createOnly makes it a compare-and-set on its
+// subject: it fails with ErrConflict (after this node has applied the
+// record that holds the subject) when the subject holds a record already.
+func (n *Node) Publish(ctx context.Context, kind Kind, key, id string, data []byte, createOnly bool) (uint64, error) {
+	if !kind.valid() || kind == Genesis || key == "" {
+		return 0, fmt.Errorf("fleet: cannot publish a %q record keyed %q", kind, key)
+	}
+	if len(data) > MaxRecordBytes {
+		return 0, fmt.Errorf("fleet: a record of %d bytes (at most %d)", len(data), MaxRecordBytes)
+	}
+	subj := subject(n.cfg.Prefix, kind, key)
+	id = string(kind) + ":" + id
+	seq, dup, err := n.publish(ctx, subj, id, data, createOnly)
+	if err != nil {
+		return 0, err
+	}
+	err = n.WaitApplied(ctx, seq)
+	if dup && errors.Is(err, ErrRefused) {
+		// Someone published a record this node refused under this
+		// record's message ID: publish again under a fresh one (the
+		// applier stores an entry once, whatever its copies).
+		if seq, _, err = n.publish(ctx, subj, id+":"+nuid.Next(), data, createOnly); err != nil {
+			return 0, err
+		}
+		err = n.WaitApplied(ctx, seq)
+	}
+	return seq, err
+}
+
+// publish appends a record, retrying while the stream has no leader, and
+// returns its sequence and whether the stream had it already (a duplicate
+// message ID).
+func (n *Node) publish(ctx context.Context, subj, id string, data []byte, createOnly bool) (uint64, bool, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithExpectStream(n.cfg.Stream),
+		jetstream.WithRetryAttempts(20), jetstream.WithRetryWait(100 * time.Millisecond)}
+	if createOnly {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
+	}
+	pctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	for {
+		ack, err := n.js.Publish(pctx, subj, data, opts...)
+		switch {
+		case err == nil:
+			n.saw(ack.Sequence)
+			return ack.Sequence, ack.Duplicate, nil
+		case isWrongLastSequence(err):
+			return 0, false, n.conflict(ctx, pctx, subj)
+		case pctx.Err() != nil || !retryable(err):
+			return 0, false, fmt.Errorf("fleet: publish %s: %w", subj, err)
+		}
+		// A leader election or a lost ack: the same message ID again is
+		// stored at most once.
+		select {
+		case <-pctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// conflict is the error of a create-only publish whose subject is taken,
+// returned once this node has applied the record that holds it (so that a
+// check deciding again sees the approval used). The record may be a moment
+// from readable: the stream refuses a second proposal on a subject before
+// the first is stored.
+func (n *Node) conflict(ctx, pctx context.Context, subj string) error {
+	for {
+		m, err := n.stream.GetLastMsgForSubject(pctx, subj)
+		if err == nil {
+			if werr := n.WaitApplied(ctx, m.Sequence); werr != nil && !errors.Is(werr, ErrRefused) {
+				return werr
+			}
+			return fmt.Errorf("%w: %s holds record %d", ErrConflict, subj, m.Sequence)
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("%w: %s (and it cannot be read: %v)", ErrConflict, subj, err)
+		}
+		select {
+		case <-pctx.Done():
+			return fmt.Errorf("%w: %s (its record was not stored within %s)", ErrConflict, subj, n.cfg.Wait)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// The server answered: a refusal, not a lost message. Only a
+		// stream between leaders is worth asking again.
+		return apiErr.Code == 503 || apiErr.ErrorCode == 10008 || apiErr.ErrorCode == 10009 // cluster not available, not leader
+	}
+	return true // no answer: timeout, no responders, reconnecting
+}
+
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Status is the node's place in the stream now.
+func (n *Node) Status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := Status{Applied: n.applied, Last: n.last, Connected: n.nc.IsConnected(),
+		Applies: n.applies.Load(), Refused: n.refusals.Load()}
+	if n.err != nil {
+		s.Err = n.err.Error()
+	}
+	return s
+}
+
+// Ready reports whether the node is connected, its applier runs, and its
+// lag is at most MaxLag; when not, why.
+func (n *Node) Ready() (bool, string) {
+	s := n.Status()
+	switch {
+	case !s.Connected:
+		return false, "not connected to the fleet's NATS servers"
+	case s.Err != "":
+		return false, "the applier stopped: " + s.Err
+	case s.Lag() > n.cfg.MaxLag:
+		return false, fmt.Sprintf("lagging: %d records behind the stream (applied %d of %d)", s.Lag(), s.Applied, s.Last)
+	}
+	return true, ""
+}
+
+// Refusals are the records this node refused (the latest 1000).
+func (n *Node) Refusals() []Refusal {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]Refusal(nil), n.reports...)
+}
