@@ -2,6 +2,8 @@ package pedigree_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +100,29 @@ func TestForgedApprovalIsNotOffered(t *testing.T) {
 	if r.OK() {
 		t.Fatal("verify did not notice the forged approval entry")
 	}
+}
+
+// TestMissingFreezeCopyIsReported: verify names a registry.freeze that was
+// deleted from beside the store (security issue, item 15).
+func TestMissingFreezeCopyIsReported(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	w.Record("user:alice", "s", "hello", nil)
+	w.E.Close()
+	w.E = nil
+	if err := os.Remove(filepath.Join(w.Dir, pedigree.FreezeFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.E.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.Problems {
+		if strings.Contains(p.What, pedigree.FreezeFile) {
+			return
+		}
+	}
+	t.Fatalf("a deleted %s went unreported: %+v", pedigree.FreezeFile, r.Problems)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -29,6 +31,13 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 	r := &lineage.Report{Problems: []lineage.Problem{}, TrustRoot: e.TrustRoot()}
 	bad := func(id, f string, a ...any) {
 		r.Problems = append(r.Problems, lineage.Problem{ID: id, What: fmt.Sprintf(f, a...)})
+	}
+	if e.dir != "" && e.reg.Frozen() {
+		// Open compares the copy with the store's record when it is there;
+		// its absence is what a deleted freeze record would look like too.
+		if _, err := os.Stat(filepath.Join(e.dir, FreezeFile)); errors.Is(err, os.ErrNotExist) {
+			bad("", "%s, the copy of the freeze record beside the store, is missing", FreezeFile)
+		}
 	}
 	err := e.db.View(func(t *store.Txn) error {
 		lt, dt := t.In(store.Lineage), t.In(store.Decisions)
