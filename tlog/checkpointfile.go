@@ -73,18 +73,13 @@ func (l *Log) checkExternal(t kv.Txn, cp *Checkpoint) error {
 	if err := l.checkCheckpoint(cp); err != nil {
 		return fmt.Errorf("%w: the checkpoint is not signed by this store's operator key (%v)", ErrNotExtension, err)
 	}
-	st, err := readLogState(t)
-	if err != nil {
+	size, ok, err := matches(t, cp)
+	switch {
+	case err != nil:
 		return err
-	}
-	if cp.Size > st.size {
-		return fmt.Errorf("%w: the store is behind the checkpoint: its log has %d leaves, the checkpoint %d (an old copy restored, or leaves deleted)", ErrNotExtension, st.size, cp.Size)
-	}
-	root, err := rootAt(t, cp.Size)
-	if err != nil {
-		return err
-	}
-	if hex.EncodeToString(root) != cp.Root {
+	case cp.Size > size:
+		return fmt.Errorf("%w: the store is behind the checkpoint: its log has %d leaves, the checkpoint %d (an old copy restored, or leaves deleted)", ErrNotExtension, size, cp.Size)
+	case !ok:
 		return fmt.Errorf("%w: the log's first %d leaves do not hash to the checkpoint's root", ErrNotExtension, cp.Size)
 	}
 	return nil

@@ -202,6 +202,23 @@ func (l *Log) Size() (uint64, error) {
 	return n, err
 }
 
+// matches reports, inside t, the log's size and whether the log holds the
+// checkpoint's tree: at least its size, and its root at that size.
+func matches(t kv.Txn, cp *Checkpoint) (uint64, bool, error) {
+	st, err := readLogState(t)
+	if err != nil {
+		return 0, false, err
+	}
+	if cp.Size > st.size {
+		return st.size, false, nil
+	}
+	root, err := rootAt(t, cp.Size)
+	if err != nil {
+		return st.size, false, err
+	}
+	return st.size, hex.EncodeToString(root) == cp.Root, nil
+}
+
 // rootAt computes the root of the first size leaves from stored nodes.
 func rootAt(t kv.Txn, size uint64) ([]byte, error) {
 	if size == 0 {
@@ -269,18 +286,13 @@ func (l *Log) AddCheckpoint(ctx context.Context, cp *Checkpoint) error {
 		return fmt.Errorf("%w: checkpoint time %q", ErrMalformed, cp.Time)
 	}
 	return l.store.Commit(ctx, 512, func(t kv.Txn) error {
-		st, err := readLogState(t)
-		if err != nil {
+		size, ok, err := matches(t, cp)
+		switch {
+		case err != nil:
 			return err
-		}
-		if cp.Size > st.size {
-			return fmt.Errorf("%w: checkpoint of size %d, the log has %d leaves", ErrMalformed, cp.Size, st.size)
-		}
-		root, err := rootAt(t, cp.Size)
-		if err != nil {
-			return err
-		}
-		if hex.EncodeToString(root) != cp.Root {
+		case cp.Size > size:
+			return fmt.Errorf("%w: checkpoint of size %d, the log has %d leaves", ErrMalformed, cp.Size, size)
+		case !ok:
 			return fmt.Errorf("%w: checkpoint root %s is not the log's root at size %d", ErrMalformed, cp.Root, cp.Size)
 		}
 		b, _ := json.Marshal(cp)

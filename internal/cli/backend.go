@@ -82,3 +82,14 @@ func (a *app) checkServedRoot(ctx context.Context, b pedigree.Backend) error {
 	}
 	return root.Matches(view)
 }
+
+// openStore opens the store itself for a verb that a running server does
+// not serve (registry changes, the gateway's and the hook's bootstrap):
+// refused while one runs, so that the two never disagree about the
+// directory.
+func (a *app) openStore(ctx context.Context, verb string) (*pedigree.Engine, error) {
+	if err := a.refuseIfServed(ctx, verb); err != nil {
+		return nil, err
+	}
+	return a.open(ctx)
+}

@@ -145,10 +145,7 @@ already in tools.yaml that differs from the hook's is refused, and nothing is wr
   pedigree init && pedigree hook claude init && pedigree registry freeze`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.refuseIfServed(cmd.Context(), "set up the hook"); err != nil {
-				return err
-			}
-			e, err := a.open(cmd.Context())
+			e, err := a.openStore(cmd.Context(), "set up the hook")
 			if err != nil {
 				return err
 			}

@@ -100,10 +100,7 @@ Example:
 					return usagef("--env %q: want K=V", kv)
 				}
 			}
-			if err := a.refuseIfServed(cmd.Context(), "add an MCP server"); err != nil {
-				return err
-			}
-			e, err := a.open(cmd.Context())
+			e, err := a.openStore(cmd.Context(), "add an MCP server")
 			if err != nil {
 				return err
 			}

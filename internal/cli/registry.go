@@ -73,10 +73,7 @@ Example:
 			if err := registry.ValidateID(id); err != nil {
 				return err
 			}
-			if err := a.refuseIfServed(cmd.Context(), "add a principal"); err != nil {
-				return err
-			}
-			e, err := a.open(cmd.Context())
+			e, err := a.openStore(cmd.Context(), "add a principal")
 			if err != nil {
 				return err
 			}
@@ -161,10 +158,7 @@ Example:
 					return err
 				}
 			}
-			if err := a.refuseIfServed(cmd.Context(), "freeze the registry"); err != nil {
-				return err
-			}
-			e, err := a.open(cmd.Context())
+			e, err := a.openStore(cmd.Context(), "freeze the registry")
 			if err != nil {
 				return err
 			}
