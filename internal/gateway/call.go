@@ -33,6 +33,9 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: the arguments of %s are refused: %v", t.exposed.Name, err)}
 	}
 	s := g.session(req.Session)
+	if err := g.settled(s); err != nil {
+		return g.refused(t, nil, err.Error()), nil
+	}
 	if err := g.start(ctx, s, req.Session); err != nil {
 		return g.refused(t, nil, "the session's start could not be recorded: "+err.Error()), nil
 	}
@@ -91,8 +94,10 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 
 // forward sends an allowed call to its upstream and records the result as
 // the tool's output, derived from the call (and, for a memory read, from
-// the memory entries it returns). A result that cannot be recorded is
-// withheld: content the engine does not know about would carry no taint.
+// the memory entries it returns). A result whose output entry cannot be
+// signed is withheld: content the engine does not know about would carry no
+// taint. The entry is committed while the result goes back (recordOutput);
+// one that then fails to commit refuses the rest of the session.
 func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
 	res, err := t.up.client.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)})
 	if err != nil {
@@ -121,12 +126,9 @@ func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte,
 	if len(body) > MaxResultBytes {
 		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
 	}
-	n, err := g.o.Backend.Record(ctx, t.up.signer, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
-		Session: s.id, Content: body, Parents: parents})
-	outputID := ""
+	outputID, err := g.recordOutput(ctx, t, s, body, parents)
 	switch {
 	case err == nil:
-		outputID = n.ID
 	case g.o.Mode == Shadow:
 		g.o.Log.Error("shadow: forwarded a result that could not be recorded", "mode", "shadow", "tool", t.key, "error", err)
 	default:

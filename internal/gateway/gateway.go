@@ -26,6 +26,7 @@ import (
 // or a running server's client.
 type Backend interface {
 	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error)
+	Insert(ctx context.Context, env, content []byte) (*lineage.Node, error)
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	ByContent(ctx context.Context, digest string) ([]string, error)
@@ -90,6 +91,11 @@ type Gateway struct {
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
 	used     map[string]time.Time // request-state nonces already used
+
+	// outputs are the tool outputs being committed (Close waits for them).
+	outputs sync.WaitGroup
+	// waiting, in tests, is told when a request waits for outputs.
+	waiting func()
 }
 
 type upstream struct {
@@ -280,8 +286,9 @@ func (g *Gateway) tools() []tool {
 	return out
 }
 
-// Close stops the upstreams.
+// Close stops the upstreams, once the outputs being recorded are stored.
 func (g *Gateway) Close() error {
+	g.outputs.Wait()
 	g.stop()
 	var errs []error
 	for _, u := range g.upstreams {
@@ -301,6 +308,15 @@ type session struct {
 	mu       sync.Mutex
 	started  bool
 	protocol string
+
+	// The session's tool outputs being committed: a result goes back to
+	// the host while its output entry is committed, and the session's next
+	// request waits for it (settled). lost is the first output that could
+	// not be stored: the session is refused from then on.
+	outMu   sync.Mutex
+	settle  *sync.Cond
+	pending int
+	lost    error
 }
 
 func (g *Gateway) session(ss *mcp.ServerSession) *session {
@@ -312,6 +328,7 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	b := make([]byte, 12)
 	rand.Read(b)
 	s := &session{id: "mcp-" + hex.EncodeToString(b)}
+	s.settle = sync.NewCond(&s.outMu)
 	g.sessions[ss] = s
 	// Forget the session when it ends (streamable HTTP has many).
 	go func() {
@@ -321,4 +338,75 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 		g.mu.Unlock()
 	}()
 	return s
+}
+
+// settled waits until every tool output the session has returned to the
+// host is stored, and fails when one could not be. Every request of a
+// session that decides or records (a call, a resource read, a prompt) waits
+// here first, so nothing the agent does after seeing a result is decided
+// without that result in its context: its taint is never missed.
+func (g *Gateway) settled(s *session) error {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if s.pending > 0 && g.waiting != nil {
+		g.waiting()
+	}
+	for s.pending > 0 {
+		s.settle.Wait()
+	}
+	if s.lost != nil {
+		return fmt.Errorf("the output of an earlier call in this session could not be recorded (%v), so the session is refused from here on", s.lost)
+	}
+	return nil
+}
+
+// insertSigned is the engine's own insert of an entry this process signed
+// (it skips verifying the signature just made).
+type insertSigned interface {
+	InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error)
+}
+
+// recordOutput signs a tool's output entry and commits it while the result
+// goes back to the host; the session's next request waits until it is
+// stored (settled). It returns the entry's ID. An output that cannot be
+// stored is logged, and, in enforce mode, refuses the session from then on.
+func (g *Gateway) recordOutput(ctx context.Context, t tool, s *session, body []byte, parents []lineage.Parent) (string, error) {
+	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
+		Session: s.id, Content: body, Parents: parents}, g.o.Now())
+	if err != nil {
+		return "", err
+	}
+	signed, err := lineage.SignStatement(t.up.signer, st)
+	if err != nil {
+		return "", err
+	}
+	s.outMu.Lock()
+	s.pending++
+	s.outMu.Unlock()
+	// The host's request ends when its result is sent; the commit does not.
+	bctx := context.WithoutCancel(ctx)
+	g.outputs.Go(func() {
+		var err error
+		if in, ok := g.o.Backend.(insertSigned); ok {
+			_, err = in.InsertSigned(bctx, signed, nil)
+		} else {
+			_, err = g.o.Backend.Insert(bctx, signed.Envelope(), nil)
+		}
+		s.outMu.Lock()
+		defer s.outMu.Unlock()
+		s.pending--
+		s.settle.Broadcast()
+		if err == nil {
+			return
+		}
+		if g.o.Mode == Shadow {
+			g.o.Log.Error("shadow: a forwarded result could not be recorded", "mode", "shadow", "tool", t.key, "session", s.id, "output", signed.ID(), "error", err)
+			return
+		}
+		g.o.Log.Error("a tool output could not be recorded: the session is refused from here on", "tool", t.key, "session", s.id, "output", signed.ID(), "error", err)
+		if s.lost == nil {
+			s.lost = err
+		}
+	})
+	return signed.ID(), nil
 }

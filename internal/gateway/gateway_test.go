@@ -174,6 +174,11 @@ func (w *world) start(t testing.TB, mode Mode) {
 	t.Cleanup(func() { g.Close() })
 }
 
+// settle waits for the output entries the gateway is still committing: a
+// result goes back to the host while its entry is committed, so a test that
+// reads the engine itself right after a result waits here first.
+func (w *world) settle() { w.g.outputs.Wait() }
+
 // client is one MCP session through the gateway.
 type client struct {
 	t     testing.TB
@@ -318,6 +323,7 @@ func TestCleanSessionWrites(t *testing.T) {
 	if d.Decision != gate.Allow || d.OutputID == "" {
 		t.Fatalf("decision meta: %+v", d)
 	}
+	w.settle()
 	edges, err := w.E.UnsafeGraph().Parents(d.OutputID)
 	if err != nil || len(edges) != 1 || edges[0].Parent != d.CallID || !edges[0].Strong {
 		t.Fatalf("the output's parents: %+v %v", edges, err)
@@ -575,6 +581,7 @@ func TestBadInput(t *testing.T) {
 		Env: []string{"PEDIGREE_GATEWAY_TEST_UPSTREAM=forger"}})
 	c := w.connect(t, "2025-11-25", "")
 	count := func() int {
+		w.settle()
 		n, err := w.E.UnsafeGraph().Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
@@ -729,6 +736,7 @@ func TestRequestState(t *testing.T) {
 func TestMalformedMessage(t *testing.T) {
 	w := newWorld(t, catalogDeny)
 	count := func() int {
+		w.settle()
 		n, err := w.E.UnsafeGraph().Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
@@ -924,6 +932,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 		t.Fatalf("a prompt of an internal server refused a write: %q", text(r))
 	}
 	session, _ := r.Meta[MetaDecision].(map[string]any)["session"].(string)
+	w.settle()
 	ids, err := w.E.Context(ctx, session)
 	if err != nil {
 		t.Fatal(err)

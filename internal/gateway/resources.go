@@ -84,6 +84,9 @@ func (u *upstream) capabilities() *mcp.ServerCapabilities {
 func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		s := g.session(req.Session)
+		if err := g.settled(s); err != nil {
+			return nil, refusedRead(err)
+		}
 		if err := g.start(ctx, s, req.Session); err != nil {
 			return nil, withheld(err)
 		}
@@ -113,6 +116,9 @@ func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 func (g *Gateway) getPrompt(u *upstream, name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		s := g.session(req.Session)
+		if err := g.settled(s); err != nil {
+			return nil, refusedRead(err)
+		}
 		if err := g.start(ctx, s, req.Session); err != nil {
 			return nil, withheld(err)
 		}
@@ -143,4 +149,8 @@ func (g *Gateway) recordRetrieval(ctx context.Context, u *upstream, s *session, 
 
 func withheld(err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "pedigree: the answer could not be recorded, so it is withheld: " + err.Error()}
+}
+
+func refusedRead(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "pedigree: refused: " + err.Error()}
 }
