@@ -48,11 +48,11 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 	}
 	switch {
 	case d.Decision == gate.Allow:
-		return g.forward(ctx, t, s, canon, d)
+		return g.forward(ctx, req, t, s, canon, d)
 	case g.o.Mode == Shadow:
 		g.o.Log.Warn("shadow: forwarded a call enforce would have refused", "mode", "shadow", "decision", d.Decision,
 			"decision_id", d.ID, "tool", t.key, "session", s.id, "reasons", d.Reasons)
-		return g.forward(ctx, t, s, canon, d)
+		return g.forward(ctx, req, t, s, canon, d)
 	case d.Decision == gate.Ask:
 		return g.ask(ctx, req, t, s, canon, d)
 	}
@@ -98,8 +98,18 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 // signed is withheld: content the engine does not know about would carry no
 // taint. The entry is committed while the result goes back (recordOutput);
 // one that then fails to commit refuses the rest of the session.
-func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
-	res, err := t.up.client.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)})
+func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
+	params := &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)}
+	// (The route stays until the result is returned: the SDK may hand the
+	// gateway the upstream's last progress after its result.)
+	defer g.withProgress(ctx, req, params)()
+	res, err := t.up.client.CallTool(ctx, params)
+	if err != nil && ctx.Err() != nil {
+		// The host cancelled: the SDK told the upstream. The call entry and
+		// its decision stay (it was sent); there is no output to record.
+		g.o.Log.Info("call cancelled by the host after it was forwarded", "tool", t.key, "session", s.id, "decision_id", d.ID)
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err)), nil
 	}

@@ -91,6 +91,14 @@ type Gateway struct {
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
 	used     map[string]time.Time // request-state nonces already used
+	// progress maps the token the gateway gave an upstream call to the
+	// host's request that asked for progress (passthrough.go).
+	progress map[string]progressRoute
+	nextTok  uint64
+	// subs are the host sessions subscribed to each resource URI, and
+	// owners the upstream that offers each resource, template and prompt.
+	subs   map[string]map[*mcp.ServerSession]bool
+	owners owners
 
 	// outputs are the tool outputs being committed (Close waits for them).
 	outputs sync.WaitGroup
@@ -136,7 +144,8 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{}}
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
+		progress: map[string]progressRoute{}, subs: map[string]map[*mcp.ServerSession]bool{}, owners: newOwners()}
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
 		s := o.Tools[cfg.Principal]
@@ -153,10 +162,12 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	}
 	g.toolsMu.Lock()
 	defer g.toolsMu.Unlock()
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Logger:       o.Log,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	}
+	g.passThrough(so)
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, so)
 	for _, t := range g.tools() {
 		g.server.AddTool(t.exposed, g.handler(t))
 	}
@@ -171,20 +182,19 @@ func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSe
 	return cs, tools, err
 }
 
-// connect starts an upstream; changed, when set, is called (in a goroutine
-// of its own) when the upstream says its tool list changed.
-func connect(ctx context.Context, cfg Upstream, stderr io.Writer, changed func(*mcp.ClientSession)) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
+// connect starts an upstream; opts, when set, are the client's handlers of
+// what the upstream tells the gateway.
+func connect(ctx context.Context, cfg Upstream, stderr io.Writer, opts *mcp.ClientOptions) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	if stderr == nil {
 		stderr = io.Discard
 	}
 	cmd.Stderr = stderr
-	var opts mcp.ClientOptions
-	if changed != nil {
-		opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) { go changed(req.Session) }
+	if opts == nil {
+		opts = &mcp.ClientOptions{}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, &opts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, opts)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
@@ -202,7 +212,13 @@ func connect(ctx context.Context, cfg Upstream, stderr io.Writer, changed func(*
 
 func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer) (*upstream, error) {
 	u := &upstream{cfg: cfg, signer: s}
-	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, func(cs *mcp.ClientSession) { g.refresh(u, cs) })
+	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go g.refresh(u, req.Session) },
+		// The upstream's progress and resource updates go to the host
+		// sessions that asked for them (passthrough.go).
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) { g.progressed(ctx, req.Params) },
+		ResourceUpdatedHandler:      func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) { g.updated(ctx, u, req.Params) },
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +246,12 @@ func (g *Gateway) refresh(u *upstream, cs *mcp.ClientSession) {
 	}
 	g.toolsMu.Lock()
 	defer g.toolsMu.Unlock()
+	if g.server == nil {
+		// Still starting (an upstream may say so right after
+		// initialize): New offers the tools read here.
+		u.tools = tools
+		return
+	}
 	before := g.tools()
 	u.tools = tools
 	after := g.tools()
@@ -336,6 +358,7 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 		g.mu.Lock()
 		delete(g.sessions, ss)
 		g.mu.Unlock()
+		g.unsubscribeAll(ss)
 	}()
 	return s
 }

@@ -48,6 +48,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 					continue
 				}
 				uris[r.URI] = true
+				g.owners.resources[r.URI] = u
 				g.server.AddResource(r, g.readResource(u))
 			}
 			for rt, err := range u.client.ResourceTemplates(ctx, nil) {
@@ -59,6 +60,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 					continue
 				}
 				uris[rt.URITemplate] = true
+				g.owners.templates = append(g.owners.templates, ownedTemplate{rt.URITemplate, u})
 				g.server.AddResourceTemplate(rt, g.readResource(u))
 			}
 		}
@@ -67,6 +69,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 			if prompts[p.Name] > 1 {
 				e.Name = u.cfg.Name + "__" + p.Name
 			}
+			g.owners.prompts[e.Name] = ownedPrompt{u, p.Name}
 			g.server.AddPrompt(&e, g.getPrompt(u, p.Name))
 		}
 	}
