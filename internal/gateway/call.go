@@ -106,13 +106,18 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 	res, err := t.up.client.CallTool(ctx, params)
 	if err != nil && ctx.Err() != nil {
 		// The host cancelled: the SDK told the upstream. The call entry and
-		// its decision stay (it was sent); there is no output to record.
+		// its decision stay (it was sent); there is no output to record. (A
+		// memory write the upstream made anyway is unknown content to the
+		// gateway: read back, it counts as unverified.)
 		g.o.Log.Info("call cancelled by the host after it was forwarded", "tool", t.key, "session", s.id, "decision_id", d.ID)
 		return nil, ctx.Err()
 	}
 	if err != nil {
 		return g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err)), nil
 	}
+	// The upstream has acted: what it did is recorded whole even if the
+	// host cancels now.
+	ctx = context.WithoutCancel(ctx)
 	stripMeta(res)
 	parents := []lineage.Parent{{ID: d.CallID, Weight: 1}}
 	if t.up.cfg.Memory && !res.IsError {
