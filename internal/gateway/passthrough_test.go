@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,8 +48,24 @@ func within(t *testing.T, what string, cond func() bool) {
 
 // Progress, cancellation, resource subscriptions and completions pass
 // through the gateway between a go-sdk client and the reference
-// server-everything.
+// server-everything, in memory (as over stdio) and over streamable HTTP.
 func TestPassThrough(t *testing.T) {
+	t.Run("in-memory", func(t *testing.T) { passThrough(t, (*world).transport) })
+	t.Run("streamable-http", func(t *testing.T) {
+		passThrough(t, func(w *world, t testing.TB) mcp.Transport {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			go w.g.ServeHTTP(ctx, l, "s3cret")
+			return &mcp.StreamableClientTransport{Endpoint: "http://" + l.Addr().String() + "/", HTTPClient: &http.Client{Transport: bearer{"s3cret"}}}
+		})
+	})
+}
+
+func passThrough(t *testing.T, transport func(*world, testing.TB) mcp.Transport) {
 	wire := filepath.Join(t.TempDir(), "upstream-wire.jsonl")
 	w := newWorld(t, catalogEverything, everything(t, wire))
 	progress := make(chan *mcp.ProgressNotificationParams, 100)
@@ -55,7 +73,7 @@ func TestPassThrough(t *testing.T) {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { progress <- req.Params },
 		ResourceUpdatedHandler:      func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI },
-	}).Connect(context.Background(), w.transport(t), nil)
+	}).Connect(context.Background(), transport(w, t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
