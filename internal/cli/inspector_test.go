@@ -48,7 +48,7 @@ func TestInspectorCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		argv := append([]string{launcher, "--cli", "-q", "--format", "json", "-e", "PEDIGREE_CLI_TEST_MAIN=1"}, args...)
+		argv := append([]string{launcher, "--cli", "-q", "--format", "json", "--connect-timeout", "120000", "-e", "PEDIGREE_CLI_TEST_MAIN=1"}, args...)
 		argv = append(argv, "--", self, "--dir", c.dir, "mcp", "run")
 		cmd := exec.Command("node", argv...)
 		cmd.Dir = c.tmp
