@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
@@ -22,12 +21,15 @@ func appendJSON(b []byte, v ast.Value) ([]byte, error) {
 		}
 		return append(b, "false"...), nil
 	case ast.Number:
-		// Few per input: json.Number's own check keeps the grammar exact.
-		n, err := json.Marshal(json.Number(x))
-		if err != nil {
-			return nil, err
+		// json.Number writes a valid number as it is, an empty one as 0,
+		// and refuses the rest.
+		if x == "" {
+			return append(b, '0'), nil
 		}
-		return append(b, n...), nil
+		if !validNumber(string(x)) {
+			return nil, fmt.Errorf("json: invalid number literal %q", string(x))
+		}
+		return append(b, x...), nil
 	case ast.String:
 		return appendJSONString(b, string(x)), nil
 	case *ast.Array:
@@ -67,6 +69,48 @@ func appendJSON(b []byte, v ast.Value) ([]byte, error) {
 		return append(b, '}'), nil
 	}
 	return nil, fmt.Errorf("%T cannot be written as JSON", v)
+}
+
+// validNumber is encoding/json's number grammar (its isValidNumber):
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func validNumber(s string) bool {
+	if s[0] == '-' {
+		if s = s[1:]; s == "" {
+			return false
+		}
+	}
+	digits := func() bool {
+		n := 0
+		for n < len(s) && '0' <= s[n] && s[n] <= '9' {
+			n++
+		}
+		s = s[n:]
+		return n > 0
+	}
+	switch {
+	case s[0] == '0':
+		s = s[1:]
+	case '1' <= s[0] && s[0] <= '9':
+		digits()
+	default:
+		return false
+	}
+	if len(s) >= 2 && s[0] == '.' && '0' <= s[1] && s[1] <= '9' {
+		s = s[1:]
+		digits()
+	}
+	if len(s) >= 2 && (s[0] == 'e' || s[0] == 'E') {
+		s = s[1:]
+		if s[0] == '+' || s[0] == '-' {
+			if s = s[1:]; s == "" {
+				return false
+			}
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return s == ""
 }
 
 const hexDigits = "0123456789abcdef"

@@ -70,3 +70,33 @@ func FuzzInputJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestNumbersAsJSONWritesThem: a number is written as it is exactly when
+// encoding/json would write it; anything else (a number OPA holds that is
+// not JSON's) is an error, never a guess.
+func TestNumbersAsJSONWritesThem(t *testing.T) {
+	for _, s := range numberCases {
+		checkNumber(t, s)
+	}
+}
+
+var numberCases = []string{
+	"0", "-0", "1", "-1", "12", "0.5", "-0.5", "1.25e3", "1E3", "1e+3", "1e-3", "120", "3.0",
+	"", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1.e3", "0x10", "1_0", "--1", "1e3.5", "NaN", "Inf", " 1", "1 ", "00", "-01", "1.5e", "1ee3",
+}
+
+func checkNumber(t *testing.T, s string) {
+	t.Helper()
+	want, werr := json.Marshal(json.Number(s))
+	got, gerr := appendJSON(nil, ast.Number(s))
+	if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+		t.Fatalf("number %q: got %s, %v; encoding/json %s, %v", s, got, gerr, want, werr)
+	}
+}
+
+func FuzzNumberJSON(f *testing.F) {
+	for _, s := range numberCases {
+		f.Add(s)
+	}
+	f.Fuzz(checkNumber)
+}
