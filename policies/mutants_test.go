@@ -40,7 +40,7 @@ var regoMutants = []struct{ name, old, new string }{
 	{"empty data sources pass", "unsourced(arg) if count(arg.sources) == 0\n", ""},
 	{"untrusted proposer allowed", "\tuntrusted_tier[input.action.principal_tier]\n} else", "\tfalse\n} else"},
 	{"warnings dropped", "decision := object.union(verdict, {\"warnings\": warnings})", "decision := object.union(verdict, {\"warnings\": []})"},
-	{"reasons lose the tainted justification", `{"rule": "tainted-justification", "entry": id}`, `{"rule": "tainted-justification"}`},
+	{"reasons lose the tainted justification", `{"rule": "tainted-justification", "entry": e.id}`, `{"rule": "tainted-justification"}`},
 }
 
 func TestRegoMutantsAreKilled(t *testing.T) {

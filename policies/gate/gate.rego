@@ -75,14 +75,12 @@ protected_args contains name if {
 }
 
 # The control justification is tainted when one of its entries is.
-tainted_control contains e.id if {
+control_findings contains {"rule": "tainted-justification", "entry": e.id} if {
 	some e in input.justification
 	untrusted_tier[e.effective_tier]
 }
 
-tainted if count(tainted_control) > 0
-
-control_findings contains {"rule": "tainted-justification", "entry": id} if some id in tainted_control
+tainted if count(control_findings) > 0
 
 # A plan the call cites but that does not stand as its control justification
 # (another tool, a changed literal, a tainted plan): the call is judged by
