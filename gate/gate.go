@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -58,7 +57,6 @@ type Gate struct {
 	version string
 	timeout time.Duration
 	model   *trajectory.Model
-	log     *slog.Logger
 }
 
 type config struct {
@@ -66,7 +64,6 @@ type config struct {
 	catalog *Catalog
 	timeout time.Duration
 	model   *trajectory.Model
-	log     *slog.Logger
 }
 
 // Option configures a Gate.
@@ -84,9 +81,6 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // WithModel adds a trained trajectory model to the invariant rules.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
-
 // DefaultTimeout bounds a policy evaluation unless WithTimeout says otherwise.
 const DefaultTimeout = 500 * time.Millisecond
 
@@ -97,9 +91,6 @@ func New(ctx context.Context, opts ...Option) (*Gate, error) {
 	c := config{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(&c)
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.catalog == nil {
 		c.catalog = &Catalog{Tools: map[string]Tool{}}
@@ -118,7 +109,7 @@ func New(ctx context.Context, opts ...Option) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
+	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, version: c.policy.version(c.catalog)}
 	if err := g.probe(ctx); err != nil {
 		return nil, err
 	}

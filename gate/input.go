@@ -47,10 +47,8 @@ func word(s string) *ast.Term {
 var keyTerms, valueTerms = map[string]*ast.Term{}, map[string]*ast.Term{}
 
 func init() {
-	for t := registry.Internal; t <= registry.External; t++ {
-		valueTerms[t.String()] = ast.StringTerm(t.String())
-	}
 	for _, v := range []string{
+		registry.Internal.String(), registry.User.String(), registry.Unverified.String(), registry.External.String(),
 		string(lineage.KindPrompt), string(lineage.KindToolOutput), string(lineage.KindMemory), string(lineage.KindSummary),
 		string(lineage.KindRetrieval), string(lineage.KindCall), string(lineage.KindApproval), string(lineage.KindRejection), string(lineage.KindPlan),
 		string(trajectory.Recall), string(trajectory.List), string(trajectory.Save), string(trajectory.Draft), string(trajectory.Send),
@@ -78,10 +76,11 @@ func keyOf(k string) *ast.Term {
 	return str(k)
 }
 
+// obj is the object of the field names and terms kv alternates.
 func obj(kv ...any) *ast.Term {
-	items := make([][2]*ast.Term, 0, len(kv)/2)
-	for i := 0; i < len(kv); i += 2 {
-		items = append(items, [2]*ast.Term{keyOf(kv[i].(string)), kv[i+1].(*ast.Term)})
+	items := make([][2]*ast.Term, len(kv)/2)
+	for i := range items {
+		items[i] = [2]*ast.Term{keyOf(kv[2*i].(string)), kv[2*i+1].(*ast.Term)}
 	}
 	return ast.ObjectTerm(items...)
 }
@@ -270,10 +269,12 @@ var featureKeys = func() []*ast.Term {
 	return out
 }()
 
-// number is v as a term. Most features are small counts: those are OPA's
-// interned integer terms, whose text is FloatNumberTerm's for them.
+// number is v as a term, with FloatNumberTerm's text. Most features are
+// small counts: an integer below a million in magnitude has the same text
+// as an integer term (from a million on, FloatNumberTerm writes 1e+06), and
+// OPA holds the small ones interned.
 func number(v float64) *ast.Term {
-	if i := int(v); float64(i) == v && i >= 0 && i < 512 {
+	if i := int(v); float64(i) == v && -1e6 < v && v < 1e6 {
 		return ast.InternedTerm(i)
 	}
 	return ast.FloatNumberTerm(v)

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -71,47 +72,39 @@ func appendJSON(b []byte, v ast.Value) ([]byte, error) {
 	return nil, fmt.Errorf("%T cannot be written as JSON", v)
 }
 
-// validNumber is encoding/json's number grammar (its isValidNumber):
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// validNumber is encoding/json's number grammar (its isValidNumber),
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, on a non-empty s.
 func validNumber(s string) bool {
-	if s[0] == '-' {
-		if s = s[1:]; s == "" {
-			return false
-		}
-	}
-	digits := func() bool {
-		n := 0
-		for n < len(s) && '0' <= s[n] && s[n] <= '9' {
-			n++
-		}
-		s = s[n:]
-		return n > 0
-	}
+	digits := func() { s = strings.TrimLeft(s, "0123456789") }
+	s = strings.TrimPrefix(s, "-")
 	switch {
+	case s == "":
+		return false
 	case s[0] == '0':
 		s = s[1:]
-	case '1' <= s[0] && s[0] <= '9':
+	case isDigit(s[0]):
 		digits()
 	default:
 		return false
 	}
-	if len(s) >= 2 && s[0] == '.' && '0' <= s[1] && s[1] <= '9' {
+	if len(s) >= 2 && s[0] == '.' && isDigit(s[1]) {
 		s = s[1:]
 		digits()
 	}
 	if len(s) >= 2 && (s[0] == 'e' || s[0] == 'E') {
 		s = s[1:]
 		if s[0] == '+' || s[0] == '-' {
-			if s = s[1:]; s == "" {
-				return false
-			}
+			s = s[1:]
 		}
-		if !digits() {
+		if s == "" || !isDigit(s[0]) {
 			return false
 		}
+		digits()
 	}
 	return s == ""
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 const hexDigits = "0123456789abcdef"
 

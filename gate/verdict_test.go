@@ -7,12 +7,14 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-// verdictInput is an input with one tainted justification entry "e1", one
-// argument "to" from it, a plan and an approval "a1", for the findings.
+// verdictInput is an input with tainted justification entries "e1" (its
+// untrusted root reported) and "e3" (none reported), an argument "to" from
+// "e2", a plan and an approval "a1", for the findings.
 var verdictInput = ast.MustParseTerm(`{
 	"action": {"tool": "send", "principal": "tool:web", "principal_tier": "external"},
 	"justification": [{"id": "e1", "principal": "agent:a", "effective_tier": "external", "reach_tier": "external",
-		"untrusted": [{"id": "r1", "principal": "tool:web", "tier": "external"}]}],
+		"untrusted": [{"id": "r1", "principal": "tool:web", "tier": "external"}]},
+		{"id": "e3", "principal": "agent:a", "effective_tier": "unverified", "reach_tier": "unverified", "untrusted": []}],
 	"arguments": {"to": {"explicit": true, "sources": [{"id": "e2", "principal": "user:u", "effective_tier": "user", "reach_tier": "user", "untrusted": []}]}},
 	"approvals": [{"id": "a1", "approver": "user:u"}],
 	"plan": {"cited": true, "id": "p1", "step": 2, "authority": false, "why": "another tool"}
@@ -70,6 +72,7 @@ func TestFindingsAreWrittenAsReasons(t *testing.T) {
 	v := ast.MustParseTerm(`{"decision": "deny", "reasons": ["own reason first"], "findings": {
 		{"rule": "plan-unused"},
 		{"rule": "tainted-justification", "entry": "e1"},
+		{"rule": "tainted-justification", "entry": "e3"},
 		{"rule": "unsourced-argument", "arg": "to"},
 		{"rule": "untrusted-argument", "arg": "to", "entry": "e1"},
 		{"rule": "empty-sources", "arg": "cc"},
@@ -99,6 +102,7 @@ func TestFindingsAreWrittenAsReasons(t *testing.T) {
 		"unsourced-data: protected argument to fills a data slot of the plan but names no source",
 		"untrusted-argument: argument to comes from e1 (agent:a), which descends from external principal tool:web",
 		"tainted-justification: justification e1 descends from external principal tool:web",
+		"tainted-justification: justification e3 has effective tier unverified",
 		"plan p1 step 2 gives no authority: another tool",
 		"plan p1 step 2 is the control justification: the call matches it",
 		"overridden by the approval: weak-argument: argument to comes from e2, which has an untrusted ancestor through a weak edge only",
