@@ -49,8 +49,8 @@ func TestCapabilitiesLeaveOutTheNetwork(t *testing.T) {
 // deny every call as timed out; the gate refuses to start with one.
 func TestTimeoutMustBePositive(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Second} {
-		if g, err := New(t.Context(), WithTimeout(d)); err == nil || g != nil {
-			t.Errorf("timeout %s: a gate started (%v)", d, err)
+		if g, err := New(t.Context(), WithTimeout(d)); g != nil || err == nil || !strings.Contains(err.Error(), "timeout must be positive") {
+			t.Errorf("timeout %s: %v, want the timeout refused", d, err)
 		}
 	}
 	if _, err := New(t.Context(), WithTimeout(time.Minute)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -274,7 +275,7 @@ var featureKeys = func() []*ast.Term {
 // as an integer term (from a million on, FloatNumberTerm writes 1e+06), and
 // OPA holds the small ones interned.
 func number(v float64) *ast.Term {
-	if i := int(v); float64(i) == v && -1e6 < v && v < 1e6 {
+	if i := int(v); float64(i) == v && math.Abs(v) < 1e6 {
 		return ast.InternedTerm(i)
 	}
 	return ast.FloatNumberTerm(v)

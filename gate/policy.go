@@ -91,7 +91,7 @@ func PolicyFromDir(dir string) (*Policy, error) {
 		def.Modules["operator/"+name] = m
 		def.raw["operator/"+name] = op.raw[name]
 	}
-	docs := make(map[string]any, len(def.Documents)+len(op.Documents))
+	docs := map[string]any{}
 	maps.Copy(docs, def.Documents)
 	maps.Copy(docs, op.Documents)
 	def.Documents = docs
