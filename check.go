@@ -149,11 +149,11 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	body, err := decisionlog.Seal(d, ev.Input)
+	body, err := decisionlog.Seal(d, ev.Input, ev.Step)
 	if err != nil {
 		return err
 	}
-	return e.commit(ctx, &record{kind: recDecision, entry: call, decision: d, body: body, input: ev.Input, step: ev.Step})
+	return e.commit(ctx, &record{kind: recDecision, entry: call, decision: d, body: body, input: ev.Input})
 }
 
 // approve records a signed approval of a logged decision, after checking

@@ -7,7 +7,6 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
-	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
 // Every write of the engine is a record: a value that carries exactly what
@@ -23,7 +22,7 @@ type recordKind uint8
 
 const (
 	recEntry     recordKind = iota + 1 // an entry (its envelope and optional content)
-	recDecision                        // a sealed decision, its input and step, and the call entry stored with it
+	recDecision                        // a sealed decision (with its trajectory step), its input, and the call entry stored with it
 	recRecall                          // a recall record
 	recApproval                        // an approval entry, indexed for the checks of its session and action
 	recRejection                       // a rejection entry: the review of the decision it names
@@ -55,7 +54,6 @@ type record struct {
 	decision *gate.Decision // sealed: its ID is the hash of body
 	body     []byte
 	input    []byte
-	step     *trajectory.Call
 
 	recall *lineage.Recall
 
@@ -128,7 +126,7 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		if err != nil {
 			return err
 		}
-		return e.decisions.Append(t.In(store.Decisions), r.decision, r.body, r.input, idx+1, r.step)
+		return e.decisions.Append(t.In(store.Decisions), r.decision, r.body, r.input, idx+1)
 	case recRecall:
 		lt := t.In(store.Lineage)
 		if ok, err := e.graph.RecallStored(lt, r.recall); err != nil || ok {
@@ -141,8 +139,7 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		if err := e.graph.RecordRecall(lt, r.recall, idx+1); err != nil {
 			return err
 		}
-		_, err = e.decisions.Observe(t.In(store.Decisions), r.recall.Session, trajectory.Call{Tool: "memory_recall", Role: trajectory.Recall})
-		return err
+		return e.decisions.ObserveRecall(t.In(store.Decisions), r.recall.Session)
 	}
 	return errUnknownRecord
 }

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -91,5 +93,56 @@ func TestOneKeyOnePrincipal(t *testing.T) {
 	// The one principal signs as itself.
 	if _, err := e.Record(ctx, alice, pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s", Content: []byte("hi")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSharedKeyRefusedAtOpen: a store registered before one key for two
+// principals was refused (written here through AddUnchecked) is refused when
+// it is loaded, frozen or not, and so is a principal holding the operator
+// key.
+func TestSharedKeyRefusedAtOpen(t *testing.T) {
+	ctx := t.Context()
+	op, _, _ := registry.GenerateSigner(nil)
+	alice, _, _ := registry.GenerateSigner(nil)
+	cases := []struct {
+		name   string
+		shared registry.Principal
+		want   string
+	}{
+		{"a user's key for an internal agent", registry.Principal{ID: "agent:planner", Tier: registry.Internal, PublicKey: alice.Public()}, "agent:planner and user:alice hold one public key"},
+		{"the operator key for a principal", registry.Principal{ID: "agent:op", Tier: registry.Internal, PublicKey: op.Public()}, "the operator and agent:op hold one public key"},
+	}
+	for _, c := range cases {
+		for _, freeze := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, frozen %v", c.name, freeze), func(t *testing.T) {
+				db, err := store.Create(t.TempDir(), store.Options{NoSync: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public(), time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				reg, err := registry.Load(db.Space(store.Registry))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := reg.Add(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
+					t.Fatal(err)
+				}
+				if err := reg.AddUnchecked(ctx, c.shared); err != nil {
+					t.Fatal(err)
+				}
+				if freeze {
+					if err := reg.Freeze(ctx, op, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err = registry.Load(db.Space(store.Registry))
+				if !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("load: got %v, want a refusal saying %q", err, c.want)
+				}
+			})
+		}
 	}
 }

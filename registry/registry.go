@@ -256,7 +256,26 @@ func Load(db kv.Store) (*Registry, error) {
 			return nil, err
 		}
 	}
+	if err := r.checkKeysDistinct(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkKeysDistinct refuses a registry in which one public key speaks for
+// two principals, or the operator key for one (see checkKeyUnused): Add
+// refuses both, but a store registered before it did may hold them, frozen
+// and signed.
+func (r *Registry) checkKeysDistinct() error {
+	holder := map[string]string{KeyFingerprint(r.operator): "the operator"}
+	for _, id := range r.sortedIDs() {
+		fp := KeyFingerprint(r.principals[id].PublicKey)
+		if other, ok := holder[fp]; ok {
+			return fmt.Errorf("%w: %s and %s hold one public key (registered before that was refused); each principal needs a key of its own: initialise a new store", ErrBadKey, other, id)
+		}
+		holder[fp] = id
+	}
+	return nil
 }
 
 func (r *Registry) put(p Principal) error {

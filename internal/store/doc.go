@@ -82,11 +82,14 @@
 //	                                                            decision; every read and verify checks it
 //	                                                            against the signed entry it names, and verify
 //	                                                            that every rejection entry has its row
-//	dec/       t/<session>, tc/…, ta/…     decisionlog          NOT yet re-derived by verify: the session's
-//	                                                            trajectory features, calls and alerts. They
-//	                                                            feed only soft alerts under the default policy
-//	                                                            (warnings); an operator policy that acts on
-//	                                                            alerts trusts these rows
+//	dec/       t/<session>, tc/…, ta/…     decisionlog          derived: the session's trajectory features,
+//	                                                            calls and alerts, re-derived by verify from the
+//	                                                            steps in log order (each decision's step is
+//	                                                            sealed in its record; a recall appends one),
+//	                                                            both ways; model alerts with the engine's model.
+//	                                                            A check reads only t/, and refuses it at use
+//	                                                            unless its counts add up to its length and its
+//	                                                            length and last role are its last tc/ row's
 //	rf/        <seq>, next                 engine (refusal.go)  nothing, by design: evidence of refused writes
 //	                                                            for the operator (claimed principal, reason,
 //	                                                            payload digest); bounded; no decision reads it
