@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -143,6 +144,56 @@ func TestSharedKeyRefusedAtOpen(t *testing.T) {
 					t.Fatalf("load: got %v, want a refusal saying %q", err, c.want)
 				}
 			})
+		}
+	}
+}
+
+// TestPublicKeyFile: a public key file (the trust root, an exported key)
+// reads back as the key, is world-readable, and is never overwritten.
+func TestPublicKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "op.pub")
+	a, _, _ := registry.GenerateSigner(nil)
+	b, _, _ := registry.GenerateSigner(nil)
+	if err := registry.WritePublicKeyFile(path, a.Public()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v, %v", fi.Mode(), err)
+	}
+	if err := registry.WritePublicKeyFile(path, b.Public()); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("overwrite: %v", err)
+	}
+	got, err := registry.LoadPublicKey(path)
+	if err != nil || !got.Equal(a.Public()) {
+		t.Fatalf("read back %x, %v; want the first key", got, err)
+	}
+	if err := registry.WritePublicKeyFile(filepath.Join(t.TempDir(), "short.pub"), a.Public()[:31]); err == nil {
+		t.Fatal("a 31-byte public key was written")
+	}
+}
+
+// TestKeyFileSizeLimit: a key file is read up to its limit and refused past
+// it (a key path pointed at a large file or a device is not read whole).
+func TestKeyFileSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := registry.GenerateSigner(nil)
+	pemBytes, _ := registry.MarshalPublicKey(s.Public())
+	const limit = 64 << 10
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{limit, true}, {limit + 1, false}, {4 * limit, false}} {
+		path := filepath.Join(dir, fmt.Sprint(c.size))
+		padded := append(bytes.Clone(pemBytes), bytes.Repeat([]byte("\n"), c.size-len(pemBytes))...)
+		if err := os.WriteFile(path, padded, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := registry.LoadPublicKey(path)
+		switch {
+		case c.ok && (err != nil || !got.Equal(s.Public())):
+			t.Errorf("%d bytes: %v", c.size, err)
+		case !c.ok && (!errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), "larger than 65536 bytes")):
+			t.Errorf("%d bytes: got %v, want a refusal naming the limit", c.size, err)
 		}
 	}
 }

@@ -170,11 +170,11 @@ func BootstrapWith(ctx context.Context, db kv.Store, c Config, now time.Time) er
 	if err := ValidateTau(c.Tau); err != nil {
 		return err
 	}
-	if c.MaxApprovalTTL == 0 {
-		c.MaxApprovalTTL = DefaultMaxApprovalTTL
-	}
-	if c.MaxApprovalTTL < 0 {
+	switch {
+	case c.MaxApprovalTTL < 0:
 		return fmt.Errorf("%w, got %s", ErrBadTTL, c.MaxApprovalTTL)
+	case c.MaxApprovalTTL == 0:
+		c.MaxApprovalTTL = DefaultMaxApprovalTTL
 	}
 	pemBytes, err := MarshalPublicKey(c.Operator)
 	if err != nil {
@@ -208,11 +208,9 @@ func Load(db kv.Store) (*Registry, error) {
 		sum := sha256.Sum256(b)
 		r.metaDigest = hex.EncodeToString(sum[:])
 		r.tau = m.Tau
-		r.maxTTL = DefaultMaxApprovalTTL
-		if m.MaxApprovalTTL != "" {
-			if r.maxTTL, err = time.ParseDuration(m.MaxApprovalTTL); err != nil || r.maxTTL <= 0 {
-				return fmt.Errorf("read registry: approval cap %q: %w", m.MaxApprovalTTL, ErrBadTTL)
-			}
+		// Bootstrap always writes the cap: a row without one was edited.
+		if r.maxTTL, err = time.ParseDuration(m.MaxApprovalTTL); err != nil || r.maxTTL <= 0 {
+			return fmt.Errorf("read registry: approval cap %q: %w", m.MaxApprovalTTL, ErrBadTTL)
 		}
 		if r.operator, err = ParsePublicKey([]byte(m.OperatorKey)); err != nil {
 			return fmt.Errorf("operator key: %w", err)
