@@ -153,7 +153,7 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 	if err != nil {
 		return err
 	}
-	return e.commit(ctx, &record{kind: recDecision, entry: call, decision: d, body: body, input: ev.Input})
+	return e.commit(ctx, &record{kind: recDecision, entry: call, decision: d, body: body, input: ev.Input, step: ev.Step})
 }
 
 // approve records a signed approval of a logged decision, after checking

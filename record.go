@@ -7,6 +7,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
+	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
 // Every write of the engine is a record: a value that carries exactly what
@@ -54,6 +55,7 @@ type record struct {
 	decision *gate.Decision // sealed: its ID is the hash of body
 	body     []byte
 	input    []byte
+	step     *trajectory.Call // sealed in body
 
 	recall *lineage.Recall
 
@@ -126,7 +128,7 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		if err != nil {
 			return err
 		}
-		return e.decisions.Append(t.In(store.Decisions), r.decision, r.body, r.input, idx+1)
+		return e.decisions.Append(t.In(store.Decisions), r.decision, r.body, r.input, idx+1, r.step)
 	case recRecall:
 		lt := t.In(store.Lineage)
 		if ok, err := e.graph.RecallStored(lt, r.recall); err != nil || ok {

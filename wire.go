@@ -198,7 +198,11 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 			}
 			r.entry = p
 		}
-		r.decision, r.body, r.input = d, w.Decision, w.Input
+		step, err := decisionlog.StepOf(w.Decision)
+		if err != nil {
+			return nil, fmt.Errorf("%w: decision step: %v", lineage.ErrMalformed, err)
+		}
+		r.decision, r.body, r.input, r.step = d, w.Decision, w.Input, step
 	case fleet.Recall:
 		r.kind = recRecall
 		if w.Recall == nil || w.Envelope != nil || w.Decision != nil {

@@ -88,25 +88,23 @@ type sealed struct {
 	Step *trajectory.Call `json:"step,omitempty"`
 }
 
-// stepOf is the trajectory step a sealed record appends to its session,
-// nil when it appends none.
-func stepOf(d *gate.Decision, body []byte) (*Step, error) {
+// StepOf is the trajectory step sealed in a decision's record (nil when
+// none): what a fleet node applies with a record from the stream.
+func StepOf(body []byte) (*trajectory.Call, error) {
 	var s struct {
 		Step *trajectory.Call `json:"step"`
 	}
 	if err := json.Unmarshal(body, &s); err != nil {
 		return nil, err
 	}
-	if s.Step == nil || d.Session == "" {
-		return nil, nil
-	}
-	return &Step{Session: d.Session, Call: *s.Step}, nil
+	return s.Step, nil
 }
 
 // Append stores a sealed decision inside t with its append sequence (its log
-// leaf's index + 1), its input, the use of its approval, and the step its
-// record holds in its session's trajectory.
-func (l *Log) Append(t kv.Txn, d *gate.Decision, body, input []byte, seq uint64) error {
+// leaf's index + 1), its input, the use of its approval, and its step (nil
+// when none) in its session's trajectory. The step must be the one sealed in
+// body (given to Seal, or read by StepOf): verify replays the sealed one.
+func (l *Log) Append(t kv.Txn, d *gate.Decision, body, input []byte, seq uint64, step *trajectory.Call) error {
 	if d.Approval != "" {
 		used := []byte(pUsed + d.Approval)
 		if ok, err := t.Has(used); err != nil {
@@ -129,11 +127,10 @@ func (l *Log) Append(t kv.Txn, d *gate.Decision, body, input []byte, seq uint64)
 	if err := t.Set(binary.BigEndian.AppendUint64([]byte(pDecisionSeq), seq), []byte(d.ID)); err != nil {
 		return err
 	}
-	step, err := stepOf(d, body)
-	if err != nil || step == nil {
-		return err
+	if step == nil || d.Session == "" {
+		return nil
 	}
-	return l.appendStep(t, *step)
+	return l.appendStep(t, Step{Session: d.Session, Call: *step})
 }
 
 func approvalPrefix(session, action string) []byte {
@@ -302,9 +299,13 @@ func (l *Log) VerifyDecision(t kv.Txn, id string, seq uint64) (*Step, error) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("the decision record does not decode: %v", err)
 	}
-	step, err := stepOf(&d, b)
+	call, err := StepOf(b)
 	if err != nil {
 		return nil, fmt.Errorf("the decision's trajectory step does not decode: %v", err)
+	}
+	var step *Step
+	if call != nil && d.Session != "" {
+		step = &Step{Session: d.Session, Call: *call}
 	}
 	in, err := t.Get([]byte(pInput + id))
 	switch {
