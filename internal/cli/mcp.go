@@ -254,7 +254,10 @@ across the servers, else become NAME__TOOL; their catalog keys are NAME.TOOL.
 
 Each MCP session is a pedigree session: every tools/call is a call entry signed
 by agent:mcp and justified by the session's context, checked by the gate;
-every result is a tool_output entry signed by tool:NAME, derived from the call.
+every result is a tool_output entry signed by tool:NAME, derived from the call,
+committed while the result goes back (the session's next request waits for it;
+one that cannot be stored refuses the rest of the session). Resources, prompts,
+progress, cancellation, resource subscriptions and completions pass through.
 A denied call returns isError with text starting "pedigree denied" and
 _meta["io.pedigree/decision"]. An ask elicits the human through the host; on
 accept, an approval signed by --approver (a principal registered with 'registry

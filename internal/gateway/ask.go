@@ -82,13 +82,13 @@ func (g *Gateway) ask(ctx context.Context, req *mcp.CallToolRequest, t tool, s *
 	if err != nil {
 		return g.denied(t, d, "it needs a person's approval and asking failed: "+err.Error()), nil
 	}
-	return g.answer(ctx, t, s, canon, d, res)
+	return g.answer(ctx, req, t, s, canon, d, res)
 }
 
 // answer acts on the human's answer: accept records a single-use approval
 // signed by the approver, then the same call is checked again and, allowed
 // once, forwarded once.
-func (g *Gateway) answer(ctx context.Context, t tool, s *session, canon []byte, d *gate.Decision, res *mcp.ElicitResult) (*mcp.CallToolResult, error) {
+func (g *Gateway) answer(ctx context.Context, req *mcp.CallToolRequest, t tool, s *session, canon []byte, d *gate.Decision, res *mcp.ElicitResult) (*mcp.CallToolResult, error) {
 	if res == nil || res.Action != "accept" || res.Content["approve"] != true {
 		action := "no answer"
 		if res != nil {
@@ -106,7 +106,7 @@ func (g *Gateway) answer(ctx context.Context, t tool, s *session, canon []byte, 
 	if d2.Decision != gate.Allow {
 		return g.denied(t, d2, "it was approved, and still refused"), nil
 	}
-	return g.forward(ctx, t, s, canon, d2)
+	return g.forward(ctx, req, t, s, canon, d2)
 }
 
 // requestState is what a 2026-07-28 input request carries to the retry:
@@ -188,5 +188,5 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, t tool, 
 	}
 	d := &gate.Decision{ID: st.Decision, Decision: gate.Ask, Tool: t.key, Session: s.id, Reasons: []string{"a person's approval was asked for"}}
 	res, _ := req.Params.InputResponses[inputID].(*mcp.ElicitResult)
-	return g.answer(ctx, t, s, canon, d, res)
+	return g.answer(ctx, req, t, s, canon, d, res)
 }

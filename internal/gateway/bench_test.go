@@ -27,10 +27,17 @@ const catalogBench = `tools:
 // session costs more (the gate reads and evaluates every entry).
 var sessionCalls = []int{10, 50}
 
+// thinkPause is how long the paused runs wait between calls, outside the
+// timer: a host's model takes far longer than this between two tool calls,
+// time in which the gateway commits the last result's output entry. The
+// runs without a pause are calls back to back, where the next call waits
+// for that commit.
+const thinkPause = 5 * time.Millisecond
+
 // BenchmarkRoundTrip is one tools/call from the client's side, through the
 // gateway (durable store) and directly to the same reference server, for a
-// call the catalog says is not sensitive and for a gated one. It reports
-// p50 and p99 besides the mean.
+// call the catalog says is not sensitive and for a gated one, back to back
+// and with a pause between calls. It reports p50 and p99 besides the mean.
 //
 //	go test ./internal/gateway -run '^$' -bench RoundTrip -benchtime 2000x
 func BenchmarkRoundTrip(b *testing.B) {
@@ -45,39 +52,53 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"gated-write", "write_file", map[string]any{"path": out, "content": "x"}},
 	}
 	for _, c := range calls {
-		b.Run(c.name+"/direct", func(b *testing.B) {
-			ctx := context.Background()
-			cs, _, err := Connect(ctx, w.ups[0], nil)
-			if err != nil {
-				b.Fatal(err)
+		for _, pause := range []time.Duration{0, thinkPause} {
+			suffix := ""
+			if pause > 0 {
+				suffix = "/pause=" + pause.String()
 			}
-			defer cs.Close()
-			measure(b, func() *mcp.ClientSession { return cs }, c.tool, c.args)
-		})
-		for _, per := range sessionCalls {
-			b.Run(fmt.Sprintf("%s/gateway/session=%d", c.name, per), func(b *testing.B) {
-				var cur *client
-				n := 0
-				measure(b, func() *mcp.ClientSession {
-					if cur == nil || n == per {
-						b.StopTimer()
-						cur, n = w.connect(b, "2025-11-25", ""), 0
-						b.StartTimer()
-					}
-					n++
-					return cur.cs
-				}, c.tool, c.args)
+			b.Run(c.name+"/direct"+suffix, func(b *testing.B) {
+				ctx := context.Background()
+				cs, _, err := Connect(ctx, w.ups[0], nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cs.Close()
+				measure(b, pause, func() *mcp.ClientSession { return cs }, c.tool, c.args)
 			})
+			for _, per := range sessionCalls {
+				if pause > 0 && per != sessionCalls[0] {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/gateway/session=%d%s", c.name, per, suffix), func(b *testing.B) {
+					var cur *client
+					n := 0
+					measure(b, pause, func() *mcp.ClientSession {
+						if cur == nil || n == per {
+							b.StopTimer()
+							cur, n = w.connect(b, "2025-11-25", ""), 0
+							b.StartTimer()
+						}
+						n++
+						return cur.cs
+					}, c.tool, c.args)
+				})
+			}
 		}
 	}
 }
 
-func measure(b *testing.B, session func() *mcp.ClientSession, tool string, args map[string]any) {
+func measure(b *testing.B, pause time.Duration, session func() *mcp.ClientSession, tool string, args map[string]any) {
 	b.ReportAllocs()
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
+		if pause > 0 {
+			b.StopTimer()
+			time.Sleep(pause)
+			b.StartTimer()
+		}
 		cs := session()
 		start := time.Now()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})

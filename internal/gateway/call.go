@@ -33,6 +33,9 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: the arguments of %s are refused: %v", t.exposed.Name, err)}
 	}
 	s := g.session(req.Session)
+	if err := g.settled(s); err != nil {
+		return g.refused(t, nil, err.Error()), nil
+	}
 	if err := g.start(ctx, s, req.Session); err != nil {
 		return g.refused(t, nil, "the session's start could not be recorded: "+err.Error()), nil
 	}
@@ -45,11 +48,11 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 	}
 	switch {
 	case d.Decision == gate.Allow:
-		return g.forward(ctx, t, s, canon, d)
+		return g.forward(ctx, req, t, s, canon, d)
 	case g.o.Mode == Shadow:
 		g.o.Log.Warn("shadow: forwarded a call enforce would have refused", "mode", "shadow", "decision", d.Decision,
 			"decision_id", d.ID, "tool", t.key, "session", s.id, "reasons", d.Reasons)
-		return g.forward(ctx, t, s, canon, d)
+		return g.forward(ctx, req, t, s, canon, d)
 	case d.Decision == gate.Ask:
 		return g.ask(ctx, req, t, s, canon, d)
 	}
@@ -91,13 +94,30 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 
 // forward sends an allowed call to its upstream and records the result as
 // the tool's output, derived from the call (and, for a memory read, from
-// the memory entries it returns). A result that cannot be recorded is
-// withheld: content the engine does not know about would carry no taint.
-func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
-	res, err := t.up.client.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)})
+// the memory entries it returns). A result whose output entry cannot be
+// signed is withheld: content the engine does not know about would carry no
+// taint. The entry is committed while the result goes back (recordOutput);
+// one that then fails to commit refuses the rest of the session.
+func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
+	params := &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)}
+	// (The route stays until the result is returned: the SDK may hand the
+	// gateway the upstream's last progress after its result.)
+	defer g.withProgress(ctx, req, params)()
+	res, err := t.up.client.CallTool(ctx, params)
+	if err != nil && ctx.Err() != nil {
+		// The host cancelled: the SDK told the upstream. The call entry and
+		// its decision stay (it was sent); there is no output to record. (A
+		// memory write the upstream made anyway is unknown content to the
+		// gateway: read back, it counts as unverified.)
+		g.o.Log.Info("call cancelled by the host after it was forwarded", "tool", t.key, "session", s.id, "decision_id", d.ID)
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err)), nil
 	}
+	// The upstream has acted: what it did is recorded whole even if the
+	// host cancels now.
+	ctx = context.WithoutCancel(ctx)
 	stripMeta(res)
 	parents := []lineage.Parent{{ID: d.CallID, Weight: 1}}
 	if t.up.cfg.Memory && !res.IsError {
@@ -121,12 +141,9 @@ func (g *Gateway) forward(ctx context.Context, t tool, s *session, canon []byte,
 	if len(body) > MaxResultBytes {
 		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
 	}
-	n, err := g.o.Backend.Record(ctx, t.up.signer, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
-		Session: s.id, Content: body, Parents: parents})
-	outputID := ""
+	outputID, err := g.recordOutput(ctx, t, s, body, parents)
 	switch {
 	case err == nil:
-		outputID = n.ID
 	case g.o.Mode == Shadow:
 		g.o.Log.Error("shadow: forwarded a result that could not be recorded", "mode", "shadow", "tool", t.key, "error", err)
 	default:

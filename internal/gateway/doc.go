@@ -8,7 +8,10 @@
 // tool_output entry signed by the upstream's tool principal with the call as
 // its strong parent, so it joins the context and what the agent does next
 // derives from it. Taint therefore crosses servers within a session: a file
-// read from one server reaches a write to another.
+// read from one server reaches a write to another. The output entry is
+// signed before the result goes back and committed while it does; the
+// session's next request waits until it is stored, and one that cannot be
+// stored refuses the rest of the session.
 //
 // Memory servers are followed across sessions: a write to the reference
 // memory server is recorded as one memory entry per observation (and per

@@ -26,6 +26,7 @@ import (
 // or a running server's client.
 type Backend interface {
 	Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error)
+	Insert(ctx context.Context, env, content []byte) (*lineage.Node, error)
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	ByContent(ctx context.Context, digest string) ([]string, error)
@@ -90,6 +91,19 @@ type Gateway struct {
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
 	used     map[string]time.Time // request-state nonces already used
+	// progress maps the token the gateway gave an upstream call to the
+	// host's request that asked for progress (passthrough.go).
+	progress map[string]progressRoute
+	nextTok  uint64
+	// subs are the host sessions subscribed to each resource URI, and
+	// owners the upstream that offers each resource, template and prompt.
+	subs   map[string]map[*mcp.ServerSession]bool
+	owners owners
+
+	// outputs are the tool outputs being committed (Close waits for them).
+	outputs sync.WaitGroup
+	// waiting, in tests, is told when a request waits for outputs.
+	waiting func()
 }
 
 type upstream struct {
@@ -130,7 +144,8 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{}}
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
+		progress: map[string]progressRoute{}, subs: map[string]map[*mcp.ServerSession]bool{}, owners: newOwners()}
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
 		s := o.Tools[cfg.Principal]
@@ -147,10 +162,12 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	}
 	g.toolsMu.Lock()
 	defer g.toolsMu.Unlock()
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Logger:       o.Log,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	}
+	g.passThrough(so)
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, so)
 	for _, t := range g.tools() {
 		g.server.AddTool(t.exposed, g.handler(t))
 	}
@@ -165,20 +182,19 @@ func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSe
 	return cs, tools, err
 }
 
-// connect starts an upstream; changed, when set, is called (in a goroutine
-// of its own) when the upstream says its tool list changed.
-func connect(ctx context.Context, cfg Upstream, stderr io.Writer, changed func(*mcp.ClientSession)) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
+// connect starts an upstream; opts, when set, are the client's handlers of
+// what the upstream tells the gateway.
+func connect(ctx context.Context, cfg Upstream, stderr io.Writer, opts *mcp.ClientOptions) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Env = append(os.Environ(), cfg.Env...)
 	if stderr == nil {
 		stderr = io.Discard
 	}
 	cmd.Stderr = stderr
-	var opts mcp.ClientOptions
-	if changed != nil {
-		opts.ToolListChangedHandler = func(_ context.Context, req *mcp.ToolListChangedRequest) { go changed(req.Session) }
+	if opts == nil {
+		opts = &mcp.ClientOptions{}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, &opts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "pedigree-gateway", Version: "1"}, opts)
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
@@ -196,7 +212,13 @@ func connect(ctx context.Context, cfg Upstream, stderr io.Writer, changed func(*
 
 func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer) (*upstream, error) {
 	u := &upstream{cfg: cfg, signer: s}
-	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, func(cs *mcp.ClientSession) { g.refresh(u, cs) })
+	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, &mcp.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) { go g.refresh(u, req.Session) },
+		// The upstream's progress and resource updates go to the host
+		// sessions that asked for them (passthrough.go).
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) { g.progressed(ctx, req.Params) },
+		ResourceUpdatedHandler:      func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) { g.updated(ctx, u, req.Params) },
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +246,12 @@ func (g *Gateway) refresh(u *upstream, cs *mcp.ClientSession) {
 	}
 	g.toolsMu.Lock()
 	defer g.toolsMu.Unlock()
+	if g.server == nil {
+		// Still starting (an upstream may say so right after
+		// initialize): New offers the tools read here.
+		u.tools = tools
+		return
+	}
 	before := g.tools()
 	u.tools = tools
 	after := g.tools()
@@ -280,8 +308,9 @@ func (g *Gateway) tools() []tool {
 	return out
 }
 
-// Close stops the upstreams.
+// Close stops the upstreams, once the outputs being recorded are stored.
 func (g *Gateway) Close() error {
+	g.outputs.Wait()
 	g.stop()
 	var errs []error
 	for _, u := range g.upstreams {
@@ -301,6 +330,15 @@ type session struct {
 	mu       sync.Mutex
 	started  bool
 	protocol string
+
+	// The session's tool outputs being committed: a result goes back to
+	// the host while its output entry is committed, and the session's next
+	// request waits for it (settled). lost is the first output that could
+	// not be stored: the session is refused from then on.
+	outMu   sync.Mutex
+	settle  *sync.Cond
+	pending int
+	lost    error
 }
 
 func (g *Gateway) session(ss *mcp.ServerSession) *session {
@@ -312,6 +350,7 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 	b := make([]byte, 12)
 	rand.Read(b)
 	s := &session{id: "mcp-" + hex.EncodeToString(b)}
+	s.settle = sync.NewCond(&s.outMu)
 	g.sessions[ss] = s
 	// Forget the session when it ends (streamable HTTP has many).
 	go func() {
@@ -319,6 +358,78 @@ func (g *Gateway) session(ss *mcp.ServerSession) *session {
 		g.mu.Lock()
 		delete(g.sessions, ss)
 		g.mu.Unlock()
+		g.unsubscribeAll(ss)
 	}()
 	return s
+}
+
+// settled waits until every tool output the session has returned to the
+// host is stored, and fails when one could not be. Every request of a
+// session that decides or records (a call, a resource read, a prompt) waits
+// here first, so nothing the agent does after seeing a result is decided
+// without that result in its context: its taint is never missed.
+func (g *Gateway) settled(s *session) error {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if s.pending > 0 && g.waiting != nil {
+		g.waiting()
+	}
+	for s.pending > 0 {
+		s.settle.Wait()
+	}
+	if s.lost != nil {
+		return fmt.Errorf("the output of an earlier call in this session could not be recorded (%v), so the session is refused from here on", s.lost)
+	}
+	return nil
+}
+
+// insertSigned is the engine's own insert of an entry this process signed
+// (it skips verifying the signature just made).
+type insertSigned interface {
+	InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error)
+}
+
+// recordOutput signs a tool's output entry and commits it while the result
+// goes back to the host; the session's next request waits until it is
+// stored (settled). It returns the entry's ID. An output that cannot be
+// stored is logged, and, in enforce mode, refuses the session from then on.
+func (g *Gateway) recordOutput(ctx context.Context, t tool, s *session, body []byte, parents []lineage.Parent) (string, error) {
+	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
+		Session: s.id, Content: body, Parents: parents}, g.o.Now())
+	if err != nil {
+		return "", err
+	}
+	signed, err := lineage.SignStatement(t.up.signer, st)
+	if err != nil {
+		return "", err
+	}
+	s.outMu.Lock()
+	s.pending++
+	s.outMu.Unlock()
+	// The host's request ends when its result is sent; the commit does not.
+	bctx := context.WithoutCancel(ctx)
+	g.outputs.Go(func() {
+		var err error
+		if in, ok := g.o.Backend.(insertSigned); ok {
+			_, err = in.InsertSigned(bctx, signed, nil)
+		} else {
+			_, err = g.o.Backend.Insert(bctx, signed.Envelope(), nil)
+		}
+		s.outMu.Lock()
+		defer s.outMu.Unlock()
+		s.pending--
+		s.settle.Broadcast()
+		if err == nil {
+			return
+		}
+		if g.o.Mode == Shadow {
+			g.o.Log.Error("shadow: a forwarded result could not be recorded", "mode", "shadow", "tool", t.key, "session", s.id, "output", signed.ID(), "error", err)
+			return
+		}
+		g.o.Log.Error("a tool output could not be recorded: the session is refused from here on", "tool", t.key, "session", s.id, "output", signed.ID(), "error", err)
+		if s.lost == nil {
+			s.lost = err
+		}
+	})
+	return signed.ID(), nil
 }

@@ -130,7 +130,8 @@ func buildWorld(t testing.TB, catalog string, fsTier registry.Tier, onDisk bool,
 	ps := []enginetest.P{
 		{ID: AgentPrincipal, Tier: registry.Internal}, {ID: UnverifiedPrincipal, Tier: registry.Unverified},
 		{ID: "tool:fs", Tier: fsTier}, {ID: "tool:mem", Tier: registry.Internal},
-		{ID: "tool:forger", Tier: registry.Internal}, {ID: "user:alice", Tier: registry.User, Approver: true},
+		{ID: "tool:forger", Tier: registry.Internal}, {ID: "tool:ev", Tier: registry.Internal},
+		{ID: "user:alice", Tier: registry.User, Approver: true},
 	}
 	w := &world{work: t.TempDir()}
 	if onDisk {
@@ -163,7 +164,8 @@ func (w *world) start(t testing.TB, mode Mode) {
 	defer cancel()
 	g, err := New(ctx, w.ups, Options{
 		Backend: w.E, Agent: w.Keys[AgentPrincipal], Unverified: w.Keys[UnverifiedPrincipal],
-		Tools:    map[string]*registry.Signer{"tool:fs": w.Keys["tool:fs"], "tool:mem": w.Keys["tool:mem"], "tool:forger": w.Keys["tool:forger"]},
+		Tools: map[string]*registry.Signer{"tool:fs": w.Keys["tool:fs"], "tool:mem": w.Keys["tool:mem"], "tool:forger": w.Keys["tool:forger"],
+			"tool:ev": w.Keys["tool:ev"]},
 		Approver: w.Keys["user:alice"], ApproverID: "user:alice", Mode: mode,
 		ApproveHint: "pedigree gate approve DECISION_ID --as user:alice --key FILE",
 	})
@@ -173,6 +175,11 @@ func (w *world) start(t testing.TB, mode Mode) {
 	w.g = g
 	t.Cleanup(func() { g.Close() })
 }
+
+// settle waits for the output entries the gateway is still committing: a
+// result goes back to the host while its entry is committed, so a test that
+// reads the engine itself right after a result waits here first.
+func (w *world) settle() { w.g.outputs.Wait() }
 
 // client is one MCP session through the gateway.
 type client struct {
@@ -199,19 +206,26 @@ func (w *world) connect(t testing.TB, protocol, elicit string) *client {
 			return &mcp.ElicitResult{Action: elicit}, nil
 		}
 	}
-	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := w.g.server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, &opts).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, &opts).Connect(ctx, w.transport(t), &mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.cs = cs
-	t.Cleanup(func() { cs.Close(); ss.Close() })
+	t.Cleanup(func() { cs.Close() })
 	return c
+}
+
+// transport is a client's end of a new in-memory connection to the gateway.
+func (w *world) transport(t testing.TB) mcp.Transport {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := w.g.server.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	return ct
 }
 
 func (c *client) call(name string, args map[string]any) *mcp.CallToolResult {
@@ -318,6 +332,7 @@ func TestCleanSessionWrites(t *testing.T) {
 	if d.Decision != gate.Allow || d.OutputID == "" {
 		t.Fatalf("decision meta: %+v", d)
 	}
+	w.settle()
 	edges, err := w.E.UnsafeGraph().Parents(d.OutputID)
 	if err != nil || len(edges) != 1 || edges[0].Parent != d.CallID || !edges[0].Strong {
 		t.Fatalf("the output's parents: %+v %v", edges, err)
@@ -575,6 +590,7 @@ func TestBadInput(t *testing.T) {
 		Env: []string{"PEDIGREE_GATEWAY_TEST_UPSTREAM=forger"}})
 	c := w.connect(t, "2025-11-25", "")
 	count := func() int {
+		w.settle()
 		n, err := w.E.UnsafeGraph().Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
@@ -729,6 +745,7 @@ func TestRequestState(t *testing.T) {
 func TestMalformedMessage(t *testing.T) {
 	w := newWorld(t, catalogDeny)
 	count := func() int {
+		w.settle()
 		n, err := w.E.UnsafeGraph().Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
@@ -924,6 +941,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 		t.Fatalf("a prompt of an internal server refused a write: %q", text(r))
 	}
 	session, _ := r.Meta[MetaDecision].(map[string]any)["session"].(string)
+	w.settle()
 	ids, err := w.E.Context(ctx, session)
 	if err != nil {
 		t.Fatal(err)

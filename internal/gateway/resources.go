@@ -48,6 +48,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 					continue
 				}
 				uris[r.URI] = true
+				g.owners.resources[r.URI] = u
 				g.server.AddResource(r, g.readResource(u))
 			}
 			for rt, err := range u.client.ResourceTemplates(ctx, nil) {
@@ -59,6 +60,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 					continue
 				}
 				uris[rt.URITemplate] = true
+				g.owners.templates = append(g.owners.templates, ownedTemplate{rt.URITemplate, u})
 				g.server.AddResourceTemplate(rt, g.readResource(u))
 			}
 		}
@@ -67,6 +69,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 			if prompts[p.Name] > 1 {
 				e.Name = u.cfg.Name + "__" + p.Name
 			}
+			g.owners.prompts[e.Name] = ownedPrompt{u, p.Name}
 			g.server.AddPrompt(&e, g.getPrompt(u, p.Name))
 		}
 	}
@@ -84,6 +87,9 @@ func (u *upstream) capabilities() *mcp.ServerCapabilities {
 func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		s := g.session(req.Session)
+		if err := g.settled(s); err != nil {
+			return nil, refusedRead(err)
+		}
 		if err := g.start(ctx, s, req.Session); err != nil {
 			return nil, withheld(err)
 		}
@@ -113,6 +119,9 @@ func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 func (g *Gateway) getPrompt(u *upstream, name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		s := g.session(req.Session)
+		if err := g.settled(s); err != nil {
+			return nil, refusedRead(err)
+		}
 		if err := g.start(ctx, s, req.Session); err != nil {
 			return nil, withheld(err)
 		}
@@ -143,4 +152,8 @@ func (g *Gateway) recordRetrieval(ctx context.Context, u *upstream, s *session, 
 
 func withheld(err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "pedigree: the answer could not be recorded, so it is withheld: " + err.Error()}
+}
+
+func refusedRead(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "pedigree: refused: " + err.Error()}
 }

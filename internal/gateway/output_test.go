@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// heldOutputs is the engine with its inserts (the gateway's tool outputs)
+// held until release is closed, or failed with fail. It notes a check that
+// runs while an insert is still held.
+type heldOutputs struct {
+	Backend
+	release chan struct{}
+	fail    error
+	held    atomic.Int32
+	early   atomic.Bool
+}
+
+func (h *heldOutputs) Insert(ctx context.Context, env, content []byte) (*lineage.Node, error) {
+	if h.fail != nil {
+		return nil, h.fail
+	}
+	h.held.Add(1)
+	defer h.held.Add(-1)
+	<-h.release
+	return h.Backend.Insert(ctx, env, content)
+}
+
+func (h *heldOutputs) Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error) {
+	if h.held.Load() > 0 {
+		h.early.Store(true)
+	}
+	return h.Backend.Check(ctx, s, c)
+}
+
+// A result goes back to the host while its output entry is committed, and
+// a call the agent makes right after it is decided only once that entry is
+// stored: the write after a poisoned read is denied for the read's output,
+// even with that output's commit held back until the write is waiting.
+func TestCheckAfterResultSeesItsOutput(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	h := &heldOutputs{Backend: w.E, release: make(chan struct{})}
+	w.g.o.Backend = h
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release) // before the gateway's Close, which waits for the insert
+	waiting := make(chan struct{}, 1)
+	w.g.waiting = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	c := w.connect(t, "2025-11-25", "")
+	read := c.call("read_text_file", map[string]any{"path": filepath.Join(w.work, "poisoned.txt")})
+	out := meta(t, read).OutputID
+	if read.IsError || out == "" {
+		t.Fatalf("read: %v %q %+v", read.IsError, text(read), meta(t, read))
+	}
+	// The result came back while its output's insert cannot finish (it
+	// waits for release): it is committed while the result is returned.
+	leak := filepath.Join(w.work, "out", "leak.txt")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := c.try("write_file", map[string]any{"path": leak, "content": "KEY"})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-waiting // the write waits for the read's output
+	release()
+	res := <-done
+	if h.early.Load() {
+		t.Fatal("a check ran while the session's last output was not yet stored")
+	}
+	if res == nil || !res.IsError || exists(leak) {
+		t.Fatalf("the write right after a poisoned read was not denied: %+v written=%v", res, exists(leak))
+	}
+	d := meta(t, res)
+	if d.Decision != gate.Deny || !slices.ContainsFunc(d.Untrusted, func(u lineage.Source) bool { return u.ID == out }) {
+		t.Fatalf("the denial does not name the read's output %s: %+v", short(out), d)
+	}
+}
+
+// An output entry that fails to commit after its result went back refuses
+// the rest of its session (a later call, even one the catalog says is not
+// sensitive, is not forwarded), is logged, and leaves other sessions alone.
+func TestLostOutputRefusesSession(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	var logs bytes.Buffer
+	w.g.o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	open := make(chan struct{})
+	close(open)
+	h := &heldOutputs{Backend: w.E, release: open, fail: errors.New("no space left on device (test)")}
+	w.g.o.Backend = h
+	c := w.connect(t, "2025-11-25", "")
+	w.readPoison(c)
+	w.settle()
+	h.fail = nil // the store works again: the session stays refused
+
+	leak := filepath.Join(w.work, "out", "leak.txt")
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"write_file", map[string]any{"path": leak, "content": "KEY"}},
+		{"read_text_file", map[string]any{"path": filepath.Join(w.work, "poisoned.txt")}},
+	} {
+		res := c.call(call.tool, call.args)
+		if !res.IsError || !strings.HasPrefix(text(res), "pedigree denied") || !strings.Contains(text(res), "could not be recorded") {
+			t.Fatalf("%s after a lost output: isError=%v %q", call.tool, res.IsError, text(res))
+		}
+	}
+	if exists(leak) {
+		t.Fatal("a write was forwarded after the session's output was lost")
+	}
+	if !strings.Contains(logs.String(), "a tool output could not be recorded") || !strings.Contains(logs.String(), "no space left on device") {
+		t.Fatalf("the lost output was not logged: %s", logs.String())
+	}
+	ok := filepath.Join(w.work, "out", "ok.txt")
+	if res := w.connect(t, "2025-11-25", "").call("write_file", map[string]any{"path": ok, "content": "x"}); res.IsError || !exists(ok) {
+		t.Fatalf("another session was refused: %q", text(res))
+	}
+}
