@@ -52,50 +52,21 @@ const (
 	pNode     = "n/" // n/<id> -> Node (binary, see encodeNode)
 	pContent  = "c/" // c/<id> -> content
 	pSeq      = "q/" // q/<seq, 8 bytes big-endian> -> id
-	pSession  = "s/" // s/<session>\x00<seq> -> id: the session's context in order
+	pSession  = "s/" // s/<session>\x00<n, 8 bytes big-endian> -> id: the n-th entry of the session's context
 	pMember   = "m/" // m/<session>\x00<id> -> empty: context membership
 	pRecall   = "r/" // r/<recall id> -> Recall (JSON): what put entries into a context
 	pHead     = "h/" // h/<session> -> the context's count and hash chain (see contextHead)
 )
 
-func key(prefix string, parts ...string) []byte {
-	n := len(prefix)
-	for _, p := range parts {
-		n += len(p) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, prefix...)
-	for i, p := range parts {
-		if i > 0 {
-			b = append(b, '/')
-		}
-		b = append(b, p...)
-	}
-	return b
+func key(prefix, id string) []byte { return []byte(prefix + id) }
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pSeq), seq) }
+
+func sessionKey(session string, n uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(pSession+session+"\x00"), n)
 }
 
-func seqKey(seq uint64) []byte {
-	b := make([]byte, len(pSeq)+8)
-	copy(b, pSeq)
-	binary.BigEndian.PutUint64(b[len(pSeq):], seq)
-	return b
-}
-
-func sessionKey(session string, seq uint64) []byte {
-	b := make([]byte, 0, len(pSession)+len(session)+9)
-	b = append(b, pSession...)
-	b = append(b, session...)
-	b = append(b, 0)
-	return binary.BigEndian.AppendUint64(b, seq)
-}
-
-func memberKey(session, id string) []byte {
-	b := make([]byte, 0, len(pMember)+len(session)+1+len(id))
-	b = append(b, pMember...)
-	b = append(b, session...)
-	b = append(b, 0)
-	return append(b, id...)
-}
+func memberKey(session, id string) []byte { return []byte(pMember + session + "\x00" + id) }
 
 // nodeFormat is the version byte of the binary node encoding. Nodes are
 // read on every check and every step of a walk, so they are encoded by hand:

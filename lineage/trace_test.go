@@ -1,25 +1,26 @@
 package lineage_test
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func TestTrace(t *testing.T) {
-	w := enginetest.New(t, enginetest.Default)
+	w := newWorld(t)
 	ctx := t.Context()
-	email := w.Record("tool:gmail_read", "", "mail", nil)
-	web := w.Record("tool:web_fetch", "", "page", nil)
-	prompt := w.Record("user:alice", "", "prompt", nil)
-	sum := w.Record("agent:planner", "", "summary", enginetest.Strong(email.ID))
+	email := w.record("tool:gmail_read", "", "mail", nil)
+	web := w.record("tool:web_fetch", "", "page", nil)
+	prompt := w.record("user:alice", "", "prompt", nil)
+	sum := w.record("agent:planner", "", "summary", strong(email.ID))
 	// mem: strongly from the summary and the prompt, weakly from the web page.
-	mem := w.Record("agent:planner", "", "memory", []lineage.Parent{{ID: sum.ID, Weight: 0.9}, {ID: prompt.ID, Weight: 1}, {ID: web.ID, Weight: 0.2}})
+	mem := w.record("agent:planner", "", "memory", []lineage.Parent{{ID: sum.ID, Weight: 0.9}, {ID: prompt.ID, Weight: 1}, {ID: web.ID, Weight: 0.2}})
 
-	tr, err := w.E.Trace(ctx, mem.ID[:12], lineage.TraceOptions{})
+	tr, err := w.g.Trace(ctx, mem.ID, lineage.TraceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestTrace(t *testing.T) {
 	}
 
 	t.Run("depth bound", func(t *testing.T) {
-		tr, err := w.E.Trace(ctx, mem.ID, lineage.TraceOptions{MaxDepth: 1})
+		tr, err := w.g.Trace(ctx, mem.ID, lineage.TraceOptions{MaxDepth: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func TestTrace(t *testing.T) {
 		}
 	})
 	t.Run("node bound", func(t *testing.T) {
-		tr, err := w.E.Trace(ctx, mem.ID, lineage.TraceOptions{MaxNodes: 2})
+		tr, err := w.g.Trace(ctx, mem.ID, lineage.TraceOptions{MaxNodes: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,8 +63,8 @@ func TestTrace(t *testing.T) {
 		}
 	})
 	t.Run("unknown", func(t *testing.T) {
-		if _, err := w.E.Trace(ctx, "0000000000", lineage.TraceOptions{}); err == nil {
-			t.Fatal("trace of an unknown ID succeeded")
+		if _, err := w.g.Trace(ctx, strings.Repeat("0", 64), lineage.TraceOptions{}); !errors.Is(err, lineage.ErrUnknownEntry) {
+			t.Fatalf("trace of an unknown ID: %v", err)
 		}
 	})
 }
