@@ -4,8 +4,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"flag"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,5 +134,73 @@ func TestSignNothing(t *testing.T) {
 	}
 	if _, err := lineage.SignStatement(nil, &lineage.Statement{}); !errors.Is(err, lineage.ErrMalformed) {
 		t.Fatalf("signing with a nil key: %v", err)
+	}
+}
+
+// Each limit on a statement admits a value at the limit and refuses one
+// past it.
+func TestStatementLimits(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("%064x", i) }
+	parents := func(n int) []lineage.Parent {
+		out := make([]lineage.Parent, n)
+		for i := range out {
+			out[i] = lineage.Parent{ID: id(i), Weight: 1}
+		}
+		return out
+	}
+	call := func(tool string) func(*lineage.Statement) {
+		return func(s *lineage.Statement) { s.Tool = tool }
+	}
+	step := func(tool string) func(*lineage.Statement) {
+		return func(s *lineage.Statement) {
+			s.Kind, s.Tool, s.Args = lineage.KindPlan, "", nil
+			s.Steps = []lineage.PlanStep{{Tool: tool, Args: []byte(`{}`)}}
+		}
+	}
+	steps := func(n int) func(*lineage.Statement) {
+		return func(s *lineage.Statement) {
+			s.Kind, s.Tool, s.Args = lineage.KindPlan, "", nil
+			s.Steps = slices.Repeat([]lineage.PlanStep{{Tool: "t", Args: []byte(`{}`)}}, n)
+		}
+	}
+	args := func(n int) func(*lineage.Statement) {
+		// {"a":"xxx…"} is n bytes.
+		return func(s *lineage.Statement) { s.Args = []byte(`{"a":"` + strings.Repeat("x", n-8) + `"}`) }
+	}
+	for _, c := range []struct {
+		name     string
+		at, past func(*lineage.Statement)
+	}{
+		{"session length",
+			func(s *lineage.Statement) { s.Session = strings.Repeat("s", lineage.MaxSessionLen) },
+			func(s *lineage.Statement) { s.Session = strings.Repeat("s", lineage.MaxSessionLen+1) }},
+		{"parents", func(s *lineage.Statement) { s.Parents = parents(lineage.MaxParents) },
+			func(s *lineage.Statement) { s.Parents = parents(lineage.MaxParents + 1) }},
+		{"call tool length", call(strings.Repeat("t", lineage.MaxToolLen)), call(strings.Repeat("t", lineage.MaxToolLen+1))},
+		{"plan step tool length", step(strings.Repeat("t", lineage.MaxToolLen)), step(strings.Repeat("t", lineage.MaxToolLen+1))},
+		{"plan steps", steps(lineage.MaxPlanSteps), steps(lineage.MaxPlanSteps + 1)},
+		{"arguments", args(lineage.MaxArgsBytes), args(lineage.MaxArgsBytes + 1)},
+		{"weight", func(s *lineage.Statement) {
+			s.Parents = []lineage.Parent{{ID: id(1), Weight: 1}, {ID: id(2), Weight: 0}}
+		},
+			func(s *lineage.Statement) { s.Parents = []lineage.Parent{{ID: id(1), Weight: math.Nextafter(1, 2)}} }},
+		{"plan citation step",
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: lineage.MaxPlanSteps - 1} },
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: lineage.MaxPlanSteps} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := goldenStatement()
+			st.Parents = []lineage.Parent{{ID: id(0), Weight: 1}}
+			c.at(st)
+			if err := st.Validate(); err != nil {
+				t.Fatalf("at the limit: %v", err)
+			}
+			st = goldenStatement()
+			st.Parents = []lineage.Parent{{ID: id(0), Weight: 1}}
+			c.past(st)
+			if err := st.Validate(); !errors.Is(err, lineage.ErrMalformed) {
+				t.Fatalf("past the limit: %v, want ErrMalformed", err)
+			}
+		})
 	}
 }

@@ -478,3 +478,25 @@ func transplant(t *testing.T, env []byte, st *lineage.Statement, fn func(*lineag
 	}
 	return lineage.ReplacePayload(env, payload)
 }
+
+// Preview gives the labels an entry would get, and stores nothing.
+func TestPreview(t *testing.T) {
+	w := newWorld(t)
+	email := w.record("tool:gmail_read", "s", "mail", nil)
+	st := w.statement("agent:planner", "s", "summary", strong(email.ID))
+	n, err := w.fresh().Preview(st)
+	if err != nil || n.Effective != registry.External || n.EffectiveRoot != email.ID || n.Tier != registry.Internal {
+		t.Fatalf("preview: %+v %v", n, err)
+	}
+	if c, err := w.g.Count(0); err != nil || c != 1 {
+		t.Fatalf("%d entries after a preview, %v", c, err)
+	}
+	stored := w.record("agent:planner", "s", "summary", strong(email.ID))
+	if stored.Effective != n.Effective || stored.EffectiveVia != n.EffectiveVia || stored.Reach != n.Reach {
+		t.Fatalf("stored %+v, previewed %+v", stored, n)
+	}
+	st.Parents = strong(strings.Repeat("ab", 32))
+	if _, err := w.g.Preview(st); !errors.Is(err, lineage.ErrUnknownParent) {
+		t.Fatalf("preview with an unknown parent: %v", err)
+	}
+}

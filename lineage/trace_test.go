@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -67,4 +68,78 @@ func TestTrace(t *testing.T) {
 			t.Fatalf("trace of an unknown ID: %v", err)
 		}
 	})
+}
+
+// Witnesses name, for each node, the untrusted root of its effective tier
+// (a strong path) and then that of its reach tier when it is another entry
+// (a path with a weak edge); a trusted label has none.
+func TestWitnesses(t *testing.T) {
+	w := newWorld(t)
+	email := w.record("tool:gmail_read", "", "mail", nil)
+	web := w.record("tool:web_fetch", "", "page", nil)
+	prompt := w.record("user:alice", "", "prompt", nil)
+	weak := func(id string) lineage.Parent { return lineage.Parent{ID: id, Weight: 0.2} }
+	one := w.record("agent:planner", "", "one root", []lineage.Parent{{ID: email.ID, Weight: 1}, weak(web.ID)})
+	reachOnly := w.record("agent:planner", "", "reach only", []lineage.Parent{{ID: prompt.ID, Weight: 1}, weak(web.ID)})
+	two := w.record("agent:planner", "", "two roots", []lineage.Parent{{ID: web.ID, Weight: 1}, weak(email.ID)})
+	below := w.record("agent:planner", "", "below two", strong(two.ID))
+	clean := w.record("agent:planner", "", "clean", strong(prompt.ID))
+
+	got, err := w.fresh().Witnesses([]*lineage.Node{one, reachOnly, two, below, clean, email})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		id     string
+		path   []string
+		strong bool
+	}
+	for i, ws := range [][]want{
+		{{email.ID, []string{one.ID, email.ID}, true}},
+		{{web.ID, []string{reachOnly.ID, web.ID}, false}},
+		{{web.ID, []string{two.ID, web.ID}, true}, {email.ID, []string{two.ID, email.ID}, false}},
+		{{web.ID, []string{below.ID, two.ID, web.ID}, true}, {email.ID, []string{below.ID, two.ID, email.ID}, false}},
+		{},
+		{{email.ID, []string{email.ID}, true}},
+	} {
+		if len(got[i]) != len(ws) {
+			t.Fatalf("node %d: %d witnesses %+v, want %d", i, len(got[i]), got[i], len(ws))
+		}
+		for j, wn := range ws {
+			s := got[i][j]
+			if s.ID != wn.id || !slices.Equal(s.Path, wn.path) || s.Strong != wn.strong {
+				t.Errorf("node %d witness %d: %+v, want %+v", i, j, s, wn)
+			}
+		}
+	}
+	if s, err := w.g.Witness(clean, true); err != nil || s != nil {
+		t.Fatalf("reach witness of a trusted entry: %+v %v", s, err)
+	}
+	s, err := w.g.Witness(two, true)
+	if err != nil || s.ID != email.ID || s.Tier != registry.External || s.Principal != "tool:gmail_read" || s.Strong {
+		t.Fatalf("reach witness of two: %+v %v", s, err)
+	}
+}
+
+// A chain whose links were edited is an error, never a trusted label.
+func TestWitnessBrokenChain(t *testing.T) {
+	w := newWorld(t)
+	email := w.record("tool:gmail_read", "", "mail", nil)
+	mem := w.record("agent:planner", "", "memory", strong(email.ID))
+	child := w.record("agent:planner", "", "child", strong(mem.ID))
+	w.tamper(func(tx kv.Txn) error {
+		if err := rewriteNode(tx, mem.ID, func(n *lineage.Node) { n.EffectiveVia, n.ReachVia = "", "" }); err != nil {
+			return err
+		}
+		return nil
+	})
+	g := w.fresh()
+	for _, reach := range []bool{false, true} {
+		if _, err := g.Witness(child, reach); err == nil || !strings.Contains(err.Error(), "is broken at "+mem.ID) {
+			t.Errorf("reach %v: %v, want a broken chain at the memory", reach, err)
+		}
+	}
+	if _, err := g.Witnesses([]*lineage.Node{child}); err == nil {
+		t.Error("Witnesses over a broken chain succeeded")
+	}
 }
