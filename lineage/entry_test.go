@@ -204,3 +204,81 @@ func TestStatementLimits(t *testing.T) {
 		})
 	}
 }
+
+// What SignStatement signed cannot be changed through the statement it was
+// given, nor through a copy it hands back: every field that shares memory
+// (parents, arguments, grant, rejection, steps, plan citation) is copied.
+func TestSignedStatementIsPrivate(t *testing.T) {
+	s, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Repeat("ef", 32)
+	base := func() *lineage.Statement {
+		st := goldenStatement()
+		st.Principal = "user:alice"
+		return st
+	}
+	call := base()
+	call.Parents = append(call.Parents, lineage.Parent{ID: plan, Weight: 1})
+	call.Plan = &lineage.PlanRef{ID: plan, Step: 0}
+	approval := base()
+	approval.Kind, approval.Tool, approval.Args = lineage.KindApproval, "", nil
+	approval.Approval = &lineage.Grant{Decision: strings.Repeat("01", 32), Action: strings.Repeat("02", 32), Expires: "2026-11-30T12:00:00Z"}
+	rejection := base()
+	rejection.Kind, rejection.Tool, rejection.Args = lineage.KindRejection, "", nil
+	rejection.Rejection = &lineage.Rejection{Decision: strings.Repeat("01", 32), Action: strings.Repeat("02", 32)}
+	planSt := base()
+	planSt.Kind, planSt.Tool, planSt.Args = lineage.KindPlan, "", nil
+	planSt.Steps = []lineage.PlanStep{{Tool: "email_send", Args: []byte(`{"to":"bob"}`)}}
+	scribble := func(st *lineage.Statement) {
+		st.Parents[0].Weight = 0.01
+		if st.Args != nil {
+			st.Args[2] = 'X'
+		}
+		if st.Approval != nil {
+			st.Approval.Decision = plan
+		}
+		if st.Rejection != nil {
+			st.Rejection.Action = plan
+		}
+		if st.Steps != nil {
+			st.Steps[0].Tool = "bank_transfer"
+			st.Steps[0].Args[2] = 'X'
+		}
+		if st.Plan != nil {
+			st.Plan.Step = 7
+		}
+	}
+	for name, st := range map[string]*lineage.Statement{"call": call, "approval": approval, "rejection": rejection, "plan": planSt, "memory": func() *lineage.Statement {
+		m := base()
+		m.Kind, m.Tool, m.Args = lineage.KindMemory, "", nil
+		return m
+	}()} {
+		t.Run(name, func(t *testing.T) {
+			want, err := st.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			signed, err := lineage.SignStatement(s, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scribble(st)
+			scribble(signed.Statement())
+			got, err := signed.Statement().Encode()
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("signed statement changed:\n got %s\nwant %s", got, want)
+			}
+			if err := signed.Statement().Validate(); err != nil {
+				t.Fatalf("the signed statement no longer validates: %v", err)
+			}
+			if lineage.IDOf(got) != signed.ID() {
+				t.Fatal("the signed statement does not hash to the signed ID")
+			}
+		})
+	}
+	if (&lineage.Signed{}).Statement() != nil {
+		t.Fatal("a Signed that SignStatement did not make has a statement")
+	}
+}
