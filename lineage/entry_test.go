@@ -184,6 +184,9 @@ func TestStatementLimits(t *testing.T) {
 			s.Parents = []lineage.Parent{{ID: id(1), Weight: 1}, {ID: id(2), Weight: 0}}
 		},
 			func(s *lineage.Statement) { s.Parents = []lineage.Parent{{ID: id(1), Weight: math.Nextafter(1, 2)}} }},
+		{"plan citation first step",
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: 0} },
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: -1} }},
 		{"plan citation step",
 			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: lineage.MaxPlanSteps - 1} },
 			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: lineage.MaxPlanSteps} }},

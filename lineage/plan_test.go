@@ -42,6 +42,21 @@ func TestMatchStep(t *testing.T) {
 	}
 }
 
+// A plan has 1 to MaxPlanSteps steps.
+func TestPlanStepsCount(t *testing.T) {
+	steps := func(n int) []byte {
+		return []byte("[" + strings.TrimSuffix(strings.Repeat(`{"tool":"x","args":{}},`, n), ",") + "]")
+	}
+	if got, err := lineage.PlanSteps(steps(lineage.MaxPlanSteps)); err != nil || len(got) != lineage.MaxPlanSteps {
+		t.Fatalf("%d steps: %d, %v", lineage.MaxPlanSteps, len(got), err)
+	}
+	for _, n := range []int{0, lineage.MaxPlanSteps + 1} {
+		if _, err := lineage.PlanSteps(steps(n)); !errors.Is(err, lineage.ErrMalformed) {
+			t.Errorf("%d steps: %v, want ErrMalformed", n, err)
+		}
+	}
+}
+
 func TestPlanStepsRefused(t *testing.T) {
 	for name, raw := range map[string]string{
 		"not an array":       `{"tool":"x","args":{}}`,
