@@ -285,3 +285,24 @@ func TestSignedStatementIsPrivate(t *testing.T) {
 		t.Fatal("a Signed that SignStatement did not make has a statement")
 	}
 }
+
+// The envelope limit is on its bytes: an envelope padded with JSON space to
+// exactly MaxEnvelopeBytes opens, one byte more does not.
+func TestEnvelopeLimit(t *testing.T) {
+	s, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := goldenStatement()
+	env, id, err := lineage.Sign(s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := func(n int) []byte { return append(slices.Clone(env), strings.Repeat(" ", n-len(env))...) }
+	if _, _, got, err := lineage.Open(pad(lineage.MaxEnvelopeBytes)); err != nil || got != id {
+		t.Fatalf("at the limit: %s %v", got, err)
+	}
+	if _, _, _, err := lineage.Open(pad(lineage.MaxEnvelopeBytes + 1)); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("past the limit: %v, want ErrMalformed", err)
+	}
+}

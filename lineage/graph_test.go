@@ -500,3 +500,42 @@ func TestPreview(t *testing.T) {
 		t.Fatalf("preview with an unknown parent: %v", err)
 	}
 }
+
+// Of two parents with the same label, the earlier named sets the witness:
+// labels depend on the signed parents alone.
+func TestLabelTieKeepsTheFirstParent(t *testing.T) {
+	w := newWorld(t)
+	a := w.record("tool:gmail_read", "", "a", nil)
+	b := w.record("tool:gmail_read", "", "b", nil)
+	for _, parents := range [][]lineage.Parent{strong(a.ID, b.ID), strong(b.ID, a.ID)} {
+		n := w.record("agent:planner", "", "both "+parents[0].ID, parents)
+		first := parents[0].ID
+		if n.EffectiveVia != first || n.EffectiveRoot != first || n.ReachVia != first || n.ReachRoot != first {
+			t.Fatalf("parents %s, %s: labels set by %s/%s, want the first", parents[0].ID[:8], parents[1].ID[:8], n.EffectiveVia[:8], n.ReachVia[:8])
+		}
+	}
+}
+
+// An entry signed in process is held to the envelope limit of one signed
+// elsewhere.
+func TestSignedEnvelopeLimit(t *testing.T) {
+	w := newWorld(t)
+	p := w.record("user:alice", "s", "p", nil)
+	st := w.statement("agent:planner", "s", "plan", strong(p.ID))
+	st.Kind = lineage.KindPlan
+	big := `{"a":"` + strings.Repeat("x", lineage.MaxArgsBytes-8) + `"}`
+	st.Steps = slices.Repeat([]lineage.PlanStep{{Tool: "t", Args: []byte(big)}}, 4)
+	signed, err := lineage.SignStatement(w.keys["agent:planner"], st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(signed.Envelope()) <= lineage.MaxEnvelopeBytes {
+		t.Fatalf("the test's envelope is only %d bytes", len(signed.Envelope()))
+	}
+	if _, err := w.g.PrepareSigned(t.Context(), signed, nil); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("signed in process: %v, want ErrMalformed", err)
+	}
+	if _, err := w.insert(signed.Envelope(), nil); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("as an envelope: %v, want ErrMalformed", err)
+	}
+}

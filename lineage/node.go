@@ -74,7 +74,8 @@ func memberKey(session, id string) []byte { return []byte(pMember + session + "\
 const nodeFormat = 2
 
 func encodeNode(n *Node) []byte {
-	b := make([]byte, 0, 160+41*len(n.Parents)+len(n.Principal)+len(n.Session)+len(n.Tool)+len(n.Time))
+	// About 256 bytes of fields, then 41 bytes per parent.
+	b := make([]byte, 0, 256+41*len(n.Parents))
 	b = append(b, nodeFormat)
 	b = appendID(b, n.ID)
 	b = binary.AppendUvarint(b, n.Seq)
@@ -94,20 +95,15 @@ func encodeNode(n *Node) []byte {
 	return b
 }
 
-// appendID writes an optional ID: a 0 byte for none, else 1 and 32 raw bytes.
+// appendID writes an optional ID: a 0 byte for none, else 1 and its 32 raw
+// bytes. Every ID is checked (IsID) before it reaches a node; one that was
+// not would make a row that does not decode, which verify names.
 func appendID(b []byte, id string) []byte {
 	if id == "" {
 		return append(b, 0)
 	}
-	raw, err := hex.DecodeString(id)
-	if err != nil || len(raw) != 32 {
-		// IDs are validated before they reach a node; keep the bytes
-		// recoverable anyway rather than corrupt the row.
-		b = append(b, 2)
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		return append(b, id...)
-	}
-	return append(append(b, 1), raw...)
+	b, _ = hex.AppendDecode(append(b, 1), []byte(id))
+	return b
 }
 
 var errBadNode = errors.New("malformed node row")
@@ -118,7 +114,7 @@ type nodeReader struct {
 }
 
 func (r *nodeReader) byte() byte {
-	if r.err != nil || len(r.b) < 1 {
+	if r.err != nil || len(r.b) == 0 {
 		r.err = errBadNode
 		return 0
 	}
@@ -165,8 +161,6 @@ func (r *nodeReader) id() string {
 		return ""
 	case 1:
 		return hex.EncodeToString(r.bytes(32))
-	case 2:
-		return r.string()
 	}
 	r.err = errBadNode
 	return ""
