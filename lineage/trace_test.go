@@ -54,6 +54,15 @@ func TestTrace(t *testing.T) {
 			t.Fatalf("depth 1: %d nodes truncated %v, want 4 and truncated", len(tr.Nodes), tr.Truncated)
 		}
 	})
+	t.Run("depth bound at the roots", func(t *testing.T) {
+		tr, err := w.g.Trace(ctx, mem.ID, lineage.TraceOptions{MaxDepth: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Truncated || len(tr.Nodes) != 5 || len(tr.Untrusted) != 2 {
+			t.Fatalf("depth 2: %d nodes, %d sources, truncated %v; want all 5, 2 sources, not truncated", len(tr.Nodes), len(tr.Untrusted), tr.Truncated)
+		}
+	})
 	t.Run("node bound", func(t *testing.T) {
 		tr, err := w.g.Trace(ctx, mem.ID, lineage.TraceOptions{MaxNodes: 2})
 		if err != nil {
