@@ -87,6 +87,7 @@ func TestWitnesses(t *testing.T) {
 	email := w.record("tool:gmail_read", "", "mail", nil)
 	web := w.record("tool:web_fetch", "", "page", nil)
 	prompt := w.record("user:alice", "", "prompt", nil)
+	b2 := w.record("tool:gmail_read", "", "another mail", nil)
 	weak := func(id string) lineage.Parent { return lineage.Parent{ID: id, Weight: 0.2} }
 	one := w.record("agent:planner", "", "one root", []lineage.Parent{{ID: email.ID, Weight: 1}, weak(web.ID)})
 	reachOnly := w.record("agent:planner", "", "reach only", []lineage.Parent{{ID: prompt.ID, Weight: 1}, weak(web.ID)})
@@ -119,6 +120,20 @@ func TestWitnesses(t *testing.T) {
 			if s.ID != wn.id || !slices.Equal(s.Path, wn.path) || s.Strong != wn.strong {
 				t.Errorf("node %d witness %d: %+v, want %+v", i, j, s, wn)
 			}
+		}
+	}
+	// Same tier, other roots: the reach witness is not the effective one.
+	sameTier := w.record("agent:planner", "", "same tier", []lineage.Parent{weak(b2.ID), {ID: email.ID, Weight: 1}})
+	got, err = w.g.Witnesses([]*lineage.Node{sameTier})
+	if err != nil || len(got[0]) != 2 || got[0][0].ID != email.ID || !got[0][0].Strong || got[0][1].ID != b2.ID || got[0][1].Strong {
+		t.Fatalf("same tier, other roots: %+v %v", got, err)
+	}
+	for _, c := range []struct {
+		n      *lineage.Node
+		strong bool
+	}{{one, true}, {sameTier, false}, {two, false}} {
+		if s, err := w.g.Witness(c.n, true); err != nil || s.Strong != c.strong {
+			t.Errorf("reach witness of %s: %+v %v, want strong %v", c.n.ID[:8], s, err, c.strong)
 		}
 	}
 	if s, err := w.g.Witness(clean, true); err != nil || s != nil {

@@ -1,6 +1,7 @@
 package lineage
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -130,12 +131,13 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rest := k[len(pSession):]
-		if len(rest) < 9 || rest[len(rest)-9] != 0 {
+		// A session name holds no 0 byte: the first one ends it.
+		name, n, ok := bytes.Cut(k[len(pSession):], []byte{0})
+		if !ok || len(n) != 8 {
 			bad("", "malformed session context row")
 			return nil
 		}
-		session, id := string(rest[:len(rest)-9]), string(val)
+		session, id := string(name), string(val)
 		if !want[session][id] {
 			bad(id, "context row of session %s that no entry or recall accounts for", session)
 		}
@@ -178,12 +180,12 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 		}
 	}
 	return t.Iterate([]byte(pMember), false, func(k, _ []byte) error {
-		rest := k[len(pMember):]
-		if len(rest) < 65 || rest[len(rest)-65] != 0 {
+		name, member, ok := bytes.Cut(k[len(pMember):], []byte{0})
+		if !ok || !IsID(string(member)) {
 			bad("", "malformed context membership row")
 			return nil
 		}
-		session, id := string(rest[:len(rest)-65]), string(rest[len(rest)-64:])
+		session, id := string(name), string(member)
 		if !got[session][id] {
 			bad(id, "context membership row of session %s without its context row", session)
 		}

@@ -305,6 +305,12 @@ func TestVerifyCatchesEditedContext(t *testing.T) {
 		{"membership too short", "", "malformed context membership row", false, func(tx kv.Txn, ids map[string]string) error {
 			return tx.Set([]byte("m/\x00"+ids["email"][1:]), nil)
 		}},
+		{"membership of no ID", "", "malformed context membership row", false, func(tx kv.Txn, ids map[string]string) error {
+			return tx.Set([]byte("m/s\x00"+strings.ToUpper(ids["email"])), nil)
+		}},
+		{"row of no session", "email", "context row of session  that no entry", false, func(tx kv.Txn, ids map[string]string) error {
+			return tx.Set([]byte("s/\x00\x00\x00\x00\x00\x00\x00\x00\x01"), []byte(ids["email"]))
+		}},
 		{"head deleted", "", "session s has context rows but no context head", true, func(tx kv.Txn, ids map[string]string) error {
 			return tx.Delete([]byte("h/s"))
 		}},
