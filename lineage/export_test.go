@@ -27,3 +27,6 @@ func RewriteNode(row []byte, fn func(*Node)) ([]byte, error) {
 	fn(n)
 	return encodeNode(n), nil
 }
+
+// NodeRow encodes n as the graph stores it: rows a test writes directly.
+func NodeRow(n *Node) []byte { return encodeNode(n) }

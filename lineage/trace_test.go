@@ -2,6 +2,7 @@ package lineage_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -165,5 +166,58 @@ func TestWitnessBrokenChain(t *testing.T) {
 	}
 	if _, err := g.Witnesses([]*lineage.Node{child}); err == nil {
 		t.Error("Witnesses over a broken chain succeeded")
+	}
+}
+
+// The walk to a witness is bounded: a chain of MaxWitnessPath entries is
+// followed, a longer one (or one whose links were edited into a loop) is an
+// error, so no node row can make a check walk without end. The chains are
+// node rows written directly: signing 4097 entries would only slow the test.
+func TestWitnessPathBound(t *testing.T) {
+	w := newWorld(t)
+	id := func(i int) string { return fmt.Sprintf("%064x", i+1) }
+	chain := func(n int) *lineage.Node {
+		var last *lineage.Node
+		w.tamper(func(tx kv.Txn) error {
+			for i := range n {
+				nd := &lineage.Node{ID: id(i), Principal: "agent:planner", Kind: lineage.KindSummary, Time: "t",
+					Tier: registry.Internal, Effective: registry.External, Reach: registry.External, EffectiveRoot: id(0), ReachRoot: id(0)}
+				if i == 0 {
+					nd.Principal, nd.Tier = "tool:gmail_read", registry.External
+				} else {
+					nd.EffectiveVia, nd.ReachVia = id(i-1), id(i-1)
+				}
+				if err := tx.Set([]byte("n/"+nd.ID), lineage.NodeRow(nd)); err != nil {
+					return err
+				}
+				last = nd
+			}
+			return nil
+		})
+		return last
+	}
+	s, err := w.fresh().Witness(chain(lineage.MaxWitnessPath), false)
+	if err != nil || len(s.Path) != lineage.MaxWitnessPath || s.ID != id(0) {
+		t.Fatalf("a chain of %d: %v", lineage.MaxWitnessPath, err)
+	}
+	if _, err := w.fresh().Witness(chain(lineage.MaxWitnessPath+1), false); err == nil {
+		t.Fatalf("a chain of %d was followed", lineage.MaxWitnessPath+1)
+	}
+	// Two rows that name each other, the root elsewhere.
+	loop := func(self, other string) *lineage.Node {
+		return &lineage.Node{ID: self, Principal: "agent:planner", Kind: lineage.KindSummary, Time: "t", Tier: registry.Internal,
+			Effective: registry.External, Reach: registry.External, EffectiveVia: other, ReachVia: other, EffectiveRoot: id(0), ReachRoot: id(0)}
+	}
+	a, b := loop(strings.Repeat("a", 64), strings.Repeat("b", 64)), loop(strings.Repeat("b", 64), strings.Repeat("a", 64))
+	w.tamper(func(tx kv.Txn) error {
+		if err := tx.Set([]byte("n/"+a.ID), lineage.NodeRow(a)); err != nil {
+			return err
+		}
+		return tx.Set([]byte("n/"+b.ID), lineage.NodeRow(b))
+	})
+	for _, reach := range []bool{false, true} {
+		if _, err := w.fresh().Witness(a, reach); err == nil {
+			t.Errorf("reach %v: a loop was followed", reach)
+		}
 	}
 }
