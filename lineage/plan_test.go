@@ -204,4 +204,9 @@ func TestPlanStepOf(t *testing.T) {
 			t.Errorf("%s: %v, want ErrPlan", name, err)
 		}
 	}
+	// The refusal says which steps there are: what a person fixes the
+	// call with (the CLI prints it as it is).
+	if _, err := lineage.PlanStepOf(plan, id, "s", 2); err == nil || !strings.HasSuffix(err.Error(), "has steps 0 to 1, not 2") {
+		t.Errorf("a step past them: %v", err)
+	}
 }
