@@ -149,7 +149,7 @@ func (e *Engine) storeDecision(ctx context.Context, d *gate.Decision, ev *gate.E
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	body, err := decisionlog.Seal(d, ev.Input)
+	body, err := decisionlog.Seal(d, ev.Input, ev.Step)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ type recordKind uint8
 
 const (
 	recEntry     recordKind = iota + 1 // an entry (its envelope and optional content)
-	recDecision                        // a sealed decision, its input and step, and the call entry stored with it
+	recDecision                        // a sealed decision (with its trajectory step), its input, and the call entry stored with it
 	recRecall                          // a recall record
 	recApproval                        // an approval entry, indexed for the checks of its session and action
 	recRejection                       // a rejection entry: the review of the decision it names
@@ -55,7 +55,7 @@ type record struct {
 	decision *gate.Decision // sealed: its ID is the hash of body
 	body     []byte
 	input    []byte
-	step     *trajectory.Call
+	step     *trajectory.Call // sealed in body
 
 	recall *lineage.Recall
 
@@ -140,8 +140,7 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		if err := e.graph.RecordRecall(lt, r.recall); err != nil {
 			return err
 		}
-		_, err := e.decisions.Observe(t.In(store.Decisions), r.recall.Session, trajectory.Call{Tool: "memory_recall", Role: trajectory.Recall})
-		return err
+		return e.decisions.ObserveRecall(t.In(store.Decisions), r.recall.Session)
 	}
 	return errUnknownRecord
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
@@ -14,9 +15,10 @@ import (
 
 // Verify checks the whole store in one read transaction: every entry's
 // signature, ID, node row, labels and session context (lineage); every
-// decision record and its input (the decision log); and the Merkle log over
-// all of them, its subtree hashes, index rows and checkpoints, each leaf
-// against the owner of what it names, at its index. It returns an error
+// decision record and its input, and every session's trajectory re-derived
+// from the logged decisions and recalls in log order (the decision log);
+// and the Merkle log over all of them, its subtree hashes, index rows and
+// checkpoints, each leaf against the owner of what it names, at its index. It returns an error
 // only when it could not check; what it finds wrong is in the report.
 func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
 	return e.VerifyCheckpoints(ctx, nil)
@@ -50,6 +52,7 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 		if err != nil {
 			return err
 		}
+		var steps []decisionlog.Step // every trajectory step, in log order
 		logged := map[byte]map[string]bool{tlog.LeafEntry: {}, tlog.LeafDecision: {}, tlog.LeafRecall: {}}
 		leaf := func(index uint64, kind byte, id string) error {
 			seen, ok := logged[kind]
@@ -73,11 +76,17 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 				if decisions[id] != index+1 {
 					return fmt.Errorf("the decision's append sequence is %d, its leaf %d", decisions[id], index)
 				}
-				return e.decisions.VerifyDecision(dt, id, index+1)
+				step, err := e.decisions.VerifyDecision(dt, id, index+1)
+				if step != nil {
+					steps = append(steps, *step)
+				}
+				return err
 			case tlog.LeafRecall:
-				if _, ok := v.Recalls[id]; !ok {
+				session, ok := v.Recalls[id]
+				if !ok {
 					return errors.New("the logged recall record is missing or does not verify")
 				}
+				steps = append(steps, decisionlog.RecallStep(session))
 			}
 			return nil
 		}
@@ -98,6 +107,9 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 			if !logged[tlog.LeafRecall][id] {
 				bad(id, "recall record is not in the log")
 			}
+		}
+		if err := e.decisions.VerifyTrajectories(ctx, dt, steps, bad); err != nil {
+			return err
 		}
 		used, err := e.decisions.Used(dt)
 		if err != nil {

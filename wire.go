@@ -15,23 +15,21 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/fleet"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
-	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
 // A record on the fleet's stream. Entries travel as their signed envelopes
 // and are verified again by every node that applies them; a decision
-// travels as its sealed record (which hashes to its ID), its input (which
-// hashes to the digest the record holds), its trajectory step, and the call
-// entry's envelope when it is stored with it.
+// travels as its sealed record (which hashes to its ID and holds its
+// trajectory step), its input (which hashes to the digest the record holds),
+// and the call entry's envelope when it is stored with it.
 type wireRecord struct {
-	Version    int              `json:"version"`
-	Envelope   []byte           `json:"envelope,omitempty"`
-	Content    []byte           `json:"content,omitempty"`
-	HasContent bool             `json:"has_content,omitempty"`
-	Decision   []byte           `json:"decision,omitempty"`
-	Input      []byte           `json:"input,omitempty"`
-	Step       *trajectory.Call `json:"step,omitempty"`
-	Recall     *lineage.Recall  `json:"recall,omitempty"`
+	Version    int             `json:"version"`
+	Envelope   []byte          `json:"envelope,omitempty"`
+	Content    []byte          `json:"content,omitempty"`
+	HasContent bool            `json:"has_content,omitempty"`
+	Decision   []byte          `json:"decision,omitempty"`
+	Input      []byte          `json:"input,omitempty"`
+	Recall     *lineage.Recall `json:"recall,omitempty"`
 }
 
 // wireMessage is a record ready to publish: its kind and subject key, its
@@ -65,7 +63,7 @@ func (r *record) encode() (*wireMessage, error) {
 			m.kind = fleet.Rejection
 		}
 	case recDecision:
-		w.Decision, w.Input, w.Step = r.body, r.input, r.step
+		w.Decision, w.Input = r.body, r.input
 		m.kind, m.key, m.id = fleet.Decision, r.decision.ID, r.decision.ID
 		if r.decision.Approval != "" {
 			// The use of an approval is a compare-and-set on the
@@ -200,7 +198,11 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 			}
 			r.entry = p
 		}
-		r.decision, r.body, r.input, r.step = d, w.Decision, w.Input, w.Step
+		step, err := decisionlog.StepOf(w.Decision)
+		if err != nil {
+			return nil, fmt.Errorf("%w: decision step: %v", lineage.ErrMalformed, err)
+		}
+		r.decision, r.body, r.input, r.step = d, w.Decision, w.Input, step
 	case fleet.Recall:
 		r.kind = recRecall
 		if w.Recall == nil || w.Envelope != nil || w.Decision != nil {

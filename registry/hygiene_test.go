@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -9,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -91,5 +94,106 @@ func TestOneKeyOnePrincipal(t *testing.T) {
 	// The one principal signs as itself.
 	if _, err := e.Record(ctx, alice, pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s", Content: []byte("hi")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSharedKeyRefusedAtOpen: a store registered before one key for two
+// principals was refused (written here through AddUnchecked) is refused when
+// it is loaded, frozen or not, and so is a principal holding the operator
+// key.
+func TestSharedKeyRefusedAtOpen(t *testing.T) {
+	ctx := t.Context()
+	op, _, _ := registry.GenerateSigner(nil)
+	alice, _, _ := registry.GenerateSigner(nil)
+	cases := []struct {
+		name   string
+		shared registry.Principal
+		want   string
+	}{
+		{"a user's key for an internal agent", registry.Principal{ID: "agent:planner", Tier: registry.Internal, PublicKey: alice.Public()}, "agent:planner and user:alice hold one public key"},
+		{"the operator key for a principal", registry.Principal{ID: "agent:op", Tier: registry.Internal, PublicKey: op.Public()}, "the operator and agent:op hold one public key"},
+	}
+	for _, c := range cases {
+		for _, freeze := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, frozen %v", c.name, freeze), func(t *testing.T) {
+				db, err := store.Create(t.TempDir(), store.Options{NoSync: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public(), time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				reg, err := registry.Load(db.Space(store.Registry))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := reg.Add(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
+					t.Fatal(err)
+				}
+				if err := reg.AddUnchecked(ctx, c.shared); err != nil {
+					t.Fatal(err)
+				}
+				if freeze {
+					if err := reg.Freeze(ctx, op, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err = registry.Load(db.Space(store.Registry))
+				if !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("load: got %v, want a refusal saying %q", err, c.want)
+				}
+			})
+		}
+	}
+}
+
+// TestPublicKeyFile: a public key file (the trust root, an exported key)
+// reads back as the key, is world-readable, and is never overwritten.
+func TestPublicKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "op.pub")
+	a, _, _ := registry.GenerateSigner(nil)
+	b, _, _ := registry.GenerateSigner(nil)
+	if err := registry.WritePublicKeyFile(path, a.Public()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v, %v", fi.Mode(), err)
+	}
+	if err := registry.WritePublicKeyFile(path, b.Public()); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("overwrite: %v", err)
+	}
+	got, err := registry.LoadPublicKey(path)
+	if err != nil || !got.Equal(a.Public()) {
+		t.Fatalf("read back %x, %v; want the first key", got, err)
+	}
+	if err := registry.WritePublicKeyFile(filepath.Join(t.TempDir(), "short.pub"), a.Public()[:31]); err == nil {
+		t.Fatal("a 31-byte public key was written")
+	}
+}
+
+// TestKeyFileSizeLimit: a key file is read up to its limit and refused past
+// it (a key path pointed at a large file or a device is not read whole).
+func TestKeyFileSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	s, _, _ := registry.GenerateSigner(nil)
+	pemBytes, _ := registry.MarshalPublicKey(s.Public())
+	const limit = 64 << 10
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{limit, true}, {limit + 1, false}, {4 * limit, false}} {
+		path := filepath.Join(dir, fmt.Sprint(c.size))
+		padded := append(bytes.Clone(pemBytes), bytes.Repeat([]byte("\n"), c.size-len(pemBytes))...)
+		if err := os.WriteFile(path, padded, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := registry.LoadPublicKey(path)
+		switch {
+		case c.ok && (err != nil || !got.Equal(s.Public())):
+			t.Errorf("%d bytes: %v", c.size, err)
+		case !c.ok && (!errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), "larger than 65536 bytes")):
+			t.Errorf("%d bytes: got %v, want a refusal naming the limit", c.size, err)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -52,9 +51,6 @@ func NewSigner(priv ed25519.PrivateKey) (*Signer, error) {
 
 // GenerateSigner makes a new key from rnd (crypto/rand when nil).
 func GenerateSigner(rnd io.Reader) (*Signer, ed25519.PrivateKey, error) {
-	if rnd == nil {
-		rnd = rand.Reader
-	}
 	_, priv, err := ed25519.GenerateKey(rnd)
 	if err != nil {
 		return nil, nil, err
@@ -180,8 +176,12 @@ func ParsePublicKey(pemBytes []byte) (ed25519.PublicKey, error) {
 	return pub, nil
 }
 
-// MarshalPublicKey encodes pub as PEM.
+// MarshalPublicKey encodes pub as PEM. The encoder would write a key of any
+// length, which no reader accepts: a key that is not 32 bytes is refused.
 func MarshalPublicKey(pub ed25519.PublicKey) ([]byte, error) {
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%w: an Ed25519 public key has %d bytes, not %d", ErrBadKey, ed25519.PublicKeySize, len(pub))
+	}
 	return cryptoutils.MarshalPublicKeyToPEM(crypto.PublicKey(pub))
 }
 

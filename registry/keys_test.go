@@ -18,6 +18,8 @@ func TestSignEnvelopeMatchesWrapSigner(t *testing.T) {
 		{"application/vnd.pedigree.entry+json", `{"a":1}`},
 		{"application/vnd.pedigree.entry+json", ""},
 		{`type "with" <html> & \ chars`, "\x00\xff binary <&>"},
+		{"t", ""},                             // shorter than the signature
+		{strings.Repeat("long/type", 30), ""}, // longer than everything else
 	} {
 		got, err := s.SignEnvelope(c.typ, []byte(c.payload))
 		if err != nil {

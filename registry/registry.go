@@ -170,11 +170,11 @@ func BootstrapWith(ctx context.Context, db kv.Store, c Config, now time.Time) er
 	if err := ValidateTau(c.Tau); err != nil {
 		return err
 	}
-	if c.MaxApprovalTTL == 0 {
-		c.MaxApprovalTTL = DefaultMaxApprovalTTL
-	}
-	if c.MaxApprovalTTL < 0 {
+	switch {
+	case c.MaxApprovalTTL < 0:
 		return fmt.Errorf("%w, got %s", ErrBadTTL, c.MaxApprovalTTL)
+	case c.MaxApprovalTTL == 0:
+		c.MaxApprovalTTL = DefaultMaxApprovalTTL
 	}
 	pemBytes, err := MarshalPublicKey(c.Operator)
 	if err != nil {
@@ -208,11 +208,9 @@ func Load(db kv.Store) (*Registry, error) {
 		sum := sha256.Sum256(b)
 		r.metaDigest = hex.EncodeToString(sum[:])
 		r.tau = m.Tau
-		r.maxTTL = DefaultMaxApprovalTTL
-		if m.MaxApprovalTTL != "" {
-			if r.maxTTL, err = time.ParseDuration(m.MaxApprovalTTL); err != nil || r.maxTTL <= 0 {
-				return fmt.Errorf("read registry: approval cap %q: %w", m.MaxApprovalTTL, ErrBadTTL)
-			}
+		// Bootstrap always writes the cap: a row without one was edited.
+		if r.maxTTL, err = time.ParseDuration(m.MaxApprovalTTL); err != nil || r.maxTTL <= 0 {
+			return fmt.Errorf("read registry: approval cap %q: %w", m.MaxApprovalTTL, ErrBadTTL)
 		}
 		if r.operator, err = ParsePublicKey([]byte(m.OperatorKey)); err != nil {
 			return fmt.Errorf("operator key: %w", err)
@@ -256,7 +254,26 @@ func Load(db kv.Store) (*Registry, error) {
 			return nil, err
 		}
 	}
+	if err := r.checkKeysDistinct(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkKeysDistinct refuses a registry in which one public key speaks for
+// two principals, or the operator key for one (see checkKeyUnused): Add
+// refuses both, but a store registered before it did may hold them, frozen
+// and signed.
+func (r *Registry) checkKeysDistinct() error {
+	holder := map[string]string{KeyFingerprint(r.operator): "the operator"}
+	for _, id := range r.sortedIDs() {
+		fp := KeyFingerprint(r.principals[id].PublicKey)
+		if other, ok := holder[fp]; ok {
+			return fmt.Errorf("%w: %s and %s hold one public key (registered before that was refused); each principal needs a key of its own: initialise a new store", ErrBadKey, other, id)
+		}
+		holder[fp] = id
+	}
+	return nil
 }
 
 func (r *Registry) put(p Principal) error {

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,84 @@ func TestTiers(t *testing.T) {
 	}
 	if !registry.User.Trusted() || registry.Unverified.Trusted() {
 		t.Error("Trusted")
+	}
+}
+
+// TestTierNames: only the four names parse, in a catalog, a principal row
+// or a flag; the empty name is not the zero tier.
+func TestTierNames(t *testing.T) {
+	for _, bad := range []string{"", "Internal", "tier(0)", "internal "} {
+		if tier, err := registry.ParseTier(bad); !errors.Is(err, registry.ErrBadTier) {
+			t.Errorf("ParseTier(%q) = %v, %v", bad, tier, err)
+		}
+		var tier registry.Tier
+		if b, _ := json.Marshal(bad); json.Unmarshal(b, &tier) == nil {
+			t.Errorf("the JSON tier %s decoded as %v", b, tier)
+		}
+	}
+}
+
+// TestTauBounds: τ is in (0, 1]: 1 (only full-weight edges carry taint) is
+// a threshold, 0 (every edge, however weak) is not.
+func TestTauBounds(t *testing.T) {
+	for _, tau := range []float64{1, 0.5, 1e-9} {
+		if err := registry.ValidateTau(tau); err != nil {
+			t.Errorf("τ=%v: %v", tau, err)
+		}
+	}
+	for _, tau := range []float64{0, -0.5, 1.0000001, 2, math.NaN(), math.Inf(1)} {
+		if err := registry.ValidateTau(tau); !errors.Is(err, registry.ErrBadTau) {
+			t.Errorf("τ=%v accepted: %v", tau, err)
+		}
+	}
+}
+
+// TestApprovalCapRow: the approval cap fixed at bootstrap is the one a
+// reopened registry enforces, and a meta row whose cap was edited to
+// nothing, zero or a negative lifetime is refused at load.
+func TestApprovalCapRow(t *testing.T) {
+	ctx := t.Context()
+	op, _, _ := registry.GenerateSigner(nil)
+	open := func(t *testing.T, c registry.Config) *store.DB {
+		db, err := store.Create(t.TempDir(), store.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if err := registry.BootstrapWith(ctx, db.Space(store.Registry), c, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	for _, c := range []struct {
+		set, want time.Duration
+	}{{time.Hour, time.Hour}, {0, registry.DefaultMaxApprovalTTL}, {time.Nanosecond, time.Nanosecond}} {
+		db := open(t, registry.Config{Tau: 0.5, Operator: op.Public(), MaxApprovalTTL: c.set})
+		reg, err := registry.Load(db.Space(store.Registry))
+		if err != nil || reg.MaxApprovalTTL() != c.want {
+			t.Errorf("cap %s at bootstrap: loaded %v, %v; want %s", c.set, reg.MaxApprovalTTL(), err, c.want)
+		}
+	}
+	db, err := store.Create(t.TempDir(), store.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: 0.5, Operator: op.Public(), MaxApprovalTTL: -time.Hour}, time.Now()); !errors.Is(err, registry.ErrBadTTL) {
+		t.Errorf("a negative cap at bootstrap: %v", err)
+	}
+	for _, edited := range []string{`""`, `"0s"`, `"-1h0m0s"`, `"forever"`} {
+		db := open(t, registry.Config{Tau: 0.5, Operator: op.Public(), MaxApprovalTTL: time.Hour})
+		err := db.Commit(ctx, 0, func(tx *store.Txn) error {
+			b, _ := tx.Get([]byte("reg/meta"))
+			return tx.Set([]byte("reg/meta"), []byte(strings.Replace(string(b), `"1h0m0s"`, edited, 1)))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := registry.Load(db.Space(store.Registry)); !errors.Is(err, registry.ErrBadTTL) {
+			t.Errorf("cap edited to %s: %v", edited, err)
+		}
 	}
 }
 
@@ -174,6 +253,11 @@ func TestTamperedRegistryRefused(t *testing.T) {
 			out, _ := json.Marshal(fr)
 			return tx.Set([]byte("reg/freeze"), out)
 		}, "signature does not verify"},
+		{"a row's keys in another case", func(w *enginetest.World, tx *store.Txn) error {
+			// encoding/json would read it as the same principal.
+			b, _ := tx.Get([]byte("reg/p/user:alice"))
+			return tx.Set([]byte("reg/p/user:alice"), []byte(strings.Replace(string(b), `"tier"`, `"TIER"`, 1)))
+		}, `principal row "p/user:alice" is not in the form pedigree writes`},
 		{"freeze record deleted", func(w *enginetest.World, tx *store.Txn) error {
 			return tx.Delete([]byte("reg/freeze"))
 		}, "registry.freeze exists but the store has no freeze record"},

@@ -42,12 +42,7 @@ func (t Tier) Valid() bool { return t >= Internal && t <= External }
 func (t Tier) Trusted() bool { return t == Internal || t == User }
 
 // Max is the least trusted of a and b.
-func Max(a, b Tier) Tier {
-	if a > b {
-		return a
-	}
-	return b
-}
+func Max(a, b Tier) Tier { return max(a, b) }
 
 func (t Tier) MarshalJSON() ([]byte, error) {
 	if !t.Valid() {

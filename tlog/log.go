@@ -108,7 +108,7 @@ func readLogState(t kv.Txn) (*logState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) < 8 || (len(b)-8)%32 != 0 {
+	if len(b)%32 != 8 { // the size (8 bytes), then whole 32-byte hashes
 		return nil, errors.New("log state is malformed")
 	}
 	s := &logState{size: binary.BigEndian.Uint64(b)}

@@ -203,3 +203,73 @@ func TestLogCatchesRewrittenDecisionInput(t *testing.T) {
 	})
 	anyProblem(t, r, "input was rewritten")
 }
+
+// TestProofBoundaries: a checkpoint proves the last leaf it covers and not
+// the first after it (that one needs a newer checkpoint), and a checkpoint is
+// consistent with itself, never with a newer one read backwards.
+func TestProofBoundaries(t *testing.T) {
+	w, ids, decisions := logWorld(t, 21)
+	g := w.E.UnsafeLog()
+	cps, _ := g.Checkpoints()
+	size := cps[0].Size
+	at := map[uint64]string{}
+	for _, id := range append(append([]string{}, ids...), decisions...) {
+		p, err := g.Prove(id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[p.Index] = id
+	}
+	last, first := at[size-1], at[size]
+	if last == "" || first == "" {
+		t.Fatalf("no entry or decision logged at %d or %d", size-1, size)
+	}
+	if p, err := g.Prove(last, size); err != nil || p.Verify() != nil {
+		t.Fatalf("the last leaf of checkpoint %d: %v", size, err)
+	}
+	if _, err := g.Prove(first, size); !errors.Is(err, tlog.ErrNoCheckpoint) {
+		t.Fatalf("the first leaf after checkpoint %d: %v", size, err)
+	}
+	if c, err := g.Consistency(size, size); err != nil || c.Verify() != nil {
+		t.Fatalf("a checkpoint with itself: %v", err)
+	}
+	if _, err := g.Consistency(cps[1].Size, size); !errors.Is(err, tlog.ErrMalformed) {
+		t.Fatalf("backwards: %v", err)
+	}
+}
+
+// TestVerifyAgainstCheckpointsKeptElsewhere: the log extends the checkpoints
+// it signed; a checkpoint of the same size over another tree (a fork, signed
+// by the operator) is named.
+func TestVerifyAgainstCheckpointsKeptElsewhere(t *testing.T) {
+	w, _, _ := logWorld(t, 12)
+	cps, _ := w.E.UnsafeLog().Checkpoints()
+	if r, err := w.E.VerifyCheckpoints(t.Context(), cps); err != nil || !r.OK() {
+		t.Fatalf("its own checkpoints: %+v %v", r, err)
+	}
+	fork, err := tlog.SignCheckpoint(w.Operator, cps[0].Size, strings.Repeat("ab", 32), w.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.E.VerifyCheckpoints(t.Context(), []tlog.Checkpoint{*fork})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyProblem(t, r, "not an extension of the checkpoint kept elsewhere")
+}
+
+// TestLogCatchesTruncatedLog: the last leaf deleted, as by a writer who
+// deletes the last decision from the log, is caught by the log's state.
+func TestLogCatchesTruncatedLog(t *testing.T) {
+	r := tamperLog(t, func(tx *store.Txn, _, _ []string) error {
+		var last []byte
+		if err := tx.Iterate([]byte("l/leaf/"), false, func(k, _ []byte) error {
+			last = append([]byte(nil), k...)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Delete(last)
+	})
+	anyProblem(t, r, "the log says it has")
+}

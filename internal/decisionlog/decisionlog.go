@@ -60,14 +60,18 @@ func New(store kv.Store, model *trajectory.Model) *Log {
 }
 
 // Seal fixes a decision's ID: the sha256 of its record without the ID, which
-// covers the digest of the logged input. It returns the record's bytes.
-func Seal(d *gate.Decision, input []byte) ([]byte, error) {
+// covers the digest of the logged input and the trajectory step the call
+// appends to its session (nil when it appends none: a decision that failed
+// closed). It returns the record's bytes. The step is sealed with the
+// decision so that it is logged: verify re-derives every trajectory from
+// the logged steps, and a fleet node applies the step the record holds.
+func Seal(d *gate.Decision, input []byte, step *trajectory.Call) ([]byte, error) {
 	d.ID, d.InputDigest = "", ""
 	if input != nil {
 		s := sha256.Sum256(input)
 		d.InputDigest = hex.EncodeToString(s[:])
 	}
-	body, err := json.Marshal(d)
+	body, err := json.Marshal(sealed{Decision: d, Step: step})
 	if err != nil {
 		return nil, err
 	}
@@ -76,9 +80,30 @@ func Seal(d *gate.Decision, input []byte) ([]byte, error) {
 	return body, nil
 }
 
+// sealed is a decision's record as stored and hashed into its ID: the
+// decision and the trajectory step it appends. A reader that wants the
+// decision alone decodes the record into a gate.Decision.
+type sealed struct {
+	*gate.Decision
+	Step *trajectory.Call `json:"step,omitempty"`
+}
+
+// StepOf is the trajectory step sealed in a decision's record (nil when
+// none): what a fleet node applies with a record from the stream.
+func StepOf(body []byte) (*trajectory.Call, error) {
+	var s struct {
+		Step *trajectory.Call `json:"step"`
+	}
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, err
+	}
+	return s.Step, nil
+}
+
 // Append stores a sealed decision inside t with its append sequence (its log
-// leaf's index + 1), its input, the use of its approval, and the call's
-// step in its session's trajectory (when given).
+// leaf's index + 1), its input, the use of its approval, and its step (nil
+// when none) in its session's trajectory. The step must be the one sealed in
+// body (given to Seal, or read by StepOf): verify replays the sealed one.
 func (l *Log) Append(t kv.Txn, d *gate.Decision, body, input []byte, seq uint64, step *trajectory.Call) error {
 	if d.Approval != "" {
 		used := []byte(pUsed + d.Approval)
@@ -102,11 +127,10 @@ func (l *Log) Append(t kv.Txn, d *gate.Decision, body, input []byte, seq uint64,
 	if err := t.Set(binary.BigEndian.AppendUint64([]byte(pDecisionSeq), seq), []byte(d.ID)); err != nil {
 		return err
 	}
-	if step != nil && d.Session != "" {
-		_, err := l.appendTrajectory(t, d.Session, *step)
-		return err
+	if step == nil || d.Session == "" {
+		return nil
 	}
-	return nil
+	return l.appendStep(t, Step{Session: d.Session, Call: *step})
 }
 
 func approvalPrefix(session, action string) []byte {
@@ -256,126 +280,55 @@ func (l *Log) Decisions(ctx context.Context, limit int, session string) ([]gate.
 	return out, nil
 }
 
-func trajKey(prefix, session string, seq uint64) []byte {
-	b := append([]byte(prefix), session...)
-	b = append(b, 0)
-	return binary.BigEndian.AppendUint64(b, seq)
-}
-
-// TrajectoryIn returns, inside t, a session's trajectory features, without
-// its calls and alerts (see Trajectory).
-func (l *Log) TrajectoryIn(t kv.Txn, session string) (*trajectory.State, error) {
-	s := &trajectory.State{}
-	b, err := t.Get([]byte(pTrajectory + session))
-	if errors.Is(err, kv.ErrNotFound) {
-		return s, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s, json.Unmarshal(b, s)
-}
-
-// Trajectory returns a session's trajectory with its calls and alerts.
-func (l *Log) Trajectory(ctx context.Context, session string) (*trajectory.State, error) {
-	var s *trajectory.State
-	err := l.store.View(func(t kv.Txn) error {
-		var err error
-		if s, err = l.TrajectoryIn(t, session); err != nil {
-			return err
-		}
-		prefix := append([]byte(pTrajCall+session), 0)
-		if err := t.Iterate(prefix, true, func(_, v []byte) error {
-			var c trajectory.Call
-			s.Calls = append(s.Calls, c)
-			return json.Unmarshal(v, &s.Calls[len(s.Calls)-1])
-		}); err != nil {
-			return err
-		}
-		prefix = append([]byte(pTrajAlert+session), 0)
-		return t.Iterate(prefix, true, func(_, v []byte) error {
-			var a trajectory.Alert
-			s.Alerts = append(s.Alerts, a)
-			return json.Unmarshal(v, &s.Alerts[len(s.Alerts)-1])
-		})
-	})
-	return s, err
-}
-
-// Observe appends, inside t, a call that did not go through a check (a
-// memory recall) to its session's trajectory.
-func (l *Log) Observe(t kv.Txn, session string, c trajectory.Call) ([]trajectory.Alert, error) {
-	return l.appendTrajectory(t, session, c)
-}
-
-func (l *Log) appendTrajectory(t kv.Txn, session string, c trajectory.Call) ([]trajectory.Alert, error) {
-	s, err := l.TrajectoryIn(t, session)
-	if err != nil {
-		return nil, fmt.Errorf("trajectory of %s: %w", session, err)
-	}
-	at := uint64(s.Len)
-	alerts := s.Observe(c, l.model)
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Set([]byte(pTrajectory+session), b); err != nil {
-		return nil, err
-	}
-	if at < trajectory.MaxKeptCalls {
-		cb, _ := json.Marshal(c)
-		if err := t.Set(trajKey(pTrajCall, session, at), cb); err != nil {
-			return nil, err
-		}
-	}
-	for i, a := range alerts {
-		ab, _ := json.Marshal(a)
-		if err := t.Set(trajKey(pTrajAlert, session, at<<8|uint64(i)), ab); err != nil {
-			return nil, err
-		}
-	}
-	return alerts, nil
-}
-
 // VerifyDecision checks inside t that a logged decision is stored at seq and
-// that its record hashes to its ID (which covers the digest of its input).
-func (l *Log) VerifyDecision(t kv.Txn, id string, seq uint64) error {
+// that its record hashes to its ID (which covers the digest of its input and
+// its trajectory step). It returns the step (nil when none), which a
+// verifier replays in log order (VerifyTrajectories).
+func (l *Log) VerifyDecision(t kv.Txn, id string, seq uint64) (*Step, error) {
 	b, err := t.Get([]byte(pDecision + id))
 	if errors.Is(err, kv.ErrNotFound) {
-		return errors.New("the logged decision is missing")
+		return nil, errors.New("the logged decision is missing")
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != id {
-		return errors.New("the decision record was rewritten: it does not hash to its ID")
+		return nil, errors.New("the decision record was rewritten: it does not hash to its ID")
 	}
 	var d gate.Decision
 	if err := json.Unmarshal(b, &d); err != nil {
-		return fmt.Errorf("the decision record does not decode: %v", err)
+		return nil, fmt.Errorf("the decision record does not decode: %v", err)
+	}
+	call, err := StepOf(b)
+	if err != nil {
+		return nil, fmt.Errorf("the decision's trajectory step does not decode: %v", err)
+	}
+	var step *Step
+	if call != nil && d.Session != "" {
+		step = &Step{Session: d.Session, Call: *call}
 	}
 	in, err := t.Get([]byte(pInput + id))
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
 		if d.InputDigest != "" {
-			return errors.New("the decision's logged input was deleted")
+			return nil, errors.New("the decision's logged input was deleted")
 		}
 	case err != nil:
-		return err
+		return nil, err
 	default:
 		if s := sha256.Sum256(in); hex.EncodeToString(s[:]) != d.InputDigest {
-			return errors.New("the decision's logged input was rewritten")
+			return nil, errors.New("the decision's logged input was rewritten")
 		}
 	}
 	if got, err := t.Get(binary.BigEndian.AppendUint64([]byte(pDecisionSeq), seq)); err != nil || string(got) != id {
-		return errors.New("the decision's place in the append order is missing or names another")
+		return nil, errors.New("the decision's place in the append order is missing or names another")
 	}
 	if d.Approval != "" {
 		if used, err := t.Get([]byte(pUsed + d.Approval)); err != nil || string(used) != id {
-			return fmt.Errorf("the use of approval %s by this decision is not recorded", d.Approval)
+			return nil, fmt.Errorf("the use of approval %s by this decision is not recorded", d.Approval)
 		}
 	}
-	return nil
+	return step, nil
 }
 
 // DecisionIDs lists inside t every stored decision with its sequence.

@@ -47,7 +47,9 @@
 //	                                                            anchors it: without one a writer of the directory
 //	                                                            can replace it and re-freeze, and verify says
 //	                                                            that no root is pinned
-//	reg/       p/<principal>               registry             the signed freeze manifest, checked at open
+//	reg/       p/<principal>               registry             the signed freeze manifest, checked at open; a
+//	                                                            public key held by two principals (or the
+//	                                                            operator's by one) is refused at open
 //	reg/       freeze                      registry             signed by the operator key; a copy is kept
 //	                                                            beside the store (registry.freeze)
 //	lin/       e/<id>                      lineage              signed by the entry's principal; the ID is the
@@ -82,11 +84,17 @@
 //	                                                            decision; every read and verify checks it
 //	                                                            against the signed entry it names, and verify
 //	                                                            that every rejection entry has its row
-//	dec/       t/<session>, tc/…, ta/…     decisionlog          NOT yet re-derived by verify: the session's
-//	                                                            trajectory features, calls and alerts. They
-//	                                                            feed only soft alerts under the default policy
-//	                                                            (warnings); an operator policy that acts on
-//	                                                            alerts trusts these rows
+//	dec/       t/<session>, tc/…, ta/…     decisionlog          derived: the session's trajectory features,
+//	                                                            calls and alerts; verify replays every step in
+//	                                                            log order (a decision's step is sealed in its
+//	                                                            record, a recall appends one) and names each
+//	                                                            row that differs, is missing or is extra; model
+//	                                                            alerts with the model the engine loads. A check
+//	                                                            reads only t/, and refuses it at use (fails
+//	                                                            closed) unless its counts add up to its length,
+//	                                                            and that length and its last role are its last
+//	                                                            tc/ row's: a cheap check of the head, not a
+//	                                                            replay; rows rewritten to agree are verify's
 //	rf/        <seq>, next                 engine (refusal.go)  nothing, by design: evidence of refused writes
 //	                                                            for the operator (claimed principal, reason,
 //	                                                            payload digest); bounded; no decision reads it

@@ -25,9 +25,6 @@ import (
 var notEvidence = []struct{ prefix, why string }{
 	{"dec/a/", "the approvals' index is a hint: a check reads the signed approval and the logged decision"},
 	{"dec/ad/", "one decision, one approval: a hint that refuses a second approval, which still needs an approver's key"},
-	{"dec/t/", "trajectory features feed soft alerts only (not yet re-derived by verify)"},
-	{"dec/tc/", "trajectory calls are shown, never decided on"},
-	{"dec/ta/", "trajectory alerts are shown, never decided on"},
 }
 
 // deletable are rows whose deletion alone is not evidence of anything.
