@@ -237,7 +237,7 @@ func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
 	d := e.gate.NewDecision(st, call.ID, now)
 	f, err := e.facts(st, call, srcs, now)
 	if err == nil {
-		_, err = e.gate.Decide(ctx, f, d, now)
+		err = e.gate.Preview(ctx, f, d, now)
 	}
 	if err != nil {
 		gate.FailClosed(d, err.Error())

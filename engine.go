@@ -82,7 +82,7 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 			}
 		}
 	}
-	gopts := []gate.Option{gate.WithCatalog(c.catalog), gate.WithLogger(c.log), gate.WithModel(c.model)}
+	gopts := []gate.Option{gate.WithCatalog(c.catalog), gate.WithModel(c.model)}
 	if c.policy != nil {
 		gopts = append(gopts, gate.WithPolicy(c.policy))
 	}

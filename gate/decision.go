@@ -108,13 +108,26 @@ type Evaluation struct {
 // filling in d. An error means the gate could not decide: the caller makes d
 // a deny (FailClosed) and logs it with whatever input was built.
 func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
+	return g.decide(ctx, f, d, now, true)
+}
+
+// Preview is Decide for a dry run: the same decision, without the input
+// encoded for the log, since nothing is logged.
+func (g *Gate) Preview(ctx context.Context, f *Facts, d *Decision, now time.Time) error {
+	_, err := g.decide(ctx, f, d, now, false)
+	return err
+}
+
+func (g *Gate) decide(ctx context.Context, f *Facts, d *Decision, now time.Time, logged bool) (*Evaluation, error) {
 	in, step, err := g.input(f, d)
 	if err != nil {
 		return &Evaluation{}, err
 	}
 	ev := &Evaluation{}
-	if ev.Input, err = appendJSON(make([]byte, 0, 4096), in); err != nil {
-		return ev, err
+	if logged {
+		if ev.Input, err = appendJSON(make([]byte, 0, 4096), in); err != nil {
+			return ev, err
+		}
 	}
 	v, err := g.eval(ctx, in, now)
 	if err != nil {

@@ -14,6 +14,13 @@
 // then stores the call entry, the decision, the trajectory step and the use
 // of an approval in one durable commit.
 //
+// The default policy decides and names what it decided on: each rule that
+// fires yields a finding ({rule, arg, entry}), and the gate writes the
+// reasons people read from the findings and the input (reason.go), so that
+// the policy does no string work on a check. A finding the gate cannot write
+// (an unknown rule, an entry not in the input) is a malformed decision: a
+// deny. A replacement policy may return reasons as strings instead.
+//
 // A call's justification is its control (what decided that it happens) and
 // each argument's sources are its data: the default policy denies a
 // protected argument from untrusted content, and asks when only the control

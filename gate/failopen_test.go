@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -41,5 +42,18 @@ func TestCapabilitiesLeaveOutTheNetwork(t *testing.T) {
 	_, err := ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", "network"))
 	if err != nil {
 		t.Fatal(err) // it loads; it must fail to compile in New
+	}
+}
+
+// TestTimeoutMustBePositive: a zero or negative evaluation timeout would
+// deny every call as timed out; the gate refuses to start with one.
+func TestTimeoutMustBePositive(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		if g, err := New(t.Context(), WithTimeout(d)); g != nil || err == nil || !strings.Contains(err.Error(), "timeout must be positive") {
+			t.Errorf("timeout %s: %v, want the timeout refused", d, err)
+		}
+	}
+	if _, err := New(t.Context(), WithTimeout(time.Minute)); err != nil {
+		t.Fatalf("a positive timeout: %v", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -57,7 +57,6 @@ type Gate struct {
 	version string
 	timeout time.Duration
 	model   *trajectory.Model
-	log     *slog.Logger
 }
 
 type config struct {
@@ -65,7 +64,6 @@ type config struct {
 	catalog *Catalog
 	timeout time.Duration
 	model   *trajectory.Model
-	log     *slog.Logger
 }
 
 // Option configures a Gate.
@@ -83,9 +81,6 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // WithModel adds a trained trajectory model to the invariant rules.
 func WithModel(m *trajectory.Model) Option { return func(c *config) { c.model = m } }
 
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
-
 // DefaultTimeout bounds a policy evaluation unless WithTimeout says otherwise.
 const DefaultTimeout = 500 * time.Millisecond
 
@@ -96,9 +91,6 @@ func New(ctx context.Context, opts ...Option) (*Gate, error) {
 	c := config{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(&c)
-	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.catalog == nil {
 		c.catalog = &Catalog{Tools: map[string]Tool{}}
@@ -117,7 +109,7 @@ func New(ctx context.Context, opts ...Option) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, log: c.log, version: c.policy.version(c.catalog)}
+	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, version: c.policy.version(c.catalog)}
 	if err := g.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -139,6 +131,7 @@ func prepare(ctx context.Context, p *Policy) (rego.PreparedEvalQuery, error) {
 		// expression undefined, and `allow if not tainted` allows.
 		rego.StrictBuiltinErrors(true),
 		rego.SetRegoVersion(ast.RegoV1),
+		rego.GenerateJSON(asValue),
 	}
 	for _, m := range p.Modules {
 		ropts = append(ropts, rego.ParsedModule(m))
@@ -180,12 +173,13 @@ func (g *Gate) PolicyVersion() string { return g.version }
 // Catalog is the tool catalog in use.
 func (g *Gate) Catalog() *Catalog { return g.catalog }
 
-// verdict is the policy's decision object, checked for shape.
+// verdict is the policy's decision object, checked for shape, with its
+// findings written as reasons.
 type verdict struct {
-	Decision Outcome  `json:"decision"`
-	Reasons  []string `json:"reasons"`
-	Warnings []string `json:"warnings"`
-	Approval string   `json:"approval"`
+	Decision Outcome
+	Reasons  []string
+	Warnings []string
+	Approval string
 }
 
 // eval runs the prepared query. Every way it can fail is an error, and the
@@ -206,7 +200,8 @@ func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, 
 	if len(rs) > 1 {
 		return nil, errors.New("the policy yields more than one decision")
 	}
-	out, err := parseVerdict(rs[0].Expressions[0].Value)
+	val, _ := rs[0].Expressions[0].Value.(ast.Value)
+	out, err := parseVerdict(val, v)
 	if err != nil {
 		return nil, err
 	}
@@ -215,71 +210,116 @@ func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, 
 	default:
 		return nil, fmt.Errorf("the policy's decision is %q, not allow, deny or ask", out.Decision)
 	}
-	if out.Reasons == nil {
-		return nil, errors.New("the policy's decision has no reasons array")
-	}
 	return out, nil
 }
 
-// parseVerdict reads the decision object as OPA returns it (maps, slices,
-// strings), without a round trip through JSON on every check. Any other
-// field, or a field of another type, is an error.
-func parseVerdict(v any) (*verdict, error) {
-	m, ok := v.(map[string]any)
+// asValue keeps the query's result as OPA's value: the verdict is read
+// from it directly, without converting it to Go maps first.
+func asValue(t *ast.Term, _ *rego.EvalContext) (any, error) { return t.Value, nil }
+
+// parseVerdict reads the decision object the policy yields on input in.
+// Its reasons are the policy's own strings ("reasons", in order), then its
+// findings written as reasons (see writeReasons); it must have one of the
+// two. Any other field, or a field of another type, is an error.
+func parseVerdict(v, in ast.Value) (*verdict, error) {
+	m, ok := v.(ast.Object)
 	if !ok {
 		return nil, errors.New("the policy's decision is not an object")
 	}
 	out := &verdict{}
-	for k, val := range m {
+	var findings []*ast.Term
+	hasReasons, hasFindings := false, false
+	err := m.Iter(func(kt, val *ast.Term) error {
+		k, ok := kt.Value.(ast.String)
+		if !ok {
+			return fmt.Errorf("the policy's decision has a key %v that is not a string", kt)
+		}
 		var err error
 		switch k {
 		case "decision":
 			var o string
-			o, err = verdictString(k, val)
+			o, err = verdictString(string(k), val.Value)
 			out.Decision = Outcome(o)
 		case "approval":
-			out.Approval, err = verdictString(k, val)
+			out.Approval, err = verdictString(string(k), val.Value)
 		case "reasons":
-			out.Reasons, err = verdictStrings(k, val)
+			out.Reasons, err = verdictStrings(string(k), val.Value)
+			hasReasons = out.Reasons != nil
+		case "findings":
+			findings, err = verdictFindings(val.Value)
+			hasFindings = findings != nil
 		case "warnings":
-			out.Warnings, err = verdictStrings(k, val)
+			out.Warnings, err = verdictStrings(string(k), val.Value)
 		default:
-			return nil, fmt.Errorf("the policy's decision has an unknown field %q", k)
+			return fmt.Errorf("the policy's decision has an unknown field %q", string(k))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("the policy's decision is malformed: %w", err)
+			return fmt.Errorf("the policy's decision is malformed: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !hasReasons && !hasFindings {
+		return nil, errors.New("the policy's decision has no reasons or findings array")
+	}
+	if hasFindings {
+		r, err := writeReasons(in, findings)
+		if err != nil {
+			return nil, fmt.Errorf("the policy's findings: %w", err)
+		}
+		out.Reasons = append(slices.Clip(out.Reasons), r...)
+		if out.Reasons == nil {
+			out.Reasons = []string{}
 		}
 	}
 	return out, nil
 }
 
-func verdictString(field string, v any) (string, error) {
-	if v == nil {
+func verdictString(field string, v ast.Value) (string, error) {
+	switch s := v.(type) {
+	case ast.Null:
 		return "", nil
+	case ast.String:
+		return string(s), nil
 	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("%s is a %T, not a string", field, v)
-	}
-	return s, nil
+	return "", fmt.Errorf("%s is a %s, not a string", field, ast.ValueName(v))
 }
 
 // verdictStrings reads an array of strings; null is nil, as in JSON.
-func verdictStrings(field string, v any) ([]string, error) {
-	if v == nil {
+func verdictStrings(field string, v ast.Value) ([]string, error) {
+	if _, ok := v.(ast.Null); ok {
 		return nil, nil
 	}
-	list, ok := v.([]any)
+	list, ok := v.(*ast.Array)
 	if !ok {
-		return nil, fmt.Errorf("%s is a %T, not an array", field, v)
+		return nil, fmt.Errorf("%s is a %s, not an array", field, ast.ValueName(v))
 	}
-	out := make([]string, len(list))
-	for i, e := range list {
-		s, ok := e.(string)
+	out := make([]string, list.Len())
+	for i := range list.Len() {
+		s, ok := list.Elem(i).Value.(ast.String)
 		if !ok {
-			return nil, fmt.Errorf("%s[%d] is a %T, not a string", field, i, e)
+			return nil, fmt.Errorf("%s[%d] is a %s, not a string", field, i, ast.ValueName(list.Elem(i).Value))
 		}
-		out[i] = s
+		out[i] = string(s)
 	}
 	return out, nil
+}
+
+// verdictFindings reads a set or an array of findings; null is nil.
+func verdictFindings(v ast.Value) ([]*ast.Term, error) {
+	switch x := v.(type) {
+	case ast.Null:
+		return nil, nil
+	case ast.Set:
+		return append(make([]*ast.Term, 0, x.Len()), x.Slice()...), nil
+	case *ast.Array:
+		out := make([]*ast.Term, x.Len())
+		for i := range out {
+			out[i] = x.Elem(i)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("findings is a %s, not a set or an array", ast.ValueName(v))
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -32,10 +34,54 @@ import (
 
 func str(s string) *ast.Term { return ast.StringTerm(s) }
 
+// word is the term of a value the input repeats (see valueTerms).
+func word(s string) *ast.Term {
+	if t, ok := valueTerms[s]; ok {
+		return t
+	}
+	return str(s)
+}
+
+// keyTerms are the input's and the verdict's field names, made once: every
+// check's input has dozens of them. valueTerms are the values the input
+// repeats (tiers, kinds, roles, slots), likewise.
+var keyTerms, valueTerms = map[string]*ast.Term{}, map[string]*ast.Term{}
+
+func init() {
+	for _, v := range []string{
+		registry.Internal.String(), registry.User.String(), registry.Unverified.String(), registry.External.String(),
+		string(lineage.KindPrompt), string(lineage.KindToolOutput), string(lineage.KindMemory), string(lineage.KindSummary),
+		string(lineage.KindRetrieval), string(lineage.KindCall), string(lineage.KindApproval), string(lineage.KindRejection), string(lineage.KindPlan),
+		string(trajectory.Recall), string(trajectory.List), string(trajectory.Save), string(trajectory.Draft), string(trajectory.Send),
+		string(trajectory.RAG), string(trajectory.Other), "", "literal", "data", "unknown", string(Allow), string(Deny), string(Ask),
+	} {
+		valueTerms[v] = ast.StringTerm(v)
+	}
+	for _, k := range []string{
+		"action", "tool", "args", "args_digest", "principal", "principal_tier", "session", "call_id",
+		"known", "sensitive", "irreversible", "external_sink", "role", "ask_on_untrusted", "on_steered", "trusted",
+		"justification", "arguments", "explicit", "sources", "slot", "trajectory", "features", "alerts", "rule", "message", "at",
+		"approvals", "approver", "approver_tier", "expires", "plan", "cited", "step", "authority", "why",
+		"id", "kind", "tier", "effective_tier", "reach_tier", "untrusted", "hops", "strong",
+		"decision", "reasons", "findings", "warnings", "approval", "arg", "entry", "outcome", "by", "reason",
+	} {
+		keyTerms[k] = ast.StringTerm(k)
+	}
+}
+
+// key is the term of field name k.
+func keyOf(k string) *ast.Term {
+	if t, ok := keyTerms[k]; ok {
+		return t
+	}
+	return str(k)
+}
+
+// obj is the object of the field names and terms kv alternates.
 func obj(kv ...any) *ast.Term {
-	items := make([][2]*ast.Term, 0, len(kv)/2)
-	for i := 0; i < len(kv); i += 2 {
-		items = append(items, [2]*ast.Term{str(kv[i].(string)), kv[i+1].(*ast.Term)})
+	items := make([][2]*ast.Term, len(kv)/2)
+	for i := range items {
+		items[i] = [2]*ast.Term{keyOf(kv[2*i].(string)), kv[2*i+1].(*ast.Term)}
 	}
 	return ast.ObjectTerm(items...)
 }
@@ -138,7 +184,7 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 				}
 			}
 		}
-		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.BooleanTerm(explicit), "sources", srcs, "slot", str(slot))})
+		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.InternedTerm(explicit), "sources", srcs, "slot", word(slot))})
 	}
 
 	// The trajectory as it will be once this call is appended.
@@ -159,7 +205,7 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 	}
 	in := obj(
 		"action", obj("tool", str(st.Tool), "args", ast.NewTerm(argsVal), "args_digest", str(d.ArgsDigest),
-			"principal", str(st.Principal), "principal_tier", str(call.Tier.String()), "session", str(st.Session), "call_id", str(call.ID)),
+			"principal", str(st.Principal), "principal_tier", word(call.Tier.String()), "session", str(st.Session), "call_id", str(call.ID)),
 		"tool", toolTerm(tool, known),
 		"justification", justTerm,
 		"arguments", ast.ObjectTerm(arguments...),
@@ -172,10 +218,10 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 
 func planTerm(u *PlanUse) *ast.Term {
 	if u == nil {
-		return obj("cited", ast.BooleanTerm(false))
+		return obj("cited", ast.InternedTerm(false))
 	}
-	return obj("cited", ast.BooleanTerm(true), "id", str(u.ID), "step", ast.IntNumberTerm(u.Step),
-		"authority", ast.BooleanTerm(u.Authority), "why", str(u.Why))
+	return obj("cited", ast.InternedTerm(true), "id", str(u.ID), "step", ast.IntNumberTerm(u.Step),
+		"authority", ast.InternedTerm(u.Authority), "why", str(u.Why))
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {
@@ -183,36 +229,56 @@ func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {
 	// input: it would be most of the input's size and of its logging.
 	untrusted := make([]*ast.Term, 0, len(srcs))
 	for _, s := range srcs {
-		untrusted = append(untrusted, obj("id", str(s.ID), "principal", str(s.Principal), "tier", str(s.Tier.String()),
-			"hops", ast.IntNumberTerm(len(s.Path)-1), "strong", ast.BooleanTerm(s.Strong)))
+		untrusted = append(untrusted, obj("id", str(s.ID), "principal", str(s.Principal), "tier", word(s.Tier.String()),
+			"hops", ast.InternedTerm(len(s.Path)-1), "strong", ast.InternedTerm(s.Strong)))
 	}
-	return obj("id", str(n.ID), "principal", str(n.Principal), "kind", str(string(n.Kind)), "tier", str(n.Tier.String()),
-		"effective_tier", str(n.Effective.String()), "reach_tier", str(n.Reach.String()), "untrusted", ast.ArrayTerm(untrusted...))
+	return obj("id", str(n.ID), "principal", str(n.Principal), "kind", word(string(n.Kind)), "tier", word(n.Tier.String()),
+		"effective_tier", word(n.Effective.String()), "reach_tier", word(n.Reach.String()), "untrusted", ast.ArrayTerm(untrusted...))
 }
 
 func toolTerm(t Tool, known bool) *ast.Term {
 	args := make([][2]*ast.Term, 0, len(t.Args))
 	for name, r := range t.Args {
-		args = append(args, [2]*ast.Term{str(name), obj("trusted", ast.BooleanTerm(r.Trusted))})
+		args = append(args, [2]*ast.Term{str(name), obj("trusted", ast.InternedTerm(r.Trusted))})
 	}
 	// A catalog entry that does not say is "unknown", never false: only an
 	// explicit `sensitive: false` lets the policy skip the checks.
-	sens := str("unknown")
+	sens := word("unknown")
 	if t.Sensitive != nil {
-		sens = ast.BooleanTerm(*t.Sensitive)
+		sens = ast.InternedTerm(*t.Sensitive)
 	}
-	return obj("known", ast.BooleanTerm(known), "sensitive", sens, "irreversible", ast.BooleanTerm(t.Irreversible),
-		"external_sink", ast.BooleanTerm(t.ExternalSink), "role", str(string(t.Role)), "ask_on_untrusted", ast.BooleanTerm(t.AskOnUntrusted),
-		"on_steered", str(string(t.OnSteered)), "args", ast.ObjectTerm(args...))
+	return obj("known", ast.InternedTerm(known), "sensitive", sens, "irreversible", ast.InternedTerm(t.Irreversible),
+		"external_sink", ast.InternedTerm(t.ExternalSink), "role", word(string(t.Role)), "ask_on_untrusted", ast.InternedTerm(t.AskOnUntrusted),
+		"on_steered", word(string(t.OnSteered)), "args", ast.ObjectTerm(args...))
 }
 
 func featuresTerm(s *trajectory.State) *ast.Term {
 	f := s.Features()
 	items := make([][2]*ast.Term, len(f))
 	for i, v := range f {
-		items[i] = [2]*ast.Term{str(trajectory.FeatureNames[i]), ast.FloatNumberTerm(v)}
+		items[i] = [2]*ast.Term{featureKeys[i], number(v)}
 	}
 	return ast.ObjectTerm(items...)
+}
+
+// featureKeys are the trajectory features' names as terms.
+var featureKeys = func() []*ast.Term {
+	out := make([]*ast.Term, len(trajectory.FeatureNames))
+	for i, n := range trajectory.FeatureNames {
+		out[i] = ast.StringTerm(n)
+	}
+	return out
+}()
+
+// number is v as a term, with FloatNumberTerm's text. Most features are
+// small counts: an integer below a million in magnitude has the same text
+// as an integer term (from a million on, FloatNumberTerm writes 1e+06), and
+// OPA holds the small ones interned.
+func number(v float64) *ast.Term {
+	if i := int(v); float64(i) == v && math.Abs(v) < 1e6 {
+		return ast.InternedTerm(i)
+	}
+	return ast.FloatNumberTerm(v)
 }
 
 func alertsTerm(alerts []trajectory.Alert) *ast.Term {

@@ -1,8 +1,8 @@
 package gate
 
 import (
-	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -22,12 +22,15 @@ func appendJSON(b []byte, v ast.Value) ([]byte, error) {
 		}
 		return append(b, "false"...), nil
 	case ast.Number:
-		// Few per input: json.Number's own check keeps the grammar exact.
-		n, err := json.Marshal(json.Number(x))
-		if err != nil {
-			return nil, err
+		// json.Number writes a valid number as it is, an empty one as 0,
+		// and refuses the rest.
+		if x == "" {
+			return append(b, '0'), nil
 		}
-		return append(b, n...), nil
+		if !validNumber(string(x)) {
+			return nil, fmt.Errorf("json: invalid number literal %q", string(x))
+		}
+		return append(b, x...), nil
 	case ast.String:
 		return appendJSONString(b, string(x)), nil
 	case *ast.Array:
@@ -68,6 +71,40 @@ func appendJSON(b []byte, v ast.Value) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("%T cannot be written as JSON", v)
 }
+
+// validNumber is encoding/json's number grammar (its isValidNumber),
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, on a non-empty s.
+func validNumber(s string) bool {
+	digits := func() { s = strings.TrimLeft(s, "0123456789") }
+	s = strings.TrimPrefix(s, "-")
+	switch {
+	case s == "":
+		return false
+	case s[0] == '0':
+		s = s[1:]
+	case isDigit(s[0]):
+		digits()
+	default:
+		return false
+	}
+	if len(s) >= 2 && s[0] == '.' && isDigit(s[1]) {
+		s = s[1:]
+		digits()
+	}
+	if len(s) >= 2 && (s[0] == 'e' || s[0] == 'E') {
+		s = s[1:]
+		if s[0] == '+' || s[0] == '-' {
+			s = s[1:]
+		}
+		if s == "" || !isDigit(s[0]) {
+			return false
+		}
+		digits()
+	}
+	return s == ""
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 const hexDigits = "0123456789abcdef"
 

@@ -33,7 +33,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	// Invalid UTF-8 in a string, which JSON text cannot carry in.
-	v := ast.NewObject([2]*ast.Term{ast.StringTerm("k"), ast.StringTerm("a\xffb\xc3")})
+	v := ast.NewObject([2]*ast.Term{ast.StringTerm("k"), ast.StringTerm("a\xffb\x80c\xc3")})
 	want, _ := reference(v)
 	if got, err := appendJSON(nil, v); err != nil || string(got) != string(want) {
 		t.Fatalf("invalid UTF-8: got %s, want %s", got, want)
@@ -69,4 +69,46 @@ func FuzzInputJSON(f *testing.F) {
 			t.Fatalf("got %s, %v; want %s", got, err, want)
 		}
 	})
+}
+
+// TestNumbersAsJSONWritesThem: a number is written as it is exactly when
+// encoding/json would write it; anything else (a number OPA holds that is
+// not JSON's) is an error, never a guess.
+func TestNumbersAsJSONWritesThem(t *testing.T) {
+	for _, s := range numberCases {
+		checkNumber(t, s)
+	}
+}
+
+var numberCases = []string{
+	"0", "-0", "1", "-1", "12", "0.5", "-0.5", "1.25e3", "1E3", "1e+3", "1e-3", "120", "3.0",
+	"9", "1.9", "19.09", "1e9", "0.09", "1.0e-9", "-9e+9",
+	"", "-", "01", "1.", ".5", "/", ":", "1./", "1.:", "1e/", "1e:", "1e+:", "-:", "1:", "0:", "1e", "1e+", "+1", "1.e3", "0x10", "1_0", "--1", "1e3.5", "NaN", "Inf", " 1", "1 ", "00", "-01", "1.5e", "1ee3",
+}
+
+func checkNumber(t *testing.T, s string) {
+	t.Helper()
+	want, werr := json.Marshal(json.Number(s))
+	got, gerr := appendJSON(nil, ast.Number(s))
+	if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+		t.Fatalf("number %q: got %s, %v; encoding/json %s, %v", s, got, gerr, want, werr)
+	}
+}
+
+func FuzzNumberJSON(f *testing.F) {
+	for _, s := range numberCases {
+		f.Add(s)
+	}
+	f.Fuzz(checkNumber)
+}
+
+// TestFeatureNumbersKeepTheirText: the input's numbers (the trajectory
+// features) read as FloatNumberTerm writes them, so a logged input and its
+// digest are the same however the gate builds the term.
+func TestFeatureNumbersKeepTheirText(t *testing.T) {
+	for _, v := range []float64{0, 1, 2, 511, 512, 999999, 1e6, 1e6 + 1, -1, -999999, -1e6, 0.5, -0.5, 2.25, 1e21, 1e-7} {
+		if got, want := number(v).String(), ast.FloatNumberTerm(v).String(); got != want {
+			t.Errorf("%v: %s, want %s", v, got, want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,5 +84,55 @@ func TestPlanCitationsTheGateRefuses(t *testing.T) {
 	// A plan without explicit parents is refused.
 	if _, err := w.E.Record(ctx, w.Keys["agent:planner"], pedigree.Entry{Principal: "agent:planner", Kind: lineage.KindPlan, Session: "s1", Steps: steps}); err == nil {
 		t.Fatal("a plan without explicit parents was recorded")
+	}
+}
+
+// TestPlanControlAndDataSources: under a plan with authority, an entry the
+// call names that fills no data slot stays in the control justification
+// (a tainted one is not laundered by citing the plan), and a data slot's
+// untrusted roots are in the decision's untrusted ancestors, with their
+// path from the call.
+func TestPlanControlAndDataSources(t *testing.T) {
+	w := world(t)
+	ctx := t.Context()
+	prompt, email, memory := laundered(w)
+	steps, err := lineage.PlanSteps([]byte(`[{"tool":"send_money","args":{"recipient":"bob","amount":5}},{"tool":"send_money","args":{"recipient":"bob","amount":{"$data":true}}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := w.E.Record(ctx, w.Keys["agent:planner"], pedigree.Entry{Principal: "agent:planner", Kind: lineage.KindPlan, Session: "s1",
+		Parents: enginetest.Strong(prompt.ID), Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step int, args string, argSources map[string][]string) *gate.Decision {
+		t.Helper()
+		st := &lineage.Statement{Version: 1, Principal: "agent:planner", Kind: lineage.KindCall, Session: "s1", Tool: "send_money",
+			Args: []byte(args), ContentDigest: lineage.DigestContent(nil), Time: lineage.FormatTime(w.Clock.Now()),
+			Plan: &lineage.PlanRef{ID: plan.ID, Step: step}, Parents: []lineage.Parent{{ID: plan.ID, Weight: 1}, {ID: memory.ID, Weight: 1}}}
+		env, _, err := lineage.Sign(w.Keys["agent:planner"], st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := w.E.CheckEnvelope(ctx, env, argSources)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// Every argument a literal of the plan, but the call also names the
+	// tainted memory: the control is tainted, so the call is not allowed.
+	d := check(0, `{"amount":5,"recipient":"bob"}`, nil)
+	if d.Decision == gate.Allow || d.Plan == nil || !d.Plan.Authority || !slices.Contains(d.Justification, memory.ID) {
+		t.Fatalf("a tainted entry beside the plan: %s %v, justification %v", d.Decision, d.Reasons, d.Justification)
+	}
+	// The amount fills the data slot from the memory: denied, and the
+	// email is named as the untrusted root, reached through the memory.
+	d = check(1, `{"amount":5,"recipient":"bob"}`, map[string][]string{"amount": {memory.ID}})
+	if d.Decision != gate.Deny || slices.Contains(d.Justification, memory.ID) {
+		t.Fatalf("a data slot from the memory: %s %v, justification %v", d.Decision, d.Reasons, d.Justification)
+	}
+	if len(d.Untrusted) != 1 || d.Untrusted[0].ID != email.ID || !slices.Equal(d.Untrusted[0].Path, []string{d.CallID, memory.ID, email.ID}) {
+		t.Fatalf("untrusted %+v, want the email through the memory", d.Untrusted)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -90,12 +91,10 @@ func PolicyFromDir(dir string) (*Policy, error) {
 		def.Modules["operator/"+name] = m
 		def.raw["operator/"+name] = op.raw[name]
 	}
-	for k, v := range op.Documents {
-		if def.Documents == nil {
-			def.Documents = map[string]any{}
-		}
-		def.Documents[k] = v
-	}
+	docs := map[string]any{}
+	maps.Copy(docs, def.Documents)
+	maps.Copy(docs, op.Documents)
+	def.Documents = docs
 	return def, nil
 }
 

@@ -105,11 +105,11 @@ func splitRecipients(s string) []string {
 
 // internal reports whether an address is in one of the operator's domains.
 // A domain entry matches exactly; `*.example.com` matches every subdomain of
-// example.com and not example.com itself. An address without a domain is
-// not internal.
+// example.com and not example.com itself. An address without a domain, or
+// without a name before its @, is not internal.
 func (c *Catalog) internal(addr string) bool {
 	at := strings.LastIndexByte(addr, '@')
-	if at < 0 {
+	if at <= 0 {
 		return false
 	}
 	domain := normDomain(addr[at+1:])

@@ -76,6 +76,9 @@ func TestInternalDomains(t *testing.T) {
 		{"x@mixed.case.org", true},
 		{"no-domain", false},
 		{"bob@", false},
+		// No name before the @: not an address of the domain.
+		{"@example.com", false},
+		{"a@example.com", true},
 	}
 	for _, tc := range cases {
 		if got := c.internal(tc.addr); got != tc.want {

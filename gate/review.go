@@ -79,9 +79,15 @@ func ReviewConflict(prev *Review) error {
 	return fmt.Errorf("%w: %s already approved decision %s (approval %s)", ErrApproval, prev.By, short(prev.DecisionID), short(prev.Entry))
 }
 
+// short is an ID's first 12 characters, as reasons and messages print it
+// (12 code points, as Rego's substring counts them).
 func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
+	n := 0
+	for i := range id {
+		if n == 12 {
+			return id[:i]
+		}
+		n++
 	}
 	return id
 }

@@ -15,13 +15,13 @@ import (
 // plausible mistake. The Rego tests must kill every one (some test fails):
 // a mutant that survives is a rule no test holds in place.
 var regoMutants = []struct{ name, old, new string }{
-	{"no per-argument deny", "\tuntrusted_tier[s.effective_tier]\n\tmsg := sprintf(\"untrusted-argument:", "\tfalse\n\tmsg := sprintf(\"untrusted-argument:"},
+	{"no per-argument deny", "\tuntrusted_tier[s.effective_tier]\n}\n\n# Without provenance", "\tfalse\n}\n\n# Without provenance"},
 	{"unverified is trusted", `"unverified": true, `, ""},
 	{"external is trusted", `, "external": true}`, "}"},
-	{"unsourced argument excused", "\tprotected(name)\n\tnot arg.explicit\n", "\tprotected(name)\n\tnot arg.explicit\n\tfalse\n"},
+	{"unsourced argument excused", "\tnot arg.explicit\n\tname in protected_args\n", "\tnot arg.explicit\n\tname in protected_args\n\tfalse\n"},
 	{"empty sources excuse", "\tcount(arg.sources) == 0\n", "\tcount(arg.sources) < 0\n"},
 	{"no protected argument passes", "\tcount(protected_args) == 0\n", "\tcount(protected_args) < 0\n"},
-	{"tainted context alone asks", "\tcount(deny_reasons) > 0\n} else := {\"decision\": \"ask\"", "\tcount(deny_reasons) > 99\n} else := {\"decision\": \"ask\""},
+	{"tainted context alone asks", "\tcount(deny_findings) > 0\n} else := {\"decision\": \"ask\"", "\tcount(deny_findings) > 99\n} else := {\"decision\": \"ask\""},
 	{"steered allows", `} else := "ask"`, `} else := "allow"`},
 	{"steered ignores the catalog", `input.tool.on_steered in {"ask", "deny", "allow"}`, `false`},
 	{"ask_on_untrusted ignored", `untrusted_outcome := "ask" if input.tool.ask_on_untrusted == true`, `untrusted_outcome := "ask" if false`},
@@ -35,12 +35,12 @@ var regoMutants = []struct{ name, old, new string }{
 	{"no default", "default decision := {\n\t\"decision\": \"deny\",\n\t\"reasons\": [\"policy: no rule produced a decision\"],\n\t\"warnings\": [],\n}\n", ""},
 	{"default allows", "default decision := {\n\t\"decision\": \"deny\",", "default decision := {\n\t\"decision\": \"allow\","},
 	{"unconditional allow", "\tis_array(input.justification)\n\tis_object(input.arguments)\n", "\ttrue\n"},
-	{"trusted ends in allow even when tainted", "\ttainted\n} else := {\"decision\": \"ask\", \"reasons\": array.concat(sort(ask_reasons)", "\tfalse\n} else := {\"decision\": \"ask\", \"reasons\": array.concat(sort(ask_reasons)"},
+	{"trusted ends in allow even when tainted", "\ttainted\n} else := {\"decision\": \"ask\", \"findings\": ask_findings", "\tfalse\n} else := {\"decision\": \"ask\", \"findings\": ask_findings"},
 	{"data slot needs no sources", "\targ.slot == \"data\"\n", "\targ.slot == \"none\"\n"},
 	{"empty data sources pass", "unsourced(arg) if count(arg.sources) == 0\n", ""},
 	{"untrusted proposer allowed", "\tuntrusted_tier[input.action.principal_tier]\n} else", "\tfalse\n} else"},
 	{"warnings dropped", "decision := object.union(verdict, {\"warnings\": warnings})", "decision := object.union(verdict, {\"warnings\": []})"},
-	{"reasons lose the tainted justification", "\tmsg := sprintf(\"tainted-justification: justification %s %s\", [short(e.id), describe(e)])\n", "\tmsg := \"tainted\"\n"},
+	{"reasons lose the tainted justification", `{"rule": "tainted-justification", "entry": e.id}`, `{"rule": "tainted-justification"}`},
 }
 
 func TestRegoMutantsAreKilled(t *testing.T) {

@@ -1,12 +1,20 @@
 # The default gate policy. It reads the input the gate builds from lineage
 # (see gate/input.go) and yields one decision object:
-#   {"decision": "allow"|"deny"|"ask", "reasons": [...], "warnings": [...],
-#    "approval": "<approval id>" (only when an approval is used)}
+#   {"decision": "allow"|"deny"|"ask", "findings": {finding, ...},
+#    "warnings": [...], "approval": "<approval id>" (only when one is used)}
 # Anything else, an error or an undefined result, is a deny in the gate.
+#
+# A finding names the rule that fired and what it fired on, nothing more:
+#   {"rule": R} and, where they apply, "arg" (an argument's name), "entry"
+#   (an entry's ID), "approval" (an approval's ID), "outcome" and "sources"
+#   (the steered rule's), "by" (the finding an approval overrides) and
+#   "reason" (an extension's own text).
+# The gate writes each finding's reason for people from the rule and the
+# input (gate/reason.go), so the policy does no string work on a check.
 #
 # A call has a control justification (input.justification: what decided
 # that the call happens) and, per argument, data provenance
-# (input.arguments). The rules, each named at the start of its reasons:
+# (input.arguments). The rules:
 #
 #   untrusted-proposer   the call's proposer is an unverified or    deny
 #                        external principal (whatever the tool)
@@ -30,10 +38,10 @@
 # A plan (input.plan) the call matches, made from trusted entries, is the
 # control justification (the gate builds input.justification so); its
 # literals have the plan as their source (slot "literal") and each data
-# slot is judged by its own sources (slot "data"). plan reasons say whether
-# the plan was used, and why not.
+# slot is judged by its own sources (slot "data"). The plan-used and
+# plan-unused findings say whether the plan was used, and why not.
 #
-# tainted-justification reasons list the untrusted control entries beside
+# tainted-justification findings name the untrusted control entries beside
 # the rule that fired. ask_on_untrusted turns the denies into asks; an
 # unused approval of the exact call turns a deny or an ask into an allow.
 package pedigree.gate
@@ -60,118 +68,97 @@ protected(name) if not input.tool.args[name]
 
 protected(name) if input.tool.args[name].trusted == true
 
+# Computed once; the rules below look names up in it.
 protected_args contains name if {
 	some name, _ in input.arguments
 	protected(name)
 }
 
-short(id) := substring(id, 0, 12)
-
-describe(e) := sprintf("descends from %s principal %s", [e.untrusted[0].tier, e.untrusted[0].principal]) if {
-	count(e.untrusted) > 0
-} else := sprintf("has effective tier %s", [e.effective_tier])
-
 # The control justification is tainted when one of its entries is.
-tainted_control contains e if {
+control_findings contains {"rule": "tainted-justification", "entry": e.id} if {
 	some e in input.justification
 	untrusted_tier[e.effective_tier]
 }
 
-tainted if count(tainted_control) > 0
-
-control_reasons contains msg if {
-	some e in tainted_control
-	msg := sprintf("tainted-justification: justification %s %s", [short(e.id), describe(e)])
-}
+tainted if count(control_findings) > 0
 
 # A plan the call cites but that does not stand as its control justification
 # (another tool, a changed literal, a tainted plan): the call is judged by
-# the ordinary rules, and the reasons say why the plan was not used.
-plan_reasons contains msg if {
+# the ordinary rules, and the findings say why the plan was not used.
+plan_findings contains {"rule": "plan-unused"} if {
 	input.plan.cited
 	not input.plan.authority
-	msg := sprintf("plan %s step %d gives no authority: %s", [short(input.plan.id), input.plan.step, input.plan.why])
 }
 
-plan_reasons contains msg if {
-	input.plan.authority
-	msg := sprintf("plan %s step %d is the control justification: the call matches it", [short(input.plan.id), input.plan.step])
-}
+plan_findings contains {"rule": "plan-used"} if input.plan.authority
 
-deny_reasons contains msg if {
+deny_findings contains {"rule": "untrusted-argument", "arg": name, "entry": s.id} if {
 	some name, arg in input.arguments
 	arg.explicit
-	protected(name)
+	name in protected_args
 	some s in arg.sources
 	untrusted_tier[s.effective_tier]
-	msg := sprintf("untrusted-argument: argument %s comes from %s (%s), which %s", [name, short(s.id), s.principal, describe(s)])
 }
 
 # Without provenance of its own, an argument comes from the whole
 # justification, which is tainted.
-deny_reasons contains msg if {
+deny_findings contains {"rule": "unsourced-argument", "arg": name} if {
 	tainted
 	some name, arg in input.arguments
-	protected(name)
 	not arg.explicit
-	msg := sprintf("unsourced-argument: protected argument %s has no provenance of its own: it comes from the tainted justification", [name])
+	name in protected_args
 }
 
 # An explicit empty source list: the agent composed the value itself, in a
 # tainted context. It excuses nothing.
-deny_reasons contains msg if {
+deny_findings contains {"rule": "empty-sources", "arg": name} if {
 	tainted
 	some name, arg in input.arguments
-	protected(name)
 	arg.explicit
 	count(arg.sources) == 0
-	msg := sprintf("empty-sources: protected argument %s has an empty source list: the agent composed it in a tainted context", [name])
+	name in protected_args
 }
 
 # Under a plan, a protected argument that fills a data slot is judged by its
 # own sources alone: it must name them.
-deny_reasons contains msg if {
+deny_findings contains {"rule": "unsourced-data", "arg": name} if {
 	some name, arg in input.arguments
 	arg.slot == "data"
-	protected(name)
+	name in protected_args
 	unsourced(arg)
-	msg := sprintf("unsourced-data: protected argument %s fills a data slot of the plan but names no source", [name])
 }
 
 unsourced(arg) if not arg.explicit
 
 unsourced(arg) if count(arg.sources) == 0
 
-deny_reasons contains msg if {
+deny_findings contains {"rule": "no-protected-argument"} if {
 	tainted
 	count(protected_args) == 0
-	msg := "no-protected-argument: the call has no protected argument: nothing vouches for it but the tainted justification"
 }
 
 # Operators extend the policy by adding rules to package pedigree.ext.
-deny_reasons contains msg if some msg in data.pedigree.ext.deny
+deny_findings contains {"rule": "extension", "reason": msg} if some msg in data.pedigree.ext.deny
 
 weak(e) if {
 	not untrusted_tier[e.effective_tier]
 	untrusted_tier[e.reach_tier]
 }
 
-ask_reasons contains msg if {
+ask_findings contains {"rule": "weak-justification", "entry": e.id} if {
 	some e in input.justification
 	weak(e)
-	msg := sprintf("weak-justification: justification %s has an untrusted ancestor through a weak edge only (reach tier %s)", [short(e.id), e.reach_tier])
 }
 
-ask_reasons contains msg if {
+ask_findings contains {"rule": "weak-argument", "arg": name, "entry": s.id} if {
 	some name, arg in input.arguments
 	arg.explicit
-	protected(name)
+	name in protected_args
 	some s in arg.sources
 	weak(s)
-	msg := sprintf("weak-argument: argument %s comes from %s, which has an untrusted ancestor through a weak edge only", [name, short(s.id)])
 }
 
-ask_reasons contains msg if some msg in data.pedigree.ext.ask
+ask_findings contains {"rule": "extension", "reason": msg} if some msg in data.pedigree.ext.ask
 
 untrusted_outcome := "ask" if input.tool.ask_on_untrusted == true else := "deny"
 
@@ -181,16 +168,14 @@ steered_outcome := input.tool.on_steered if {
 } else := "ask"
 
 # Where each protected argument came from, for the steered reason.
-argument_sources contains sprintf("%s <- %s (%s)", [name, short(s.id), s.principal]) if {
+argument_sources contains {"arg": name, "entry": s.id} if {
 	some name in protected_args
 	some s in input.arguments[name].sources
 }
 
-steered_reason := sprintf("steered: the justification is tainted, but every protected argument comes from trusted entries (%s); the catalog's outcome for %s is %s", [
-	concat(", ", sort(argument_sources)), input.action.tool, steered_outcome,
-])
+steered := {"rule": "steered", "outcome": steered_outcome, "sources": argument_sources}
 
-blocked if count(deny_reasons) + count(ask_reasons) > 0
+blocked if count(deny_findings) + count(ask_findings) > 0
 
 blocked if {
 	tainted
@@ -199,33 +184,30 @@ blocked if {
 
 # A call proposed by an untrusted principal (a tool that reads mail, a web
 # fetcher) is denied whatever it relies on: its own words are untrusted.
-verdict := {"decision": "deny", "reasons": [sprintf("untrusted-proposer: the call is proposed by %s principal %s: an untrusted principal may not propose calls", [input.action.principal_tier, input.action.principal])]} if {
+verdict := {"decision": "deny", "findings": {{"rule": "untrusted-proposer"}}} if {
 	untrusted_tier[input.action.principal_tier]
-} else := {"decision": "allow", "reasons": [sprintf("not-sensitive: tool %s is not sensitive", [input.action.tool])]} if {
+} else := {"decision": "allow", "findings": {{"rule": "not-sensitive"}}} if {
 	# Only a tool the catalog says is not sensitive skips the checks: a
 	# missing field (or "unknown") is not "false".
 	input.tool.sensitive == false
 } else := {
 	"decision": "allow",
-	"reasons": array.concat(
-		[sprintf("approved once by %s (approval %s)", [a.approver, short(a.id)])],
-		[sprintf("overridden by the approval: %s", [r]) | some r in sort((deny_reasons | ask_reasons) | control_reasons)],
-	),
+	"findings": {{"rule": "approved", "approval": a.id}} | {{"rule": "overridden", "by": f} | some f in (deny_findings | ask_findings) | control_findings},
 	"approval": a.id,
 } if {
 	blocked
 	a := input.approvals[0]
-} else := {"decision": untrusted_outcome, "reasons": array.concat(array.concat(sort(deny_reasons), sort(control_reasons)), sort(plan_reasons))} if {
-	count(deny_reasons) > 0
-} else := {"decision": "ask", "reasons": array.concat(array.concat([steered_reason], sort(ask_reasons)), sort(control_reasons | plan_reasons))} if {
+} else := {"decision": untrusted_outcome, "findings": (deny_findings | control_findings) | plan_findings} if {
+	count(deny_findings) > 0
+} else := {"decision": "ask", "findings": (({steered} | ask_findings) | control_findings) | plan_findings} if {
 	tainted
 	steered_outcome == "allow"
-	count(ask_reasons) > 0
-} else := {"decision": steered_outcome, "reasons": array.concat([steered_reason], sort(control_reasons | plan_reasons))} if {
+	count(ask_findings) > 0
+} else := {"decision": steered_outcome, "findings": ({steered} | control_findings) | plan_findings} if {
 	tainted
-} else := {"decision": "ask", "reasons": array.concat(sort(ask_reasons), sort(plan_reasons))} if {
-	count(ask_reasons) > 0
-} else := {"decision": "allow", "reasons": array.concat(["trusted: every justification and protected argument is trusted"], sort(plan_reasons))} if {
+} else := {"decision": "ask", "findings": ask_findings | plan_findings} if {
+	count(ask_findings) > 0
+} else := {"decision": "allow", "findings": {{"rule": "trusted"}} | plan_findings} if {
 	# Stated, not assumed: an input without a justification or arguments
 	# reaches no rule, and the default denies.
 	is_array(input.justification)

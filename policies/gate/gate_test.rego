@@ -33,22 +33,23 @@ explicit(srcs) := {"explicit": true, "sources": srcs}
 
 from_justification(just) := {"explicit": false, "sources": just}
 
-has_reason(d, prefix) if {
-	some r in d.reasons
-	startswith(r, prefix)
+# d has a finding with (at least) the fields of want. The gate writes the
+# reasons from the findings (gate/reason.go, tested there).
+found(d, want) if {
+	some f in d.findings
+	object.subset(f, want)
 }
 
 test_trusted_justification_allows if {
 	d := gate.decision with input as call(base.tool, [prompt], {"to": from_justification([prompt])})
 	d.decision == "allow"
-	startswith(d.reasons[0], "trusted:")
+	d.findings == {{"rule": "trusted"}}
 }
 
 test_untrusted_justification_denies if {
 	d := gate.decision with input as call(base.tool, [entry("a", "external", "external")], {"to": from_justification([entry("a", "external", "external")])})
 	d.decision == "deny"
-	has_reason(d, "unsourced-argument: protected argument to")
-	has_reason(d, "tainted-justification: justification a descends from external principal tool:mail")
+	d.findings == {{"rule": "unsourced-argument", "arg": "to"}, {"rule": "tainted-justification", "entry": "a"}}
 }
 
 test_unverified_denies if {
@@ -61,14 +62,14 @@ test_weak_only_asks if {
 	e := entry("a", "user", "external")
 	d := gate.decision with input as call(base.tool, [e], {"to": from_justification([e])})
 	d.decision == "ask"
-	has_reason(d, "weak-justification: justification a")
+	d.findings == {{"rule": "weak-justification", "entry": "a"}}
 }
 
 test_weak_argument_asks if {
 	w := entry("w", "user", "external")
 	d := gate.decision with input as call(rules, [prompt], {"to": explicit([w])})
 	d.decision == "ask"
-	has_reason(d, "weak-argument: argument to")
+	d.findings == {{"rule": "weak-argument", "arg": "to", "entry": "w"}}
 }
 
 test_ask_on_untrusted if {
@@ -81,7 +82,7 @@ test_not_sensitive_allows if {
 	tool := object.union(base.tool, {"sensitive": false})
 	d := gate.decision with input as call(tool, [mail], {"to": from_justification([mail])})
 	d.decision == "allow"
-	startswith(d.reasons[0], "not-sensitive:")
+	d.findings == {{"rule": "not-sensitive"}}
 }
 
 test_missing_sensitive_field_is_sensitive if {
@@ -101,20 +102,20 @@ test_sensitive_field_not_false_is_sensitive if {
 test_untrusted_argument_denies_with_a_trusted_justification if {
 	d := gate.decision with input as call(rules, [prompt], {"to": explicit([mail]), "memo": explicit([prompt])})
 	d.decision == "deny"
-	d.reasons == ["untrusted-argument: argument to comes from mail (tool:mail), which descends from external principal tool:mail"]
+	d.findings == {{"rule": "untrusted-argument", "arg": "to", "entry": "mail"}}
 }
 
 test_untrusted_argument_denies_in_a_tainted_context if {
 	d := gate.decision with input as call(rules, [prompt, mail], {"to": explicit([mail]), "memo": explicit([prompt])})
 	d.decision == "deny"
-	has_reason(d, "untrusted-argument: argument to")
+	d.findings == {{"rule": "untrusted-argument", "arg": "to", "entry": "mail"}, {"rule": "tainted-justification", "entry": "mail"}}
 }
 
 test_unlisted_argument_is_protected if {
 	tool := object.union(base.tool, {"args": {"memo": {"trusted": false}}})
 	d := gate.decision with input as call(tool, [prompt], {"to": explicit([mail]), "memo": explicit([mail])})
 	d.decision == "deny"
-	has_reason(d, "untrusted-argument: argument to")
+	d.findings == {{"rule": "untrusted-argument", "arg": "to", "entry": "mail"}}
 }
 
 test_unprotected_argument_may_be_untrusted if {
@@ -127,22 +128,24 @@ test_unprotected_argument_may_be_untrusted if {
 test_steered_asks if {
 	d := gate.decision with input as call(rules, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
 	d.decision == "ask"
-	startswith(d.reasons[0], "steered: the justification is tainted, but every protected argument comes from trusted entries (to <- prompt (user:alice))")
-	has_reason(d, "tainted-justification: justification mail")
+	d.findings == {
+		{"rule": "steered", "outcome": "ask", "sources": {{"arg": "to", "entry": "prompt"}}},
+		{"rule": "tainted-justification", "entry": "mail"},
+	}
 }
 
 test_steered_catalog_deny if {
 	tool := object.union(rules, {"on_steered": "deny"})
 	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
 	d.decision == "deny"
-	startswith(d.reasons[0], "steered:")
+	found(d, {"rule": "steered", "outcome": "deny"})
 }
 
 test_steered_catalog_allow if {
 	tool := object.union(rules, {"on_steered": "allow"})
 	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([prompt]), "memo": explicit([mail])})
 	d.decision == "allow"
-	startswith(d.reasons[0], "steered:")
+	found(d, {"rule": "steered", "outcome": "allow"})
 }
 
 test_steered_catalog_allow_still_asks_on_a_weak_argument if {
@@ -150,7 +153,8 @@ test_steered_catalog_allow_still_asks_on_a_weak_argument if {
 	w := entry("w", "user", "external")
 	d := gate.decision with input as call(tool, [prompt, mail], {"to": explicit([w]), "memo": explicit([mail])})
 	d.decision == "ask"
-	has_reason(d, "weak-argument: argument to")
+	found(d, {"rule": "steered", "outcome": "allow"})
+	found(d, {"rule": "weak-argument", "arg": "to", "entry": "w"})
 }
 
 test_steered_unknown_outcome_asks if {
@@ -163,14 +167,14 @@ test_steered_needs_every_protected_argument if {
 	args := {"to": explicit([prompt]), "iban": explicit([mail]), "memo": explicit([mail])}
 	d := gate.decision with input as call(rules, [prompt, mail], args)
 	d.decision == "deny"
-	has_reason(d, "untrusted-argument: argument iban")
+	d.findings == {{"rule": "untrusted-argument", "arg": "iban", "entry": "mail"}, {"rule": "tainted-justification", "entry": "mail"}}
 }
 
 test_unsourced_argument_denies_in_a_tainted_context if {
 	args := {"to": from_justification([prompt, mail]), "memo": explicit([mail])}
 	d := gate.decision with input as call(rules, [prompt, mail], args)
 	d.decision == "deny"
-	d.reasons[0] == "unsourced-argument: protected argument to has no provenance of its own: it comes from the tainted justification"
+	d.findings == {{"rule": "unsourced-argument", "arg": "to"}, {"rule": "tainted-justification", "entry": "mail"}}
 }
 
 test_unsourced_argument_asks_with_ask_on_untrusted if {
@@ -178,14 +182,14 @@ test_unsourced_argument_asks_with_ask_on_untrusted if {
 	args := {"to": from_justification([prompt, mail]), "memo": explicit([mail])}
 	d := gate.decision with input as call(tool, [prompt, mail], args)
 	d.decision == "ask"
-	startswith(d.reasons[0], "unsourced-argument:")
+	found(d, {"rule": "unsourced-argument", "arg": "to"})
 }
 
 # Issue 14 item 3: an explicit empty source list excuses nothing.
 test_empty_sources_deny_in_a_tainted_context if {
 	d := gate.decision with input as call(rules, [mail], {"to": explicit([]), "memo": explicit([mail])})
 	d.decision == "deny"
-	d.reasons[0] == "empty-sources: protected argument to has an empty source list: the agent composed it in a tainted context"
+	d.findings == {{"rule": "empty-sources", "arg": "to"}, {"rule": "tainted-justification", "entry": "mail"}}
 }
 
 test_empty_sources_allow_in_a_trusted_context if {
@@ -198,13 +202,13 @@ test_empty_sources_allow_in_a_trusted_context if {
 test_no_protected_argument_denies_in_a_tainted_context if {
 	d := gate.decision with input as call(rules, [prompt, mail], {"memo": explicit([mail])})
 	d.decision == "deny"
-	d.reasons[0] == "no-protected-argument: the call has no protected argument: nothing vouches for it but the tainted justification"
+	d.findings == {{"rule": "no-protected-argument"}, {"rule": "tainted-justification", "entry": "mail"}}
 }
 
 test_no_arguments_deny_in_a_tainted_context if {
 	d := gate.decision with input as call(rules, [mail], {})
 	d.decision == "deny"
-	has_reason(d, "no-protected-argument:")
+	found(d, {"rule": "no-protected-argument"})
 }
 
 test_no_arguments_allow_in_a_trusted_context if {
@@ -218,8 +222,11 @@ test_approval_allows_and_names_itself if {
 	d := gate.decision with input as i
 	d.decision == "allow"
 	d.approval == "appr1234567890"
-	startswith(d.reasons[0], "approved once by user:alice")
-	has_reason(d, "overridden by the approval: unsourced-argument:")
+	d.findings == {
+		{"rule": "approved", "approval": "appr1234567890"},
+		{"rule": "overridden", "by": {"rule": "unsourced-argument", "arg": "to"}},
+		{"rule": "overridden", "by": {"rule": "tainted-justification", "entry": "mail"}},
+	}
 }
 
 test_approval_allows_a_steered_call if {
@@ -272,14 +279,15 @@ test_plan_with_authority_is_named if {
 	i := object.union(call(rules, [p], {"to": explicit([p]), "memo": explicit([mail])}), {"plan": {"cited": true, "authority": true, "id": "plan0", "step": 0, "why": ""}})
 	d := gate.decision with input as i
 	d.decision == "allow"
-	has_reason(d, "plan plan0 step 0 is the control justification")
+	d.findings == {{"rule": "trusted"}, {"rule": "plan-used"}}
 }
 
 test_plan_without_authority_says_why if {
 	i := object.union(call(rules, [prompt, mail], {"to": from_justification([prompt, mail])}), {"plan": {"cited": true, "authority": false, "id": "plan0", "step": 1, "why": "the call's tool x is not the step's y"}})
 	d := gate.decision with input as i
 	d.decision == "deny"
-	has_reason(d, "plan plan0 step 1 gives no authority: the call's tool x is not the step's y")
+	found(d, {"rule": "plan-unused"})
+	not found(d, {"rule": "plan-used"})
 }
 
 plan_entry := object.union(prompt, {"id": "plan0", "kind": "plan", "principal": "agent:a"})
@@ -304,7 +312,7 @@ test_plan_data_slot_from_untrusted_denies if {
 	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
 	d := gate.decision with input as i
 	d.decision == "deny"
-	has_reason(d, "untrusted-argument: argument to")
+	d.findings == {{"rule": "untrusted-argument", "arg": "to", "entry": "mail"}, {"rule": "plan-used"}}
 }
 
 test_plan_protected_data_slot_without_sources_denies if {
@@ -312,7 +320,7 @@ test_plan_protected_data_slot_without_sources_denies if {
 	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
 	d := gate.decision with input as i
 	d.decision == "deny"
-	d.reasons[0] == "unsourced-data: protected argument to fills a data slot of the plan but names no source"
+	d.findings == {{"rule": "unsourced-data", "arg": "to"}, {"rule": "plan-used"}}
 }
 
 test_plan_protected_data_slot_with_empty_sources_denies if {
@@ -320,7 +328,7 @@ test_plan_protected_data_slot_with_empty_sources_denies if {
 	i := object.union(call(rules, [plan_entry], args), {"plan": under_plan})
 	d := gate.decision with input as i
 	d.decision == "deny"
-	has_reason(d, "unsourced-data: protected argument to")
+	found(d, {"rule": "unsourced-data", "arg": "to"})
 }
 
 test_plan_unprotected_data_slot_without_sources_allows if {
@@ -338,7 +346,7 @@ test_untrusted_proposer_denies if {
 		action := object.union(base.action, {"principal": "tool:web", "principal_tier": tier})
 		d := gate.decision with input as object.union(base, {"action": action, "justification": [entry("a", "user", "user")]})
 		d.decision == "deny"
-		d.reasons == [sprintf("untrusted-proposer: the call is proposed by %s principal tool:web: an untrusted principal may not propose calls", [tier])]
+		d.findings == {{"rule": "untrusted-proposer"}}
 	}
 	every tier in ["internal", "user"] {
 		action := object.union(base.action, {"principal": "agent:a", "principal_tier": tier})

@@ -42,7 +42,7 @@ call(tool, trajectory, body) := {
 test_all_three_ask if {
 	d := gate.decision with input as call(send, recalled, mail)
 	d.decision == "ask"
-	d.reasons[0] == "policies/ruleoftwo: email_send would hold untrusted input (mail), private data and a state change or external communication at once"
+	{"rule": "extension", "reason": "policies/ruleoftwo: email_send would hold untrusted input (mail), private data and a state change or external communication at once"} in d.findings
 }
 
 test_without_untrusted_input_allows if {

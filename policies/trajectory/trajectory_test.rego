@@ -33,14 +33,14 @@ with_alerts(alerts) := object.union(base, {"trajectory": {"features": {}, "alert
 test_external_send_after_recalls_asks if {
 	d := gate.decision with input as with_alerts(external_after_recalls)
 	d.decision == "ask"
-	d.reasons == ["policies/trajectory asks before an external send after recalls: message of recall-then-external-send"]
+	d.findings == {{"rule": "extension", "reason": "policies/trajectory asks before an external send after recalls: message of recall-then-external-send"}}
 	d.warnings == ["trajectory: message of recall-then-external-send"]
 }
 
 test_burst_asks_with_both_reasons if {
 	d := gate.decision with input as with_alerts([alert("recall-then-external-send"), alert("recall-burst-send")])
 	d.decision == "ask"
-	count(d.reasons) == 2
+	count(d.findings) == 2
 }
 
 test_no_alert_allows if {
