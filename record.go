@@ -134,11 +134,10 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		if ok, err := e.graph.RecallStored(lt, r.recall); err != nil || ok {
 			return err // the same recall, at the same instant: stored once
 		}
-		idx, err := tlog.Append(t.In(store.Log), tlog.LeafRecall, r.recall.RecallID())
-		if err != nil {
+		if _, err := tlog.Append(t.In(store.Log), tlog.LeafRecall, r.recall.RecallID()); err != nil {
 			return err
 		}
-		if err := e.graph.RecordRecall(lt, r.recall, idx+1); err != nil {
+		if err := e.graph.RecordRecall(lt, r.recall); err != nil {
 			return err
 		}
 		return e.decisions.ObserveRecall(t.In(store.Decisions), r.recall.Session)

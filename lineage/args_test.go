@@ -20,18 +20,24 @@ func TestCanonicalArgsRefusesRewrites(t *testing.T) {
 		`{"to":"\ud800"}`,
 		`{"to":"\udc00x"}`,
 		`{"to":"\ud800\u0041"}`,
+		`{"to":"\udfff"}`,
+		`{"to":"\udbff\udbff"}`,
+		`{"to":"\udbff\ue000"}`,
+		// Cut short inside an escape: refused, not a panic.
+		`{"to":"\ud8`, `{"to":"\ud800\udc`, `{"to":"\`, `{"to":"\u`,
 	} {
 		if got, err := lineage.CanonicalArgs([]byte(raw)); !errors.Is(err, lineage.ErrMalformed) {
 			t.Errorf("%q: got %s, %v; want ErrMalformed", raw, got, err)
 		}
 	}
 	for raw, want := range map[string]string{
-		`{"b":1,"a":"x"}`:                        `{"a":"x","b":1}`,
-		`{"a":{"to":1},"b":{"to":2}}`:            `{"a":{"to":1},"b":{"to":2}}`,
-		`{"a":[{"k":1},{"k":2}],"k":3}`:          `{"a":[{"k":1},{"k":2}],"k":3}`,
-		`{"s":"\ud83d\ude00 \\ud800 \"\\\""}`:    `{"s":"😀 \\ud800 \"\\\""}`,
-		`{"u":"ü","e":"\u00e9"}`:                 `{"e":"é","u":"ü"}`,
-		`{"a":[],"b":{},"c":[[{"x":{"y":[]}}]]}`: `{"a":[],"b":{},"c":[[{"x":{"y":[]}}]]}`,
+		`{"b":1,"a":"x"}`:                           `{"a":"x","b":1}`,
+		`{"a":{"to":1},"b":{"to":2}}`:               `{"a":{"to":1},"b":{"to":2}}`,
+		`{"a":[{"k":1},{"k":2}],"k":3}`:             `{"a":[{"k":1},{"k":2}],"k":3}`,
+		`{"s":"\ud83d\ude00 \\ud800 \"\\\""}`:       `{"s":"😀 \\ud800 \"\\\""}`,
+		`{"u":"ü","e":"\u00e9"}`:                    `{"e":"é","u":"ü"}`,
+		`{"lo":"\ud800\udc00","hi":"\udbff\udfff"}`: "{\"hi\":\"\U0010FFFF\",\"lo\":\"\U00010000\"}",
+		`{"a":[],"b":{},"c":[[{"x":{"y":[]}}]]}`:    `{"a":[],"b":{},"c":[[{"x":{"y":[]}}]]}`,
 	} {
 		got, err := lineage.CanonicalArgs([]byte(raw))
 		if err != nil || string(got) != want {

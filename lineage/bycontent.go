@@ -22,13 +22,7 @@ const pByContent = "cd/" // cd/<content digest>\x00<id> -> empty
 // MaxByContent bounds the entries one content look-up returns.
 const MaxByContent = 256
 
-func byContentKey(digest, id string) []byte {
-	b := make([]byte, 0, len(pByContent)+len(digest)+1+len(id))
-	b = append(b, pByContent...)
-	b = append(b, digest...)
-	b = append(b, 0)
-	return append(b, id...)
-}
+func byContentKey(digest, id string) []byte { return []byte(pByContent + digest + "\x00" + id) }
 
 // indexContent adds a memory entry to the content index, inside the
 // transaction that stores it.

@@ -46,9 +46,10 @@ func (c *nodeCache) put(n *Node) {
 	s := c.shard(n.ID)
 	s.mu.Lock()
 	if len(s.m) >= c.per {
-		// Drop an eighth of the shard, in map order (unspecified, so close
-		// to random): cheaper than keeping an LRU list on every read.
-		drop := c.per / 8
+		// Drop an eighth of the shard (at least one node), in map order
+		// (unspecified, so close to random): cheaper than keeping an LRU
+		// list on every read.
+		drop := max(1, c.per/8)
 		for k := range s.m {
 			if drop <= 0 {
 				break

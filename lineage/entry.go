@@ -395,7 +395,7 @@ func (s *Statement) validatePlan() error {
 			return bad("only a call cites a plan step")
 		}
 		if !IsID(p.ID) || p.Step < 0 || p.Step >= MaxPlanSteps {
-			return bad("a plan citation needs a plan ID and a step from 0 to %d", MaxPlanSteps-1)
+			return bad("a plan citation needs a plan ID and a step number below %d", MaxPlanSteps)
 		}
 		if !slices.ContainsFunc(s.Parents, func(q Parent) bool { return q.ID == p.ID }) {
 			return bad("a call that cites plan %s must name it as a parent", p.ID[:12])
@@ -478,6 +478,9 @@ func PlanSteps(raw []byte) ([]PlanStep, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: plan steps: trailing data", ErrMalformed)
 	}
+	if len(steps) == 0 || len(steps) > MaxPlanSteps {
+		return nil, fmt.Errorf("%w: a plan has %d steps, want 1 to %d", ErrMalformed, len(steps), MaxPlanSteps)
+	}
 	out := make([]PlanStep, len(steps))
 	for i, st := range steps {
 		args, err := CanonicalArgs(st.Args)
@@ -488,9 +491,6 @@ func PlanSteps(raw []byte) ([]PlanStep, error) {
 		if err := out[i].validate(); err != nil {
 			return nil, fmt.Errorf("plan step %d: %w", i, err)
 		}
-	}
-	if len(out) == 0 || len(out) > MaxPlanSteps {
-		return nil, fmt.Errorf("%w: a plan has %d steps, want 1 to %d", ErrMalformed, len(out), MaxPlanSteps)
 	}
 	return out, nil
 }

@@ -4,8 +4,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"flag"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,5 +134,175 @@ func TestSignNothing(t *testing.T) {
 	}
 	if _, err := lineage.SignStatement(nil, &lineage.Statement{}); !errors.Is(err, lineage.ErrMalformed) {
 		t.Fatalf("signing with a nil key: %v", err)
+	}
+}
+
+// Each limit on a statement admits a value at the limit and refuses one
+// past it.
+func TestStatementLimits(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("%064x", i) }
+	parents := func(n int) []lineage.Parent {
+		out := make([]lineage.Parent, n)
+		for i := range out {
+			out[i] = lineage.Parent{ID: id(i), Weight: 1}
+		}
+		return out
+	}
+	call := func(tool string) func(*lineage.Statement) {
+		return func(s *lineage.Statement) { s.Tool = tool }
+	}
+	step := func(tool string) func(*lineage.Statement) {
+		return func(s *lineage.Statement) {
+			s.Kind, s.Tool, s.Args = lineage.KindPlan, "", nil
+			s.Steps = []lineage.PlanStep{{Tool: tool, Args: []byte(`{}`)}}
+		}
+	}
+	steps := func(n int) func(*lineage.Statement) {
+		return func(s *lineage.Statement) {
+			s.Kind, s.Tool, s.Args = lineage.KindPlan, "", nil
+			s.Steps = slices.Repeat([]lineage.PlanStep{{Tool: "t", Args: []byte(`{}`)}}, n)
+		}
+	}
+	args := func(n int) func(*lineage.Statement) {
+		// {"a":"xxx…"} is n bytes.
+		return func(s *lineage.Statement) { s.Args = []byte(`{"a":"` + strings.Repeat("x", n-8) + `"}`) }
+	}
+	for _, c := range []struct {
+		name     string
+		at, past func(*lineage.Statement)
+	}{
+		{"session length",
+			func(s *lineage.Statement) { s.Session = strings.Repeat("s", lineage.MaxSessionLen) },
+			func(s *lineage.Statement) { s.Session = strings.Repeat("s", lineage.MaxSessionLen+1) }},
+		{"parents", func(s *lineage.Statement) { s.Parents = parents(lineage.MaxParents) },
+			func(s *lineage.Statement) { s.Parents = parents(lineage.MaxParents + 1) }},
+		{"call tool length", call(strings.Repeat("t", lineage.MaxToolLen)), call(strings.Repeat("t", lineage.MaxToolLen+1))},
+		{"plan step tool length", step(strings.Repeat("t", lineage.MaxToolLen)), step(strings.Repeat("t", lineage.MaxToolLen+1))},
+		{"plan steps", steps(lineage.MaxPlanSteps), steps(lineage.MaxPlanSteps + 1)},
+		{"arguments", args(lineage.MaxArgsBytes), args(lineage.MaxArgsBytes + 1)},
+		{"weight", func(s *lineage.Statement) {
+			s.Parents = []lineage.Parent{{ID: id(1), Weight: 1}, {ID: id(2), Weight: 0}}
+		},
+			func(s *lineage.Statement) { s.Parents = []lineage.Parent{{ID: id(1), Weight: math.Nextafter(1, 2)}} }},
+		{"plan citation first step",
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: 0} },
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: -1} }},
+		{"plan citation step",
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: lineage.MaxPlanSteps - 1} },
+			func(s *lineage.Statement) { s.Plan = &lineage.PlanRef{ID: id(0), Step: lineage.MaxPlanSteps} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := goldenStatement()
+			st.Parents = []lineage.Parent{{ID: id(0), Weight: 1}}
+			c.at(st)
+			if err := st.Validate(); err != nil {
+				t.Fatalf("at the limit: %v", err)
+			}
+			st = goldenStatement()
+			st.Parents = []lineage.Parent{{ID: id(0), Weight: 1}}
+			c.past(st)
+			if err := st.Validate(); !errors.Is(err, lineage.ErrMalformed) {
+				t.Fatalf("past the limit: %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+// What SignStatement signed cannot be changed through the statement it was
+// given, nor through a copy it hands back: every field that shares memory
+// (parents, arguments, grant, rejection, steps, plan citation) is copied.
+func TestSignedStatementIsPrivate(t *testing.T) {
+	s, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Repeat("ef", 32)
+	base := func() *lineage.Statement {
+		st := goldenStatement()
+		st.Principal = "user:alice"
+		return st
+	}
+	call := base()
+	call.Parents = append(call.Parents, lineage.Parent{ID: plan, Weight: 1})
+	call.Plan = &lineage.PlanRef{ID: plan, Step: 0}
+	approval := base()
+	approval.Kind, approval.Tool, approval.Args = lineage.KindApproval, "", nil
+	approval.Approval = &lineage.Grant{Decision: strings.Repeat("01", 32), Action: strings.Repeat("02", 32), Expires: "2026-11-30T12:00:00Z"}
+	rejection := base()
+	rejection.Kind, rejection.Tool, rejection.Args = lineage.KindRejection, "", nil
+	rejection.Rejection = &lineage.Rejection{Decision: strings.Repeat("01", 32), Action: strings.Repeat("02", 32)}
+	planSt := base()
+	planSt.Kind, planSt.Tool, planSt.Args = lineage.KindPlan, "", nil
+	planSt.Steps = []lineage.PlanStep{{Tool: "email_send", Args: []byte(`{"to":"bob"}`)}}
+	scribble := func(st *lineage.Statement) {
+		st.Parents[0].Weight = 0.01
+		if st.Args != nil {
+			st.Args[2] = 'X'
+		}
+		if st.Approval != nil {
+			st.Approval.Decision = plan
+		}
+		if st.Rejection != nil {
+			st.Rejection.Action = plan
+		}
+		if st.Steps != nil {
+			st.Steps[0].Tool = "bank_transfer"
+			st.Steps[0].Args[2] = 'X'
+		}
+		if st.Plan != nil {
+			st.Plan.Step = 7
+		}
+	}
+	for name, st := range map[string]*lineage.Statement{"call": call, "approval": approval, "rejection": rejection, "plan": planSt, "memory": func() *lineage.Statement {
+		m := base()
+		m.Kind, m.Tool, m.Args = lineage.KindMemory, "", nil
+		return m
+	}()} {
+		t.Run(name, func(t *testing.T) {
+			want, err := st.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			signed, err := lineage.SignStatement(s, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scribble(st)
+			scribble(signed.Statement())
+			got, err := signed.Statement().Encode()
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("signed statement changed:\n got %s\nwant %s", got, want)
+			}
+			if err := signed.Statement().Validate(); err != nil {
+				t.Fatalf("the signed statement no longer validates: %v", err)
+			}
+			if lineage.IDOf(got) != signed.ID() {
+				t.Fatal("the signed statement does not hash to the signed ID")
+			}
+		})
+	}
+	if (&lineage.Signed{}).Statement() != nil {
+		t.Fatal("a Signed that SignStatement did not make has a statement")
+	}
+}
+
+// The envelope limit is on its bytes: an envelope padded with JSON space to
+// exactly MaxEnvelopeBytes opens, one byte more does not.
+func TestEnvelopeLimit(t *testing.T) {
+	s, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := goldenStatement()
+	env, id, err := lineage.Sign(s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := func(n int) []byte { return append(slices.Clone(env), strings.Repeat(" ", n-len(env))...) }
+	if _, _, got, err := lineage.Open(pad(lineage.MaxEnvelopeBytes)); err != nil || got != id {
+		t.Fatalf("at the limit: %s %v", got, err)
+	}
+	if _, _, _, err := lineage.Open(pad(lineage.MaxEnvelopeBytes + 1)); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("past the limit: %v, want ErrMalformed", err)
 	}
 }

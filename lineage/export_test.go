@@ -3,8 +3,6 @@ package lineage
 import (
 	"encoding/base64"
 	"encoding/json"
-
-	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // ReplacePayload swaps an envelope's payload and keeps its signature: the
@@ -19,26 +17,16 @@ func ReplacePayload(env, payload []byte) []byte {
 	return out
 }
 
-// RewriteEffective returns a node row with its effective tier replaced:
-// the tampering a test must see verify catch.
-func RewriteEffective(row []byte, tier registry.Tier) ([]byte, error) {
+// RewriteNode returns a node row changed by fn: the tampering a test must
+// see verify catch.
+func RewriteNode(row []byte, fn func(*Node)) ([]byte, error) {
 	n, err := decodeNode(row)
 	if err != nil {
 		return nil, err
 	}
-	n.Effective = tier
+	fn(n)
 	return encodeNode(n), nil
 }
 
-// RewriteParentWeights returns a node row whose parents all carry weight w:
-// a row that disagrees with its signed statement.
-func RewriteParentWeights(row []byte, w float64) ([]byte, error) {
-	n, err := decodeNode(row)
-	if err != nil {
-		return nil, err
-	}
-	for i := range n.Parents {
-		n.Parents[i].Weight = w
-	}
-	return encodeNode(n), nil
-}
+// NodeRow encodes n as the graph stores it: rows a test writes directly.
+func NodeRow(n *Node) []byte { return encodeNode(n) }

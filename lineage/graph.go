@@ -276,7 +276,7 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	// the context) and approvals and rejections are for the gate, so none
 	// joins it.
 	if st := p.Statement; joinsContext(st) {
-		return addToContext(t, st.Session, id, seq)
+		return addToContext(t, st.Session, id)
 	}
 	return nil
 }
@@ -308,19 +308,23 @@ func propagate(child, parent *Node, weight, tau float64) {
 	}
 }
 
-func addToContext(t kv.Txn, session, id string, seq uint64) error {
+// addToContext appends id to session's context, unless it is there
+// already. Its row is keyed by its position in the context (the head's
+// count), so that the entries of one recall, logged at one sequence, each
+// get their own row, in order.
+func addToContext(t kv.Txn, session, id string) error {
 	mk := memberKey(session, id)
 	if ok, err := t.Has(mk); err != nil || ok {
+		return err
+	}
+	head, err := readHead(t, session)
+	if err != nil {
 		return err
 	}
 	if err := t.Set(mk, nil); err != nil {
 		return err
 	}
-	if err := t.Set(sessionKey(session, seq), []byte(id)); err != nil {
-		return err
-	}
-	head, err := readHead(t, session)
-	if err != nil {
+	if err := t.Set(sessionKey(session, head.n), []byte(id)); err != nil {
 		return err
 	}
 	return t.Set(headKey(session), head.add(id).encode())
@@ -409,11 +413,11 @@ func (g *Graph) RecallStored(t kv.Txn, r *Recall) (bool, error) {
 }
 
 // RecordRecall puts stored entries into a session's context inside t (the
-// graph's namespace of the transaction that logs the recall at seq), so that
+// graph's namespace of the transaction that logs the recall), so that
 // what the agent writes there next derives from them: this is how taint
 // crosses sessions through memory. Entries already in the context are left
 // as they are. The record itself is kept, so verify can re-derive contexts.
-func (g *Graph) RecordRecall(t kv.Txn, r *Recall, seq uint64) error {
+func (g *Graph) RecordRecall(t kv.Txn, r *Recall) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
@@ -429,7 +433,7 @@ func (g *Graph) RecordRecall(t kv.Txn, r *Recall, seq uint64) error {
 		return err
 	}
 	for _, id := range r.IDs {
-		if err := addToContext(t, r.Session, id, seq); err != nil {
+		if err := addToContext(t, r.Session, id); err != nil {
 			return err
 		}
 	}

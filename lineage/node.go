@@ -52,50 +52,21 @@ const (
 	pNode     = "n/" // n/<id> -> Node (binary, see encodeNode)
 	pContent  = "c/" // c/<id> -> content
 	pSeq      = "q/" // q/<seq, 8 bytes big-endian> -> id
-	pSession  = "s/" // s/<session>\x00<seq> -> id: the session's context in order
+	pSession  = "s/" // s/<session>\x00<n, 8 bytes big-endian> -> id: the n-th entry of the session's context
 	pMember   = "m/" // m/<session>\x00<id> -> empty: context membership
 	pRecall   = "r/" // r/<recall id> -> Recall (JSON): what put entries into a context
 	pHead     = "h/" // h/<session> -> the context's count and hash chain (see contextHead)
 )
 
-func key(prefix string, parts ...string) []byte {
-	n := len(prefix)
-	for _, p := range parts {
-		n += len(p) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, prefix...)
-	for i, p := range parts {
-		if i > 0 {
-			b = append(b, '/')
-		}
-		b = append(b, p...)
-	}
-	return b
+func key(prefix, id string) []byte { return []byte(prefix + id) }
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pSeq), seq) }
+
+func sessionKey(session string, n uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(pSession+session+"\x00"), n)
 }
 
-func seqKey(seq uint64) []byte {
-	b := make([]byte, len(pSeq)+8)
-	copy(b, pSeq)
-	binary.BigEndian.PutUint64(b[len(pSeq):], seq)
-	return b
-}
-
-func sessionKey(session string, seq uint64) []byte {
-	b := make([]byte, 0, len(pSession)+len(session)+9)
-	b = append(b, pSession...)
-	b = append(b, session...)
-	b = append(b, 0)
-	return binary.BigEndian.AppendUint64(b, seq)
-}
-
-func memberKey(session, id string) []byte {
-	b := make([]byte, 0, len(pMember)+len(session)+1+len(id))
-	b = append(b, pMember...)
-	b = append(b, session...)
-	b = append(b, 0)
-	return append(b, id...)
-}
+func memberKey(session, id string) []byte { return []byte(pMember + session + "\x00" + id) }
 
 // nodeFormat is the version byte of the binary node encoding. Nodes are
 // read on every check and every step of a walk, so they are encoded by hand:
@@ -103,7 +74,8 @@ func memberKey(session, id string) []byte {
 const nodeFormat = 2
 
 func encodeNode(n *Node) []byte {
-	b := make([]byte, 0, 160+41*len(n.Parents)+len(n.Principal)+len(n.Session)+len(n.Tool)+len(n.Time))
+	// About 256 bytes of fields, then 41 bytes per parent.
+	b := make([]byte, 0, 256+41*len(n.Parents))
 	b = append(b, nodeFormat)
 	b = appendID(b, n.ID)
 	b = binary.AppendUvarint(b, n.Seq)
@@ -123,20 +95,15 @@ func encodeNode(n *Node) []byte {
 	return b
 }
 
-// appendID writes an optional ID: a 0 byte for none, else 1 and 32 raw bytes.
+// appendID writes an optional ID: a 0 byte for none, else 1 and its 32 raw
+// bytes. Every ID is checked (IsID) before it reaches a node; one that was
+// not would make a row that does not decode, which verify names.
 func appendID(b []byte, id string) []byte {
 	if id == "" {
 		return append(b, 0)
 	}
-	raw, err := hex.DecodeString(id)
-	if err != nil || len(raw) != 32 {
-		// IDs are validated before they reach a node; keep the bytes
-		// recoverable anyway rather than corrupt the row.
-		b = append(b, 2)
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		return append(b, id...)
-	}
-	return append(append(b, 1), raw...)
+	b, _ = hex.AppendDecode(append(b, 1), []byte(id))
+	return b
 }
 
 var errBadNode = errors.New("malformed node row")
@@ -147,7 +114,7 @@ type nodeReader struct {
 }
 
 func (r *nodeReader) byte() byte {
-	if r.err != nil || len(r.b) < 1 {
+	if r.err != nil || len(r.b) == 0 {
 		r.err = errBadNode
 		return 0
 	}
@@ -194,8 +161,6 @@ func (r *nodeReader) id() string {
 		return ""
 	case 1:
 		return hex.EncodeToString(r.bytes(32))
-	case 2:
-		return r.string()
 	}
 	r.err = errBadNode
 	return ""

@@ -3,9 +3,12 @@ package lineage_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func TestMatchStep(t *testing.T) {
@@ -35,6 +38,21 @@ func TestMatchStep(t *testing.T) {
 		m, err := lineage.MatchStep(steps[0], c.tool, args)
 		if err != nil || m.OK != c.ok || m.Why != c.why {
 			t.Errorf("%s %s: %+v %v, want ok=%v why %q", c.tool, c.args, m, err, c.ok, c.why)
+		}
+	}
+}
+
+// A plan has 1 to MaxPlanSteps steps.
+func TestPlanStepsCount(t *testing.T) {
+	steps := func(n int) []byte {
+		return []byte("[" + strings.TrimSuffix(strings.Repeat(`{"tool":"x","args":{}},`, n), ",") + "]")
+	}
+	if got, err := lineage.PlanSteps(steps(lineage.MaxPlanSteps)); err != nil || len(got) != lineage.MaxPlanSteps {
+		t.Fatalf("%d steps: %d, %v", lineage.MaxPlanSteps, len(got), err)
+	}
+	for _, n := range []int{0, lineage.MaxPlanSteps + 1} {
+		if _, err := lineage.PlanSteps(steps(n)); !errors.Is(err, lineage.ErrMalformed) {
+			t.Errorf("%d steps: %v, want ErrMalformed", n, err)
 		}
 	}
 }
@@ -83,4 +101,112 @@ func FuzzPlanSteps(f *testing.F) {
 			}
 		}
 	})
+}
+
+// StatementIn and ApprovalIn return a stored entry only once its envelope
+// verifies against the registry and hashes to the ID it is stored under:
+// a row in the store proves nothing by itself.
+func TestStatementIn(t *testing.T) {
+	w := newWorld(t)
+	mem := w.record("agent:planner", "s", "memory", nil)
+	other := w.record("agent:planner", "s", "other", nil)
+	st := w.statement("user:alice", "s", "", nil)
+	st.Kind, st.Approval = lineage.KindApproval, &lineage.Grant{Decision: strings.Repeat("ab", 32), Action: strings.Repeat("cd", 32), Expires: "2026-11-30T12:00:00Z"}
+	approval, err := w.store(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(g *lineage.Graph, id string) (*lineage.Statement, *lineage.Statement, error, error) {
+		var s, a *lineage.Statement
+		var serr, aerr error
+		if err := w.space().View(func(tx kv.Txn) error {
+			s, serr = g.StatementIn(tx, id)
+			a, _, aerr = g.ApprovalIn(tx, id)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return s, a, serr, aerr
+	}
+	if s, _, err, aerr := read(w.g, mem.ID); err != nil || s.ContentDigest != lineage.DigestContent([]byte("memory")) || !errors.Is(aerr, lineage.ErrMalformed) {
+		t.Fatalf("a memory: %+v %v; as an approval: %v", s, err, aerr)
+	}
+	if _, a, err, aerr := read(w.g, approval.ID); err != nil || aerr != nil || a.Approval.Decision != st.Approval.Decision {
+		t.Fatalf("the approval: %+v %v %v", a, err, aerr)
+	}
+	if _, _, err, aerr := read(w.g, strings.Repeat("ef", 32)); !errors.Is(err, lineage.ErrUnknownEntry) || !errors.Is(aerr, lineage.ErrUnknownEntry) {
+		t.Fatalf("an unknown entry: %v %v", err, aerr)
+	}
+	// The memory's row holds the other entry's envelope; the approval's a
+	// flipped signature.
+	w.tamper(func(tx kv.Txn) error {
+		env, err := tx.Get([]byte("e/" + other.ID))
+		if err != nil {
+			return err
+		}
+		if err := tx.Set([]byte("e/"+mem.ID), env); err != nil {
+			return err
+		}
+		env, err = tx.Get([]byte("e/" + approval.ID))
+		if err != nil {
+			return err
+		}
+		i := strings.LastIndex(string(env), `"sig":"`) + 10
+		env[i] ^= 1
+		return tx.Set([]byte("e/"+approval.ID), env)
+	})
+	if _, _, err, aerr := read(w.g, mem.ID); !errors.Is(err, lineage.ErrMalformed) || !errors.Is(aerr, lineage.ErrMalformed) {
+		t.Fatalf("an envelope stored under another ID: %v %v", err, aerr)
+	}
+	if _, _, err, aerr := read(w.g, approval.ID); !errors.Is(err, registry.ErrBadSignature) || !errors.Is(aerr, registry.ErrBadSignature) {
+		t.Fatalf("a flipped signature: %v %v", err, aerr)
+	}
+	if _, _, err := w.g.OpenVerified(mustGetEnv(t, w, approval.ID)); !errors.Is(err, registry.ErrBadSignature) {
+		t.Fatalf("OpenVerified of a flipped signature: %v", err)
+	}
+	if st, id, err := w.g.OpenVerified(mustGetEnv(t, w, other.ID)); err != nil || id != other.ID || st.Principal != "agent:planner" {
+		t.Fatalf("OpenVerified: %+v %s %v", st, id, err)
+	}
+}
+
+func mustGetEnv(t *testing.T, w *world, id string) []byte {
+	t.Helper()
+	env, _, err := w.g.Envelope(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func TestPlanStepOf(t *testing.T) {
+	steps, err := lineage.PlanSteps([]byte(`[{"tool":"a","args":{}},{"tool":"b","args":{}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Repeat("ab", 32)
+	plan := &lineage.Statement{Kind: lineage.KindPlan, Session: "s", Steps: steps}
+	for n, tool := range []string{"a", "b"} {
+		if st, err := lineage.PlanStepOf(plan, id, "s", n); err != nil || st.Tool != tool {
+			t.Errorf("step %d: %+v %v", n, st, err)
+		}
+	}
+	for name, c := range map[string]struct {
+		st      *lineage.Statement
+		session string
+		n       int
+	}{
+		"not a plan":       {&lineage.Statement{Kind: lineage.KindMemory, Session: "s"}, "s", 0},
+		"another session":  {plan, "t", 0},
+		"a step past them": {plan, "s", 2},
+		"a negative step":  {plan, "s", -1},
+	} {
+		if _, err := lineage.PlanStepOf(c.st, id, c.session, c.n); !errors.Is(err, lineage.ErrPlan) {
+			t.Errorf("%s: %v, want ErrPlan", name, err)
+		}
+	}
+	// The refusal says which steps there are: what a person fixes the
+	// call with (the CLI prints it as it is).
+	if _, err := lineage.PlanStepOf(plan, id, "s", 2); err == nil || !strings.HasSuffix(err.Error(), "has steps 0 to 1, not 2") {
+		t.Errorf("a step past them: %v", err)
+	}
 }

@@ -125,19 +125,12 @@ func (w *walker) parentEdges(id string) ([]Edge, error) {
 func (w *walker) bfs(ctx context.Context, start string, strongOnly bool) (map[string]string, error) {
 	via := map[string]string{start: ""}
 	frontier := []string{start}
-	for depth := 0; len(frontier) > 0; depth++ {
+	for range w.o.MaxDepth {
+		if len(frontier) == 0 {
+			return via, nil
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
-		}
-		if depth >= w.o.MaxDepth {
-			for _, id := range frontier {
-				if es, err := w.parentEdges(id); err != nil {
-					return nil, err
-				} else if len(es) > 0 {
-					w.tr.Truncated = true
-				}
-			}
-			break
 		}
 		var next []string
 		for _, id := range frontier {
@@ -168,6 +161,15 @@ func (w *walker) bfs(ctx context.Context, start string, strongOnly bool) (map[st
 			}
 		}
 		frontier = next
+	}
+	// The walk stopped at the depth bound: what it did not expand is cut
+	// off if it has parents.
+	for _, id := range frontier {
+		if es, err := w.parentEdges(id); err != nil {
+			return nil, err
+		} else if len(es) > 0 {
+			w.tr.Truncated = true
+		}
 	}
 	return via, nil
 }

@@ -1,6 +1,7 @@
 package lineage
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -51,15 +52,16 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 		bad("", "the registry is not frozen")
 	}
 	stmts := map[string]*Statement{}
+	nodes := map[string]*Node{}
 	err := t.Iterate([]byte(pSeq), true, func(k, val []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		seq := binary.BigEndian.Uint64(k[len(pSeq):])
 		id := string(val)
-		if st := g.verifyEntry(t, id, seq, v.Entries, bad); st != nil {
+		if st, n := g.verifyEntry(t, id, seq, nodes, bad); st != nil {
 			v.Entries[id] = seq
-			stmts[id] = st
+			stmts[id], nodes[id] = st, n
 		}
 		return nil
 	})
@@ -129,12 +131,13 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rest := k[len(pSession):]
-		if len(rest) < 9 || rest[len(rest)-9] != 0 {
+		// A session name holds no 0 byte: the first one ends it.
+		name, n, ok := bytes.Cut(k[len(pSession):], []byte{0})
+		if !ok || len(n) != 8 {
 			bad("", "malformed session context row")
 			return nil
 		}
-		session, id := string(rest[:len(rest)-9]), string(val)
+		session, id := string(name), string(val)
 		if !want[session][id] {
 			bad(id, "context row of session %s that no entry or recall accounts for", session)
 		}
@@ -177,12 +180,12 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 		}
 	}
 	return t.Iterate([]byte(pMember), false, func(k, _ []byte) error {
-		rest := k[len(pMember):]
-		if len(rest) < 65 || rest[len(rest)-65] != 0 {
+		name, member, ok := bytes.Cut(k[len(pMember):], []byte{0})
+		if !ok || !IsID(string(member)) {
 			bad("", "malformed context membership row")
 			return nil
 		}
-		session, id := string(rest[:len(rest)-65]), string(rest[len(rest)-64:])
+		session, id := string(name), string(member)
 		if !got[session][id] {
 			bad(id, "context membership row of session %s without its context row", session)
 		}
@@ -190,32 +193,33 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 	})
 }
 
-// verifyEntry checks one entry and reports whether it is there at all (its
-// envelope decodes to its ID and its node row exists), so that its children
-// can name it.
-func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, seen map[string]uint64, bad func(string, string, ...any)) *Statement {
+// verifyEntry checks one entry against nodes, the entries found before it
+// in the append order, and returns its statement and node when it is there
+// at all (its envelope decodes to its ID and its node row decodes), so that
+// its children can name it.
+func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, nodes map[string]*Node, bad func(string, string, ...any)) (*Statement, *Node) {
 	env, err := t.Get(key(pEnvelope, id))
 	if err != nil {
 		bad(id, "envelope missing: %v", err)
-		return nil
+		return nil, nil
 	}
 	st, payload, gotID, err := Open(env)
 	if err != nil {
 		bad(id, "envelope does not decode: %v", err)
-		return nil
+		return nil, nil
 	}
 	if gotID != id {
 		bad(id, "stored under an ID that is not the hash of its bytes (%s)", gotID)
-		return nil
+		return nil, nil
 	}
 	p, err := g.checkSignature(st, payload, env)
 	if errors.Is(err, registry.ErrUnknownPrincipal) {
 		bad(id, "signed by %s: %v", st.Principal, err)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		bad(id, "signature by %s does not verify", st.Principal)
-		return nil
+		return nil, nil
 	}
 	if c, err := t.Get(key(pContent, id)); err == nil && DigestContent(c) != st.ContentDigest {
 		bad(id, "stored content does not match its signed digest")
@@ -223,12 +227,12 @@ func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, seen map[string]uin
 	nb, err := t.Get(key(pNode, id))
 	if err != nil {
 		bad(id, "node row missing")
-		return nil
+		return nil, nil
 	}
 	n, err := decodeNode(nb)
 	if err != nil {
 		bad(id, "node row does not decode: %v", err)
-		return nil
+		return nil, nil
 	}
 	if n.Seq != seq {
 		bad(id, "node says sequence %d, the append log %d", n.Seq, seq)
@@ -250,22 +254,9 @@ func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, seen map[string]uin
 		bad(id, "node row lists other parents or weights than the signed statement")
 	}
 	for _, par := range st.Parents {
-		pseq, ok := seen[par.ID]
+		pn, ok := nodes[par.ID]
 		if !ok {
 			bad(id, "parent %s is missing or was not written before its child", par.ID)
-			continue
-		}
-		if pseq >= seq {
-			bad(id, "parent %s comes after its child in the append log", par.ID)
-		}
-		pb, err := t.Get(key(pNode, par.ID))
-		if err != nil {
-			bad(id, "parent %s node row missing", par.ID)
-			continue
-		}
-		pn, err := decodeNode(pb)
-		if err != nil {
-			bad(id, "parent %s node row does not decode", par.ID)
 			continue
 		}
 		propagate(&want, pn, par.Weight, g.reg.Tau())
@@ -276,8 +267,5 @@ func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, seen map[string]uin
 		bad(id, "stored labels (effective %s, reach %s) differ from a recomputation (effective %s, reach %s)",
 			n.Effective, n.Reach, want.Effective, want.Reach)
 	}
-	if n.NParents != len(st.Parents) {
-		bad(id, "node row counts %d parents, the signed statement %d", n.NParents, len(st.Parents))
-	}
-	return st
+	return st, n
 }

@@ -58,7 +58,7 @@
 //	                                                            from the signed statement and the parents' rows
 //	lin/       c/<id>                      lineage              derived: must hash to the signed content digest
 //	lin/       q/<seq>                     lineage              logged: seq is the entry's log leaf index + 1
-//	lin/       s/<session>\x00<seq>         lineage              derived: every session's context is re-derived
+//	lin/       s/<session>\x00<n>           lineage              derived: every session's context is re-derived
 //	lin/       m/<session>\x00<id>          lineage              from the entries' signed sessions and the recall
 //	                                                            records, both ways
 //	lin/       r/<recall id>               lineage              logged: a leaf names it; it hashes to its ID

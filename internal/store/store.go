@@ -16,7 +16,7 @@ import (
 // SchemaVersion is the layout of keys this build reads and writes. A store
 // written by another version is refused at open, so that a later layout can
 // migrate it instead of misreading it.
-const SchemaVersion = "4"
+const SchemaVersion = "5"
 
 var (
 	// ErrNotFound is returned by Get for a key that does not exist: the
