@@ -157,8 +157,9 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	return nil
 }
 
-// Freeze freezes the registry with the operator key, and keeps a copy of
-// the signed freeze record beside the store (registry.freeze).
+// Freeze freezes the registry with the operator key, keeps a copy of the
+// signed freeze record beside the store (registry.freeze), and seals the
+// configuration the directory holds (SealFile).
 func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -177,7 +178,11 @@ func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
 		return fmt.Errorf("the registry is frozen, but its copy could not be written: %w", err)
 	}
-	return os.Rename(path+".tmp", path)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return err
+	}
+	// The configuration the directory holds now is what the operator froze.
+	return e.seal(operator)
 }
 
 // checkFreezeAnchors refuses a store whose freeze record was deleted or

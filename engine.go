@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 
@@ -52,17 +53,23 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	if err != nil {
 		return fail(err)
 	}
-	if c.catalog == nil {
-		paths := c.toolsFiles
-		if len(paths) == 0 && dir != "" {
-			if p := filepath.Join(dir, ToolsFile); fileExists(p) {
-				paths = []string{p}
-			}
+	files, err := readConfig(dir)
+	if err != nil {
+		return fail(err)
+	}
+	if !c.unsealed {
+		if err := checkSeal(dir, reg, files); err != nil {
+			return fail(err)
 		}
-		if len(paths) > 0 {
-			if c.catalog, err = gate.LoadCatalogs(paths...); err != nil {
-				return fail(err)
-			}
+	}
+	if c.catalog == nil && len(c.toolsFiles) > 0 {
+		if c.catalog, err = gate.LoadCatalogs(c.toolsFiles...); err != nil {
+			return fail(err)
+		}
+	}
+	if b, ok := files[ToolsFile]; c.catalog == nil && ok {
+		if c.catalog, err = parseCatalog(filepath.Join(dir, ToolsFile), b); err != nil {
+			return fail(err)
 		}
 	}
 	if c.policy == nil && c.policyDir != "" {
@@ -75,11 +82,9 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 			return fail(err)
 		}
 	}
-	if c.model == nil && dir != "" {
-		if p := filepath.Join(dir, ModelFile); fileExists(p) {
-			if c.model, err = trajectory.LoadModel(p); err != nil {
-				return fail(err)
-			}
+	if b, ok := files[ModelFile]; c.model == nil && ok {
+		if c.model, err = trajectory.ParseModel(filepath.Join(dir, ModelFile), b); err != nil {
+			return fail(err)
 		}
 	}
 	gopts := []gate.Option{gate.WithCatalog(c.catalog), gate.WithModel(c.model)}
@@ -95,6 +100,16 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	}
 	return &Engine{db: db, reg: reg, graph: graph, log: tl, decisions: decisionlog.New(db.Space(store.Decisions), c.model),
 		gate: g, cfg: c, dir: dir}, nil
+}
+
+// parseCatalog reads the data directory's catalog from the bytes the seal
+// was checked against, as LoadCatalogs would read the file.
+func parseCatalog(path string, b []byte) (*gate.Catalog, error) {
+	c, err := gate.ParseCatalog(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return gate.MergeCatalogs(c)
 }
 
 // Close finishes the writes in flight and closes the store (a fleet node

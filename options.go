@@ -25,6 +25,8 @@ type config struct {
 	gateTimeout time.Duration
 	timeoutSet  bool
 	trustRoot   *TrustRoot
+	// unsealed opens without checking the configuration seal (Seal only).
+	unsealed bool
 	// Init only.
 	operatorKeyFile string
 	operator        *registry.Signer

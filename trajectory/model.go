@@ -151,6 +151,12 @@ func LoadModel(path string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trajectory model: %w", err)
 	}
+	return ParseModel(path, b)
+}
+
+// ParseModel reads a model saved by Save from its bytes (path names it in
+// errors) and checks that it matches the features this build computes.
+func ParseModel(path string, b []byte) (*Model, error) {
 	var m Model
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("trajectory model %s: %w", path, err)

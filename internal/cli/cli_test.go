@@ -178,6 +178,7 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	// served) finds it.
 	tools := filepath.Join(c.dir, "tools.yaml")
 	os.WriteFile(tools, []byte("tools:\n  send_money:\n    sensitive: true\n    role: send\n    args:\n      recipient: {trusted: true}\n      subject: {trusted: false}\n"), 0o644)
+	c.must("registry", "seal") // the operator seals the catalog written after freeze
 	if served {
 		c.serve()
 	}

@@ -31,6 +31,14 @@ pedigree --dir "$D/data" registry add user:bob --tier user --new-key "$D/bob.key
 D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory
 pedigree --dir "$D/data" registry add user:bob --tier user --new-key "$D/bob.key"
 pedigree --dir "$D/data" registry freeze         # exit 0; from now on no principal changes`},
+	{"pedigree registry seal", `
+D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory
+pedigree --dir "$D/data" registry add user:bob --tier user --new-key "$D/bob.key"
+pedigree --dir "$D/data" registry freeze         # seals the configuration too (none yet)
+printf 'tools:\n  send_money: {role: send}\n' > "$D/data/tools.yaml"
+pedigree --dir "$D/data" verify; echo "exit $?"  # exit 1: tools.yaml was added since the seal
+pedigree --dir "$D/data" registry seal           # exit 0: the operator seals the change
+pedigree --dir "$D/data" verify                  # exit 0`},
 	{"pedigree registry list", `
 pedigree registry list -o json`},
 	{"pedigree record", `

@@ -21,6 +21,7 @@ var hints = []struct {
 	{tlog.ErrNoCheckpoint, "run 'pedigree log checkpoint' first"},
 	{pedigree.ErrTrustRoot, "the store does not match the trust root pinned outside it (--trust-root, $PEDIGREE_TRUST_ROOT, else the keys directory's operator-<h>.pub): its registry may have been rebuilt; do not use it"},
 	{tlog.ErrNotExtension, "the store is not the one that checkpoint was taken of, or an old copy of it: do not use it"},
+	{pedigree.ErrConfigSeal, "after freeze, tools.yaml and trajectory-model.json count only as the operator sealed them: if the operator made this change, run 'pedigree registry seal' with the operator key; otherwise restore them, and do not use the store until then"},
 	{pedigree.ErrTampered, "the store was changed behind pedigree's back: do not use it; see 'pedigree verify'"},
 }
 

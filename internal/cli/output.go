@@ -54,6 +54,10 @@ type (
 		Tau          float64 `json:"tau"`
 		FreezeDigest string  `json:"freeze_digest"`
 	}
+	sealOutput struct {
+		v
+		Sealed []string `json:"sealed"`
+	}
 	principalOutput struct {
 		ID        string `json:"id"`
 		Tier      string `json:"tier"`

@@ -20,6 +20,7 @@ func testPlans(t *testing.T, served bool) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(c.dir, "tools.yaml"), email, 0o644)
+	c.must("registry", "seal") // the operator seals the catalog written after freeze
 	if served {
 		c.serve()
 	}

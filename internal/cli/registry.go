@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -19,7 +20,7 @@ func newRegistryCommand(a *app) *cobra.Command {
 		Short: "Register principals at bootstrap, then freeze them for good",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newRegistryAdd(a), newRegistryFreeze(a), newRegistryList(a))
+	cmd.AddCommand(newRegistryAdd(a), newRegistryFreeze(a), newRegistrySeal(a), newRegistryList(a))
 	return cmd
 }
 
@@ -187,6 +188,67 @@ Example:
 	}
 	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
+}
+
+func newRegistrySeal(a *app) *cobra.Command {
+	var opKey string
+	cmd := &cobra.Command{
+		Use:   "seal [--operator-key FILE]",
+		Short: "Seal the data directory's tools.yaml and trajectory model again, after changing them",
+		Long: `After freeze, the data directory's configuration counts only under the
+operator's seal (DIR/config.seal, written by freeze): tools.yaml says which calls
+are gated and trajectory-model.json which raise alerts, so a writer of the
+directory must not change them. A frozen store whose tools.yaml or model differs
+from the seal (changed, added or removed) is refused at open, saying which.
+
+After changing either on purpose, seal them again with the operator key, then
+restart a running server. Files given with --tools or --policies are yours and
+are not sealed.
+
+Example:
+  pedigree registry seal
+  pedigree registry seal --operator-key /media/usb/pedigree-operator.key`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if opKey == "" {
+				var err error
+				if opKey, err = a.defaultOperatorKey(); err != nil {
+					return err
+				}
+			}
+			if err := a.refuseIfServed(ctx, "seal the configuration"); err != nil {
+				return err
+			}
+			op, err := registry.LoadSigner(opKey)
+			if err != nil {
+				return err
+			}
+			root, err := a.trustRootOption()
+			if err != nil {
+				return err
+			}
+			if err := pedigree.Seal(ctx, a.dir, op, append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...); err != nil {
+				return err
+			}
+			sealed, err := pedigree.SealedFiles(a.dir)
+			if err != nil {
+				return err
+			}
+			return a.print(sealOutput{v: v1, Sealed: sealed}, func(w io.Writer) {
+				fmt.Fprintf(w, "sealed: %s\n", sealedText(sealed))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
+	return cmd
+}
+
+func sealedText(files []string) string {
+	if len(files) == 0 {
+		return "no configuration files (every tool is gated; no trajectory model)"
+	}
+	return strings.Join(files, ", ")
 }
 
 func newRegistryList(a *app) *cobra.Command {

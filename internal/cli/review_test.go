@@ -16,6 +16,7 @@ func testPendingApproveReject(t *testing.T, served bool) {
 	c := newEnv(t)
 	c.bootstrap()
 	os.WriteFile(filepath.Join(c.dir, "tools.yaml"), []byte("tools:\n  send_money:\n    sensitive: true\n    role: send\n    args:\n      recipient: {trusted: true}\n      subject: {trusted: false}\n"), 0o644)
+	c.must("registry", "seal") // the operator seals the catalog written after freeze
 	if served {
 		c.serve()
 	}

@@ -33,6 +33,7 @@ func testKeylessFailOpens(t *testing.T, served bool) {
 	c.bootstrap()
 	// A catalog entry that does not say sensitive: false is sensitive.
 	os.WriteFile(filepath.Join(c.dir, "tools.yaml"), []byte("tools:\n  send_money: {irreversible: true, external_sink: true, role: send}\n  lookup: {sensitive: false}\n"), 0o644)
+	c.must("registry", "seal") // the operator seals the catalog written after freeze
 	if served {
 		c.serve()
 	}

@@ -261,7 +261,12 @@ func (w *World) RebuildRegistry() *registry.Signer {
 	if err != nil {
 		w.T.Fatal(err)
 	}
-	defer db.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			db.Close()
+		}
+	}()
 	ctx := w.T.Context()
 	err = db.Commit(ctx, 0, func(tx *store.Txn) error {
 		t := tx.In(store.Registry)
@@ -300,6 +305,14 @@ func (w *World) RebuildRegistry() *registry.Signer {
 	path := filepath.Join(w.Dir, pedigree.FreezeFile)
 	os.Remove(path)
 	if err := os.WriteFile(path, rec, 0o444); err != nil {
+		w.T.Fatal(err)
+	}
+	// ...and seals the directory's configuration again with that key.
+	closed = true
+	if err := db.Close(); err != nil {
+		w.T.Fatal(err)
+	}
+	if err := pedigree.Seal(ctx, w.Dir, forged); err != nil {
 		w.T.Fatal(err)
 	}
 	return eve

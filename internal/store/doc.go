@@ -104,4 +104,13 @@
 //
 // A row of any namespace that this table does not name is reported by
 // verify where its owner iterates its namespace (lineage and the log do).
+//
+// Beside the store, in the data directory, the files that change decisions
+// are vouched for the same way: registry.freeze is the freeze record's copy
+// (compared at open; a missing one is named by verify); tools.yaml (which
+// calls are gated) and trajectory-model.json (which raise alerts) count,
+// after freeze, only as config.seal says: the operator key's signature over
+// the freeze record's digest and each file's sha256, checked at open (the
+// engine parses the bytes it checked) and again by verify (the root
+// package's seal.go).
 package store

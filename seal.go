@@ -1,0 +1,232 @@
+package pedigree
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// The configuration the data directory holds changes decisions as surely as
+// its rows do: a tool the catalog marks `sensitive: false` is never gated,
+// and the trajectory model decides which calls raise alerts. A writer of the
+// directory must not be able to change them, so after freeze they count
+// only under the operator's seal: SealFile beside the store, a DSSE envelope
+// signed by the operator key over the freeze record's digest and the sha256
+// of each sealed file (or its absence). Freeze writes it; Seal writes it
+// again after the operator changes a file. A frozen store whose sealed
+// files differ from the seal, or that holds one of them with no seal, is
+// refused at open (ConfigSealError). Files given explicitly (WithToolsFiles,
+// WithPolicyDir, WithModel) are the caller's, and are not sealed.
+const SealFile = "config.seal"
+
+const sealPayloadType = "application/vnd.pedigree.config-seal+json"
+
+// sealedFiles are the files of the data directory the seal covers.
+var sealedFiles = []string{ToolsFile, ModelFile}
+
+// sealStatement is the signed payload: the freeze it belongs to, and each
+// sealed file's sha256 (hex), absent files left out.
+type sealStatement struct {
+	Version int               `json:"version"`
+	Freeze  string            `json:"freeze"`
+	Files   map[string]string `json:"files"`
+}
+
+// ErrConfigSeal: the data directory's configuration is not what the
+// operator sealed (a ConfigSealError).
+var ErrConfigSeal = errors.New("the data directory's configuration differs from the operator's seal")
+
+// ConfigSealError says what differs from the seal.
+type ConfigSealError struct {
+	Differences []string
+}
+
+func (e *ConfigSealError) Error() string {
+	return ErrConfigSeal.Error() + " (" + SealFile + "): " + strings.Join(e.Differences, "; ")
+}
+
+// Is makes errors.Is(err, ErrConfigSeal) and errors.Is(err, ErrTampered)
+// true: configuration changed behind the operator's back is tampering.
+func (e *ConfigSealError) Is(target error) bool {
+	return target == ErrConfigSeal || target == ErrTampered
+}
+
+// Seal signs, with the operator key, the configuration that dir holds now
+// (tools.yaml and trajectory-model.json), after the operator has changed it.
+// The store must be frozen, and operator must be the key that froze it. A
+// running server reads the configuration at start: restart it.
+func Seal(ctx context.Context, dir string, operator *registry.Signer, opts ...Option) error {
+	if dir == "" {
+		return fmt.Errorf("%w: Seal needs a data directory", ErrOptions)
+	}
+	e, err := Open(ctx, dir, append(slices.Clip(opts), withoutSeal())...)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if !e.reg.Frozen() {
+		return errors.New("the registry is not frozen: freezing it seals the configuration")
+	}
+	return e.seal(operator)
+}
+
+// SealedFiles names the files of dir that the seal covers now (those that
+// exist), in order.
+func SealedFiles(dir string) ([]string, error) {
+	files, err := readConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, name := range sealedFiles {
+		if _, ok := files[name]; ok {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// withoutSeal opens a store without checking the seal: only Seal does,
+// to seal what the operator changed.
+func withoutSeal() Option { return func(c *config) { c.unsealed = true } }
+
+// seal writes SealFile over the files dir holds now.
+func (e *Engine) seal(operator *registry.Signer) error {
+	if !bytes.Equal(operator.Public(), e.reg.OperatorKey()) {
+		return fmt.Errorf("%w: this is not the operator key that froze the registry", registry.ErrBadKey)
+	}
+	files, err := readConfig(e.dir)
+	if err != nil {
+		return err
+	}
+	st, err := sealOf(e.reg, files)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	env, err := operator.SignEnvelope(sealPayloadType, payload)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(e.dir, SealFile)
+	if err := os.WriteFile(path+".tmp", env, 0o444); err != nil {
+		return fmt.Errorf("the configuration seal could not be written: %w", err)
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// readConfig reads each sealed file dir holds, once: what it returns is
+// what the engine then parses, so a file swapped after the check is never
+// the one used.
+func readConfig(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	if dir == "" {
+		return files, nil
+	}
+	for _, name := range sealedFiles {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		files[name] = b
+	}
+	return files, nil
+}
+
+// sealOf is the statement that seals files under reg's freeze.
+func sealOf(reg *registry.Registry, files map[string][]byte) (*sealStatement, error) {
+	rec, err := reg.FreezeRecord()
+	if err != nil {
+		return nil, err
+	}
+	fd := sha256.Sum256(rec)
+	st := &sealStatement{Version: 1, Freeze: hex.EncodeToString(fd[:]), Files: map[string]string{}}
+	for name, b := range files {
+		d := sha256.Sum256(b)
+		st.Files[name] = hex.EncodeToString(d[:])
+	}
+	return st, nil
+}
+
+// checkSeal refuses a frozen store whose sealed files (as readConfig read
+// them) are not the ones the operator sealed. Before freeze there is
+// nothing to check: the bootstrap verbs (mcp add, hook claude init) write
+// the catalog, and freeze seals it.
+func checkSeal(dir string, reg *registry.Registry, files map[string][]byte) error {
+	if dir == "" || !reg.Frozen() {
+		return nil
+	}
+	now, err := sealOf(reg, files)
+	if err != nil {
+		return err
+	}
+	env, err := os.ReadFile(filepath.Join(dir, SealFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if len(now.Files) == 0 {
+			return nil
+		}
+		var diffs []string
+		for _, name := range sealedFiles {
+			if now.Files[name] != "" {
+				diffs = append(diffs, name+" is not sealed ("+SealFile+" is missing)")
+			}
+		}
+		return &ConfigSealError{Differences: diffs}
+	} else if err != nil {
+		return err
+	}
+	v, err := registry.NewVerifier(reg.OperatorKey())
+	if err != nil {
+		return err
+	}
+	payload, err := v.VerifyEnvelope(env, sealPayloadType)
+	if err != nil {
+		return &ConfigSealError{Differences: []string{SealFile + " is not signed by the operator key: " + err.Error()}}
+	}
+	var sealed sealStatement
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sealed); err != nil || sealed.Version != 1 {
+		return &ConfigSealError{Differences: []string{SealFile + " is not a seal this version reads"}}
+	}
+	var diffs []string
+	if sealed.Freeze != now.Freeze {
+		diffs = append(diffs, SealFile+" seals another registry's freeze")
+	}
+	for _, name := range sealedFiles {
+		switch was, is := sealed.Files[name], now.Files[name]; {
+		case was == is:
+		case was == "":
+			diffs = append(diffs, name+" was added since the seal")
+		case is == "":
+			diffs = append(diffs, name+" was removed since the seal")
+		default:
+			diffs = append(diffs, name+" was changed since the seal")
+		}
+	}
+	for name := range sealed.Files {
+		if !slices.Contains(sealedFiles, name) {
+			diffs = append(diffs, SealFile+" names an unknown file "+name)
+		}
+	}
+	if len(diffs) > 0 {
+		return &ConfigSealError{Differences: diffs}
+	}
+	return nil
+}

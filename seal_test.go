@@ -1,0 +1,133 @@
+package pedigree_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/registry"
+)
+
+// sealRefused fails unless reopening the world is refused for what the
+// directory's configuration became, naming want.
+func sealRefused(t *testing.T, w *enginetest.World, want string) {
+	t.Helper()
+	err := w.Reopen()
+	var cse *pedigree.ConfigSealError
+	if !errors.Is(err, pedigree.ErrConfigSeal) || !errors.Is(err, pedigree.ErrTampered) || !errors.As(err, &cse) ||
+		!strings.Contains(err.Error(), want) {
+		t.Fatalf("opened, or refused for another reason (want %q): %v", want, err)
+	}
+}
+
+// A writer of the data directory, with no key, edits tools.yaml after
+// freeze so that send_money is no longer gated, or adds a trajectory model:
+// the store is refused at open, saying which file changed. The operator's
+// seal (pedigree.Seal, with the operator key alone) makes a change count.
+func TestConfigSeal(t *testing.T) {
+	ctx := t.Context()
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	tools := filepath.Join(w.Dir, pedigree.ToolsFile)
+	sealPath := filepath.Join(w.Dir, pedigree.SealFile)
+	if _, err := os.Stat(sealPath); err != nil {
+		t.Fatalf("freeze wrote no seal: %v", err)
+	}
+	w.E.Close()
+	w.E = nil
+
+	// The operator's catalog, written after freeze, counts once sealed.
+	if err := os.WriteFile(tools, []byte("tools:\n  send_money: {role: send}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sealRefused(t, w, "tools.yaml was added since the seal")
+	if err := pedigree.Seal(ctx, w.Dir, w.Keys["user:alice"]); !errors.Is(err, registry.ErrBadKey) {
+		t.Fatalf("sealed with a key that is not the operator's: %v", err)
+	}
+	if err := pedigree.Seal(ctx, w.Dir, w.Operator); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if !w.E.UnsafeGate().Catalog().Tools["send_money"].IsSensitive() {
+		t.Fatal("the sealed catalog was not the one loaded")
+	}
+	deniedSession(t, w) // send_money gated: a tainted send is denied
+
+	// The attack: un-gate send_money. Refused at open...
+	w.E.Close()
+	w.E = nil
+	sealed, _ := os.ReadFile(tools)
+	if err := os.WriteFile(tools, []byte("tools:\n  send_money: {sensitive: false}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sealRefused(t, w, "tools.yaml was changed since the seal")
+	// ...and, made while an engine runs, named by verify; the engine keeps
+	// deciding on the catalog it read at open.
+	os.WriteFile(tools, sealed, 0o644)
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(tools, []byte("tools:\n  send_money: {sensitive: false}\n"), 0o644)
+	r, err := w.E.Verify(ctx)
+	if err != nil || r.OK() || !strings.Contains(r.Problems[0].What, "tools.yaml was changed since the seal") {
+		t.Fatalf("verify after the edit: %+v %v", r, err)
+	}
+	d := w.Check("agent:planner", pedigree.Call{Session: "s", Tool: "send_money", Args: []byte(`{"to":"999"}`)})
+	if d.Decision != gate.Deny {
+		t.Fatalf("the running engine took up the edited catalog: %s %v", d.Decision, d.Reasons)
+	}
+	w.E.Close()
+	w.E = nil
+	os.WriteFile(tools, sealed, 0o644)
+
+	// A seal signed by another key than the operator's.
+	env, _ := os.ReadFile(sealPath)
+	var e struct {
+		PayloadType string `json:"payloadType"`
+		Payload     string `json:"payload"`
+	}
+	if err := json.Unmarshal(env, &e); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.StdEncoding.DecodeString(e.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := w.Keys["user:alice"].SignEnvelope(e.PayloadType, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(sealPath)
+	os.WriteFile(sealPath, forged, 0o444)
+	sealRefused(t, w, "is not signed by the operator key")
+	os.Remove(sealPath)
+	os.WriteFile(sealPath, env, 0o444)
+
+	// A model added, and the seal deleted with a file still there.
+	model := filepath.Join(w.Dir, pedigree.ModelFile)
+	os.WriteFile(model, []byte("{}"), 0o644)
+	sealRefused(t, w, "trajectory-model.json was added since the seal")
+	os.Remove(model)
+	os.Remove(sealPath)
+	sealRefused(t, w, "tools.yaml is not sealed")
+
+	// The seal deleted with every file: the defaults (every tool gated, no
+	// model) are all that is left, and verify names the missing seal.
+	os.Remove(tools)
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = w.E.Verify(ctx)
+	if err != nil || r.OK() || !strings.Contains(r.Problems[0].What, pedigree.SealFile+", the operator's seal") {
+		t.Fatalf("verify without a seal: %+v %v", r, err)
+	}
+	w.SkipVerify = true
+}
