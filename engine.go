@@ -58,7 +58,7 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 		return fail(err)
 	}
 	if !c.unsealed {
-		if err := checkSeal(dir, reg, files); err != nil {
+		if err := checkSeal(dir, reg, files, c.fleetNode); err != nil {
 			return fail(err)
 		}
 	}

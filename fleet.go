@@ -108,6 +108,7 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 			return nil, err
 		}
 	}
+	c.fleetNode = true
 	e, err := open(ctx, db, dir, c)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type config struct {
 	trustRoot   *TrustRoot
 	// unsealed opens without checking the configuration seal (Seal only).
 	unsealed bool
+	// fleetNode: opened by JoinFleet (a directory made from the stream
+	// has no seal of its own).
+	fleetNode bool
 	// Init only.
 	operatorKeyFile string
 	operator        *registry.Signer

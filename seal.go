@@ -165,10 +165,10 @@ func sealOf(reg *registry.Registry, files map[string][]byte) (*sealStatement, er
 }
 
 // checkSeal refuses a frozen store whose sealed files (as readConfig read
-// them) are not the ones the operator sealed. Before freeze there is
+// them) are not the ones the operator sealed, or that has no seal. Before freeze there is
 // nothing to check: the bootstrap verbs (mcp add, hook claude init) write
 // the catalog, and freeze seals it.
-func checkSeal(dir string, reg *registry.Registry, files map[string][]byte) error {
+func checkSeal(dir string, reg *registry.Registry, files map[string][]byte, fleetNode bool) error {
 	if dir == "" || !reg.Frozen() {
 		return nil
 	}
@@ -178,13 +178,17 @@ func checkSeal(dir string, reg *registry.Registry, files map[string][]byte) erro
 	}
 	env, err := os.ReadFile(filepath.Join(dir, SealFile))
 	if errors.Is(err, os.ErrNotExist) {
-		if len(now.Files) == 0 {
+		// Freeze writes the seal, so a frozen directory without one lost it:
+		// deleting the seal with the model would drop the model's alerts.
+		// A fleet node's directory, made from the stream, has none (its
+		// operator key is elsewhere): there only unsealed files are refused.
+		if fleetNode && len(now.Files) == 0 {
 			return nil
 		}
-		var diffs []string
+		diffs := []string{SealFile + " is missing"}
 		for _, name := range sealedFiles {
 			if now.Files[name] != "" {
-				diffs = append(diffs, name+" is not sealed ("+SealFile+" is missing)")
+				diffs = append(diffs, name+" is not sealed")
 			}
 		}
 		return &ConfigSealError{Differences: diffs}

@@ -42,21 +42,17 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 		}
 		// The configuration is checked against the seal at open (and used
 		// as read then); here it is checked as the directory holds it now.
-		// Freeze writes the seal, so a frozen directory without one lost it
-		// (a fleet node's directory, made from the stream, has none).
 		files, err := readConfig(e.dir)
 		if err != nil {
 			return nil, err
 		}
 		var cse *ConfigSealError
-		if err := checkSeal(e.dir, e.reg, files); errors.As(err, &cse) {
+		if err := checkSeal(e.dir, e.reg, files, e.cfg.fleetNode); errors.As(err, &cse) {
 			for _, d := range cse.Differences {
 				bad("", "%s", d)
 			}
 		} else if err != nil {
 			return nil, err
-		} else if _, err := os.Stat(filepath.Join(e.dir, SealFile)); errors.Is(err, os.ErrNotExist) && e.fleet == nil {
-			bad("", "%s, the operator's seal over the directory's configuration, is missing", SealFile)
 		}
 	}
 	err := e.db.View(func(t *store.Txn) error {
