@@ -21,17 +21,19 @@ import (
 
 // The configuration the data directory holds changes decisions as surely as
 // its rows do: a tool the catalog marks `sensitive: false` is never gated,
-// and the trajectory model decides which calls raise alerts. A writer of the
+// the trajectory model decides which calls raise alerts, the gateway's
+// upstreams say which command runs as which principal, and the hook's
+// mapping which principal signs each tool's output. A writer of the
 // directory must not be able to change them, so after freeze they count
-// only under the operator's seal (so do the gateway's upstreams and the
-// hook's mapping: which command runs as which principal): SealFile beside
-// the store, a DSSE envelope
-// signed by the operator key over the freeze record's digest and the sha256
-// of each sealed file (or its absence). Freeze writes it; Seal writes it
-// again after the operator changes a file. A frozen store whose sealed
-// files differ from the seal, or that holds one of them with no seal, is
-// refused at open (ConfigSealError). Files given explicitly (WithToolsFiles,
-// WithPolicyDir, WithModel) are the caller's, and are not sealed.
+// only under the operator's seal: SealFile beside the store, a DSSE
+// envelope signed by the operator key over the freeze record's digest and
+// the sha256 of each sealed file (or its absence). Freeze writes it; Seal
+// writes it again after the operator changes a file. A frozen store whose
+// sealed files differ from the seal, or that has no seal, is refused at
+// open (ConfigSealError), and readers that may go through a server check
+// their file themselves (ReadSealed). Files given explicitly
+// (WithToolsFiles, WithPolicyDir, WithModel) are the caller's, and are not
+// sealed.
 const SealFile = "config.seal"
 
 const sealPayloadType = "application/vnd.pedigree.config-seal+json"
