@@ -3,6 +3,7 @@ package pedigree
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,7 +21,9 @@ import (
 // its rows do: a tool the catalog marks `sensitive: false` is never gated,
 // and the trajectory model decides which calls raise alerts. A writer of the
 // directory must not be able to change them, so after freeze they count
-// only under the operator's seal: SealFile beside the store, a DSSE envelope
+// only under the operator's seal (so do the gateway's upstreams and the
+// hook's mapping: which command runs as which principal): SealFile beside
+// the store, a DSSE envelope
 // signed by the operator key over the freeze record's digest and the sha256
 // of each sealed file (or its absence). Freeze writes it; Seal writes it
 // again after the operator changes a file. A frozen store whose sealed
@@ -31,8 +34,16 @@ const SealFile = "config.seal"
 
 const sealPayloadType = "application/vnd.pedigree.config-seal+json"
 
+// Files the MCP gateway and the Claude Code hook read from the data
+// directory: which upstream command runs under which principal, and which
+// principal signs each Claude Code tool's output. Sealed too.
+const (
+	MCPConfigFile   = "mcp/upstreams.json"
+	HookMappingFile = "claude-hook.yaml"
+)
+
 // sealedFiles are the files of the data directory the seal covers.
-var sealedFiles = []string{ToolsFile, ModelFile}
+var sealedFiles = []string{ToolsFile, ModelFile, MCPConfigFile, HookMappingFile}
 
 // sealStatement is the signed payload: the freeze it belongs to, and each
 // sealed file's sha256 (hex), absent files left out.
@@ -195,19 +206,9 @@ func checkSeal(dir string, reg *registry.Registry, files map[string][]byte, flee
 	} else if err != nil {
 		return err
 	}
-	v, err := registry.NewVerifier(reg.OperatorKey())
+	sealed, err := openSeal(env, reg.OperatorKey())
 	if err != nil {
 		return err
-	}
-	payload, err := v.VerifyEnvelope(env, sealPayloadType)
-	if err != nil {
-		return &ConfigSealError{Differences: []string{SealFile + " is not signed by the operator key: " + err.Error()}}
-	}
-	var sealed sealStatement
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sealed); err != nil || sealed.Version != 1 {
-		return &ConfigSealError{Differences: []string{SealFile + " is not a seal this version reads"}}
 	}
 	var diffs []string
 	if sealed.Freeze != now.Freeze {
@@ -233,4 +234,71 @@ func checkSeal(dir string, reg *registry.Registry, files map[string][]byte, flee
 		return &ConfigSealError{Differences: diffs}
 	}
 	return nil
+}
+
+// openSeal verifies a seal's signature with the operator key and reads it.
+func openSeal(env []byte, operator ed25519.PublicKey) (*sealStatement, error) {
+	v, err := registry.NewVerifier(operator)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := v.VerifyEnvelope(env, sealPayloadType)
+	if err != nil {
+		return nil, &ConfigSealError{Differences: []string{SealFile + " is not signed by the operator key: " + err.Error()}}
+	}
+	var sealed sealStatement
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sealed); err != nil || sealed.Version != 1 {
+		return nil, &ConfigSealError{Differences: []string{SealFile + " is not a seal this version reads"}}
+	}
+	return &sealed, nil
+}
+
+// ReadSealed reads one sealed file of dir (MCPConfigFile,
+// HookMappingFile, ...) as the operator sealed it, for a reader that does
+// not open the store itself (the gateway and the hook, which may go
+// through a running server): view is the registry as the caller's backend
+// reports it, already held to the trust root. Before freeze the file is read
+// as it is. After, the seal must verify with view's operator key, belong to
+// view's freeze, and name the file's digest, or its absence (then the error
+// wraps os.ErrNotExist); anything else is a ConfigSealError.
+func ReadSealed(dir string, view *RegistryView, name string) ([]byte, error) {
+	if !slices.Contains(sealedFiles, name) {
+		return nil, fmt.Errorf("%w: %s is not a sealed file", ErrOptions, name)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if !view.Frozen {
+		return b, err
+	}
+	env, serr := os.ReadFile(filepath.Join(dir, SealFile))
+	if errors.Is(serr, os.ErrNotExist) {
+		return nil, &ConfigSealError{Differences: []string{SealFile + " is missing"}}
+	} else if serr != nil {
+		return nil, serr
+	}
+	sealed, serr := openSeal(env, view.OperatorKey)
+	if serr != nil {
+		return nil, serr
+	}
+	if sealed.Freeze != view.FreezeDigest {
+		return nil, &ConfigSealError{Differences: []string{SealFile + " seals another registry's freeze"}}
+	}
+	want := sealed.Files[name]
+	switch {
+	case err != nil && want == "":
+		return nil, err // absent, as sealed
+	case err != nil:
+		return nil, &ConfigSealError{Differences: []string{name + " was removed since the seal"}}
+	case want == "":
+		return nil, &ConfigSealError{Differences: []string{name + " was added since the seal"}}
+	}
+	d := sha256.Sum256(b)
+	if hex.EncodeToString(d[:]) != want {
+		return nil, &ConfigSealError{Differences: []string{name + " was changed since the seal"}}
+	}
+	return b, nil
 }

@@ -130,3 +130,66 @@ func TestConfigSeal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The gateway's upstreams (which command runs, signing as which principal)
+// and the hook's mapping are read through a running server, so their
+// readers check the seal themselves (ReadSealed), against the registry the
+// backend reports: an edit made while the server runs is refused there too.
+func TestReadSealed(t *testing.T) {
+	ctx := t.Context()
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	w.E.Close()
+	w.E = nil
+	ups := filepath.Join(w.Dir, pedigree.MCPConfigFile)
+	os.MkdirAll(filepath.Dir(ups), 0o700)
+	good := []byte(`{"version":1,"upstreams":[{"name":"web","principal":"tool:web","command":"web-server"}]}`)
+	os.WriteFile(ups, good, 0o600)
+	sealRefused(t, w, "mcp/upstreams.json was added since the seal")
+	if err := pedigree.Seal(ctx, w.Dir, w.Operator); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	view, err := w.E.Registry(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := pedigree.ReadSealed(w.Dir, view, pedigree.MCPConfigFile); err != nil || string(b) != string(good) {
+		t.Fatalf("sealed upstreams: %q %v", b, err)
+	}
+	if _, err := pedigree.ReadSealed(w.Dir, view, pedigree.HookMappingFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a mapping sealed as absent: %v", err)
+	}
+	refused := func(name, want string) {
+		t.Helper()
+		_, err := pedigree.ReadSealed(w.Dir, view, name)
+		if !errors.Is(err, pedigree.ErrConfigSeal) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: want %q, got %v", name, want, err)
+		}
+	}
+	// While the engine (a server) runs: the upstream's command and
+	// principal rewritten, the mapping added, the file removed.
+	os.WriteFile(ups, []byte(`{"version":1,"upstreams":[{"name":"web","principal":"agent:mcp","command":"sh"}]}`), 0o600)
+	refused(pedigree.MCPConfigFile, "mcp/upstreams.json was changed since the seal")
+	os.WriteFile(filepath.Join(w.Dir, pedigree.HookMappingFile), []byte("version: 1\n"), 0o600)
+	refused(pedigree.HookMappingFile, "claude-hook.yaml was added since the seal")
+	os.Remove(ups)
+	refused(pedigree.MCPConfigFile, "mcp/upstreams.json was removed since the seal")
+	os.WriteFile(ups, good, 0o600)
+	// A view of another freeze, and a seal that is not the operator's.
+	other := *view
+	other.FreezeDigest = strings.Repeat("0", 64)
+	if _, err := pedigree.ReadSealed(w.Dir, &other, pedigree.MCPConfigFile); !errors.Is(err, pedigree.ErrConfigSeal) {
+		t.Fatalf("a seal of another freeze: %v", err)
+	}
+	other = *view
+	other.OperatorKey = w.Keys["user:alice"].Public()
+	if _, err := pedigree.ReadSealed(w.Dir, &other, pedigree.MCPConfigFile); !errors.Is(err, pedigree.ErrConfigSeal) {
+		t.Fatalf("a seal checked with another key: %v", err)
+	}
+	if _, err := pedigree.ReadSealed(w.Dir, view, "serve.json"); !errors.Is(err, pedigree.ErrOptions) {
+		t.Fatalf("a file the seal does not cover: %v", err)
+	}
+	os.Remove(filepath.Join(w.Dir, pedigree.HookMappingFile))
+}

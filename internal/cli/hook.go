@@ -91,7 +91,7 @@ func (a *app) hookEvent(ctx context.Context) (*hook.Answer, error) {
 		return nil, err
 	}
 	defer b.Close()
-	h, err := hook.New(b, dir)
+	h, err := hook.New(ctx, b, dir)
 	if err != nil {
 		return nil, err
 	}

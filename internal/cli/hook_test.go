@@ -554,3 +554,33 @@ func testHookClaudeLongSession(t *testing.T, served bool) {
 		t.Fatalf("verify: %v", rep)
 	}
 }
+
+// A writer of the data directory who rewrites the hook's mapping after
+// freeze (allow_clean, so that the hook answers allow for Claude Code) gets
+// every event blocked, with a server running and without one: the mapping
+// counts only as the operator sealed it.
+func TestHookClaudeMappingSealed(t *testing.T) { modes(t, testHookClaudeMappingSealed) }
+
+func testHookClaudeMappingSealed(t *testing.T, served bool) {
+	c := newEnv(t)
+	c.hookSetup()
+	if served {
+		c.serve()
+	}
+	path := filepath.Join(c.dir, "claude-hook.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), "allow_clean: false", "allow_clean: true", 1)
+	if edited == string(b) {
+		t.Fatalf("the mapping has no allow_clean: false to flip:\n%s", b)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "s"))
+	if r.code != 2 || !strings.Contains(r.err, "claude-hook.yaml was changed since the seal") {
+		t.Fatalf("an edited mapping: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+}

@@ -314,6 +314,11 @@ Example (Claude Code):
 			if !reg.Frozen {
 				return registry.ErrNotFrozen
 			}
+			// What runs, and under which principal, is what the operator
+			// sealed at freeze: the file is read again, against the seal.
+			if cfg, err = gateway.LoadSealedConfig(a.dir, reg); err != nil {
+				return err
+			}
 			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
 			if o.Agent, err = a.gatewaySigner(ctx, b, gateway.AgentPrincipal); err != nil {
 				return err

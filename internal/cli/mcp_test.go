@@ -254,3 +254,35 @@ func TestMCPGateway(t *testing.T) {
 		t.Fatalf("verify: %s", r.out)
 	}
 }
+
+// A writer of the data directory who rewrites an upstream after freeze (a
+// command of their own, signing as the agent) gets nothing run: mcp run
+// reads the upstreams as the operator sealed them, through a running
+// server too.
+func TestMCPUpstreamsSealed(t *testing.T) {
+	fsJS, _ := mcpServers(t)
+	c := newEnv(t)
+	work := filepath.Join(c.tmp, "work")
+	os.MkdirAll(work, 0o755)
+	c.must("init")
+	c.must("mcp", "add", "fs", "--tier", "external", "--", "node", fsJS, work)
+	c.must("registry", "freeze")
+	c.serve()
+	path := filepath.Join(c.dir, "mcp", "upstreams.json")
+	var cfg map[string]any
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &cfg) != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	mark := filepath.Join(c.tmp, "ran")
+	up := cfg["upstreams"].([]any)[0].(map[string]any)
+	up["principal"], up["command"], up["args"] = "agent:mcp", "sh", []string{"-c", "touch " + mark}
+	b, _ = json.Marshal(cfg)
+	os.WriteFile(path, b, 0o600)
+	if r := c.run("mcp", "run"); r.code != ExitError || !strings.Contains(r.err, "mcp/upstreams.json was changed since the seal") {
+		t.Fatalf("mcp run on a rewritten upstream: exit %d\n%s", r.code, r.err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the rewritten upstream's command ran")
+	}
+}

@@ -194,12 +194,14 @@ func newRegistrySeal(a *app) *cobra.Command {
 	var opKey string
 	cmd := &cobra.Command{
 		Use:   "seal [--operator-key FILE]",
-		Short: "Seal the data directory's tools.yaml and trajectory model again, after changing them",
+		Short: "Seal the data directory's configuration again, after changing it",
 		Long: `After freeze, the data directory's configuration counts only under the
 operator's seal (DIR/config.seal, written by freeze): tools.yaml says which calls
-are gated and trajectory-model.json which raise alerts, so a writer of the
-directory must not change them. A frozen store whose tools.yaml or model differs
-from the seal (changed, added or removed) is refused at open, saying which.
+are gated, trajectory-model.json which raise alerts, mcp/upstreams.json what each
+MCP upstream runs and as whom, claude-hook.yaml who signs each Claude Code tool's
+output, so a writer of the directory must not change them. A frozen store whose
+files differ from the seal (changed, added or removed) is refused at open, and by
+mcp run and the hook, saying which.
 
 After changing either on purpose, seal them again with the operator key, then
 restart a running server. Files given with --tools or --policies are yours and

@@ -9,13 +9,14 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // Files of the gateway in the data directory.
 const (
 	// ConfigFile lists the upstreams (DIR/mcp/upstreams.json).
-	ConfigFile = "mcp/upstreams.json"
+	ConfigFile = pedigree.MCPConfigFile
 	// KeyDir holds the private keys of the principals the gateway signs
 	// for (DIR/mcp/keys/, mode 0700; each key 0600).
 	KeyDir = "mcp/keys"
@@ -71,6 +72,18 @@ func ValidateName(name string) error {
 // upstreams.
 func LoadConfig(dir string) (*Config, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	return configFrom(b, err)
+}
+
+// LoadSealedConfig reads DIR/mcp/upstreams.json as the operator sealed it
+// (pedigree.ReadSealed): after freeze, an upstream's command and principal
+// are the ones frozen with the registry, whatever a writer of the
+// directory put there since.
+func LoadSealedConfig(dir string, view *pedigree.RegistryView) (*Config, error) {
+	return configFrom(pedigree.ReadSealed(dir, view, ConfigFile))
+}
+
+func configFrom(b []byte, err error) (*Config, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return &Config{Version: 1}, nil
 	}

@@ -54,9 +54,14 @@ type Handler struct {
 }
 
 // New makes a handler for the data directory dir (absolute: it is quoted
-// in the commands that the answers suggest), reading its mapping.
-func New(b pedigree.Backend, dir string) (*Handler, error) {
-	m, err := LoadMapping(dir)
+// in the commands that the answers suggest), reading its mapping as the
+// operator sealed it.
+func New(ctx context.Context, b pedigree.Backend, dir string) (*Handler, error) {
+	view, err := b.Registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadSealedMapping(dir, view)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
@@ -17,7 +18,7 @@ import (
 // Files in the data directory.
 const (
 	// MappingFile maps Claude Code's tools to principals.
-	MappingFile = "claude-hook.yaml"
+	MappingFile = pedigree.HookMappingFile
 	// KeyDir holds the private keys of the principals the hook signs for.
 	KeyDir = "hook-keys"
 	// StateDir holds, per session, which call each tool_use_id was.
@@ -142,6 +143,18 @@ func (m *Mapping) Output(tool string) ToolOutput {
 // LoadMapping reads the data directory's mapping, strictly.
 func LoadMapping(dir string) (*Mapping, error) {
 	b, err := os.ReadFile(filepath.Join(dir, MappingFile))
+	return mappingFrom(dir, b, err)
+}
+
+// loadSealedMapping reads the mapping as the operator sealed it
+// (pedigree.ReadSealed): after freeze, which principal signs each tool's
+// output, and which tools are skipped, are what was frozen.
+func loadSealedMapping(dir string, view *pedigree.RegistryView) (*Mapping, error) {
+	b, err := pedigree.ReadSealed(dir, view, MappingFile)
+	return mappingFrom(dir, b, err)
+}
+
+func mappingFrom(dir string, b []byte, err error) (*Mapping, error) {
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, fmt.Errorf("%s has no %s: run 'pedigree hook claude init' before 'registry freeze'", dir, MappingFile)

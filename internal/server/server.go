@@ -414,7 +414,7 @@ func (s *Server) EnableClaudeHooks() error {
 	if err != nil {
 		return err
 	}
-	h, err := hook.New(s.e, dir)
+	h, err := hook.New(context.Background(), s.e, dir)
 	if err != nil {
 		return err
 	}

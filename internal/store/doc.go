@@ -108,7 +108,9 @@
 // Beside the store, in the data directory, the files that change decisions
 // are vouched for the same way: registry.freeze is the freeze record's copy
 // (compared at open; a missing one is named by verify); tools.yaml (which
-// calls are gated) and trajectory-model.json (which raise alerts) count,
+// calls are gated), trajectory-model.json (which raise alerts),
+// mcp/upstreams.json and claude-hook.yaml (the gateway's upstreams and the
+// hook's mapping: ReadSealed) count,
 // after freeze, only as config.seal says: the operator key's signature over
 // the freeze record's digest and each file's sha256, checked at open (the
 // engine parses the bytes it checked) and again by verify (the root
