@@ -49,7 +49,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 	if err := e.Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
-	h, err := hook.New(e, dir)
+	h, err := hook.New(ctx, e, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
