@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -148,7 +150,7 @@ func readConfig(dir string) (map[string][]byte, error) {
 		return files, nil
 	}
 	for _, name := range sealedFiles {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+		b, err := readFileLimited(filepath.Join(dir, name))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			continue
@@ -187,7 +189,7 @@ func checkSeal(dir string, reg *registry.Registry, files map[string][]byte, flee
 	if err != nil {
 		return err
 	}
-	env, err := os.ReadFile(filepath.Join(dir, SealFile))
+	env, err := readFileLimited(filepath.Join(dir, SealFile))
 	if errors.Is(err, os.ErrNotExist) {
 		// Freeze writes the seal, so a frozen directory without one lost it:
 		// deleting the seal with the model would drop the model's alerts.
@@ -267,14 +269,14 @@ func ReadSealed(dir string, view *RegistryView, name string) ([]byte, error) {
 	if !slices.Contains(sealedFiles, name) {
 		return nil, fmt.Errorf("%w: %s is not a sealed file", ErrOptions, name)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	b, err := readFileLimited(filepath.Join(dir, name))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	if !view.Frozen {
 		return b, err
 	}
-	env, serr := os.ReadFile(filepath.Join(dir, SealFile))
+	env, serr := readFileLimited(filepath.Join(dir, SealFile))
 	if errors.Is(serr, os.ErrNotExist) {
 		return nil, &ConfigSealError{Differences: []string{SealFile + " is missing"}}
 	} else if serr != nil {
@@ -299,6 +301,38 @@ func ReadSealed(dir string, view *RegistryView, name string) ([]byte, error) {
 	d := sha256.Sum256(b)
 	if hex.EncodeToString(d[:]) != want {
 		return nil, &ConfigSealError{Differences: []string{name + " was changed since the seal"}}
+	}
+	return b, nil
+}
+
+// MaxConfigBytes bounds each configuration file and the seal.
+const MaxConfigBytes = 16 << 20
+
+// readFileLimited reads a configuration file that must be a regular file
+// of at most MaxConfigBytes: a FIFO or a device put in its place would hang
+// or exhaust every verb.
+func readFileLimited(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > MaxConfigBytes {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a configuration file may hold", path, fi.Size(), MaxConfigBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxConfigBytes {
+		return nil, fmt.Errorf("%s grew past %d bytes while it was read", path, MaxConfigBytes)
 	}
 	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pedigree-ai/pedigree"
@@ -192,4 +193,30 @@ func TestReadSealed(t *testing.T) {
 		t.Fatalf("a file the seal does not cover: %v", err)
 	}
 	os.Remove(filepath.Join(w.Dir, pedigree.HookMappingFile))
+}
+
+// A FIFO or a huge file in a configuration file's place is refused at once,
+// not read until it hangs or fills memory.
+func TestConfigFileNotRegular(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	w.E.Close()
+	w.E = nil
+	tools := filepath.Join(w.Dir, pedigree.ToolsFile)
+	if err := syscall.Mkfifo(tools, 0o644); err != nil {
+		t.Skip(err)
+	}
+	if err := w.Reopen(); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("a FIFO as tools.yaml: %v", err)
+	}
+	os.Remove(tools)
+	f, _ := os.Create(tools)
+	f.Truncate(pedigree.MaxConfigBytes + 1)
+	f.Close()
+	if err := w.Reopen(); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Fatalf("a huge tools.yaml: %v", err)
+	}
+	os.Remove(tools)
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
 }
