@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -49,6 +50,7 @@ type Handler struct {
 	state   *State
 	mu      sync.Mutex
 	signers map[string]*registry.Signer
+	log     *slog.Logger
 }
 
 // New makes a handler for the data directory dir (absolute: it is quoted
@@ -63,7 +65,7 @@ func New(ctx context.Context, b pedigree.Backend, dir string) (*Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{b: b, m: m, dir: dir, state: NewState(filepath.Join(dir, StateDir)), signers: map[string]*registry.Signer{}}, nil
+	return &Handler{b: b, m: m, dir: dir, state: NewState(filepath.Join(dir, StateDir)), signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
 }
 
 // Handle answers one event. An error means the event must be blocked.
@@ -276,7 +278,11 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if err != nil {
 		return err
 	}
-	if u != nil && u.Output != "" {
+	content := []byte(ev.ToolResponse)
+	if ev.HookEventName == PostToolUseFailure {
+		content = []byte(*ev.Error)
+	}
+	if u != nil && h.recorded(ctx, ev, u.Output, out.Principal, content) {
 		return nil // delivered twice: recorded once
 	}
 	if u == nil {
@@ -292,10 +298,6 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	s, err := h.signer(ctx, out.Principal)
 	if err != nil {
 		return err
-	}
-	content := []byte(ev.ToolResponse)
-	if ev.HookEventName == PostToolUseFailure {
-		content = []byte(*ev.Error)
 	}
 	en := pedigree.Entry{Principal: out.Principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
 		Content: content, StoreContent: len(content) <= MaxStoredContent}
@@ -323,34 +325,71 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	return h.state.describeOutput(n.ID, ev)
 }
 
+// recorded says whether the store holds id as this very output already: a
+// tool_output entry whose signature verifies, signed by principal, in the
+// event's session (so in its context), over content. The state file only
+// names the entry (anyone who can write the data directory can edit it):
+// a name the store does not vouch for is recorded again, since a duplicate
+// output entry is harmless and a missing one is not.
+func (h *Handler) recorded(ctx context.Context, ev *Event, id, principal string, content []byte) bool {
+	if !lineage.IsID(id) {
+		return false
+	}
+	v, err := h.b.Show(ctx, id)
+	if err != nil || v.SignatureError != "" || v.Node == nil {
+		return false
+	}
+	n := v.Node
+	if n.ID != id || n.Kind != lineage.KindToolOutput || n.Session != ev.SessionID || n.Principal != principal {
+		return false
+	}
+	st, _, _, err := lineage.Open(v.Envelope)
+	return err == nil && st.Kind == lineage.KindToolOutput && st.Session == ev.SessionID && st.Principal == principal &&
+		st.ContentDigest == lineage.DigestContent(content)
+}
+
 // approve records the user's approval of an asked call that then ran
 // (only a PostToolUse counts: a failure event may follow a refusal), and
 // uses it at once on the same call (same tool, arguments, session and
 // justification), so that the log holds an allow that names the approver
 // and no unused approval is left behind.
+//
+// The state file only names the decision: anyone who can write the data
+// directory can edit it. The decision is read from the backend, and nothing
+// is signed unless it is an ask by the hook's agent in this session, of
+// this tool with these arguments (the call PreToolUse checked); an
+// approval the store refuses (the decision is already approved or
+// rejected) is not retried. Either way the output is still recorded.
 func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
+	args, err := boundArgs(ev.ToolInput)
+	if err != nil {
+		return err
+	}
+	asked, why := h.asked(ctx, ev, u.DecisionID, args)
+	if why != "" {
+		h.log.Warn("pedigree hook: no approval signed for a tool use that ran", "session", ev.SessionID, "tool_use_id", ev.ToolUseID, "tool", ev.ToolName, "decision", u.DecisionID, "why", why)
+		u.Decision = ""
+		return nil
+	}
 	s, err := h.signer(ctx, h.m.User)
 	if err != nil {
 		return err
 	}
-	a, err := h.b.Approve(ctx, s, h.m.User, u.DecisionID, 0)
+	a, err := h.b.Approve(ctx, s, h.m.User, asked.ID, 0)
+	if errors.Is(err, gate.ErrApproval) || errors.Is(err, gate.ErrRejected) {
+		h.log.Warn("pedigree hook: the approval of a tool use that ran was refused", "session", ev.SessionID, "tool_use_id", ev.ToolUseID, "tool", ev.ToolName, "decision", asked.ID, "error", err)
+		u.Decision = ""
+		return nil
+	}
 	if err != nil {
-		return fmt.Errorf("recording %s's approval of decision %s: %w", h.m.User, short(u.DecisionID), err)
+		return fmt.Errorf("recording %s's approval of decision %s: %w", h.m.User, short(asked.ID), err)
 	}
 	u.Approval = a.ID
 	agent, err := h.signer(ctx, h.m.Agent)
 	if err != nil {
 		return err
 	}
-	args, err := boundArgs(ev.ToolInput)
-	if err != nil {
-		return err
-	}
-	just, err := h.askedJustification(ctx, u)
-	if err != nil {
-		return err
-	}
-	d, err := h.b.Check(ctx, agent, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
+	d, err := h.b.Check(ctx, agent, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: asked.Justification})
 	if err != nil {
 		return err
 	}
@@ -360,13 +399,38 @@ func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
 	return nil
 }
 
-// askedJustification is the asked call's own justification.
-func (h *Handler) askedJustification(ctx context.Context, u *Use) ([]string, error) {
-	d, err := h.b.Decision(ctx, u.DecisionID)
-	if err != nil {
-		return nil, err
+// asked is the logged decision id if it is the ask PreToolUse got for this
+// tool use: by the hook's agent, in the event's session, on the event's tool
+// and arguments (args, as bound for Check). Otherwise it says why not.
+func (h *Handler) asked(ctx context.Context, ev *Event, id string, args []byte) (*gate.Decision, string) {
+	if !lineage.IsID(id) {
+		return nil, fmt.Sprintf("the state names %q, not a decision ID", clip(id))
 	}
-	return d.Justification, nil
+	d, err := h.b.Decision(ctx, id)
+	if err != nil {
+		return nil, fmt.Sprintf("decision %s: %v", short(id), err)
+	}
+	canon, err := lineage.CanonicalArgs(args)
+	if err != nil {
+		return nil, fmt.Sprintf("tool_input: %v", err)
+	}
+	switch {
+	case d.ID != id:
+		return nil, fmt.Sprintf("the log answered decision %s for %s", short(d.ID), short(id))
+	case d.Decision != gate.Ask:
+		return nil, fmt.Sprintf("decision %s is %s, not ask", short(id), d.Decision)
+	case d.Approval != "":
+		return nil, fmt.Sprintf("decision %s was already allowed by approval %s", short(id), short(d.Approval))
+	case d.Principal != h.m.Agent:
+		return nil, fmt.Sprintf("decision %s is on a call by %s, not %s", short(id), d.Principal, h.m.Agent)
+	case d.Session != ev.SessionID:
+		return nil, fmt.Sprintf("decision %s was made in another session", short(id))
+	case d.Tool != ev.ToolName:
+		return nil, fmt.Sprintf("decision %s is on %s, not %s", short(id), clip(d.Tool), clip(ev.ToolName))
+	case d.ArgsDigest != lineage.ActionDigest(ev.ToolName, canon):
+		return nil, fmt.Sprintf("decision %s is on other arguments", short(id))
+	}
+	return d, ""
 }
 
 func (h *Handler) contextParents(ctx context.Context, session string) ([]lineage.Parent, error) {
