@@ -166,15 +166,13 @@ func readConfig(dir string) (map[string][]byte, error) {
 
 // sealOf is the statement that seals files under reg's freeze.
 func sealOf(reg *registry.Registry, files map[string][]byte) (*sealStatement, error) {
-	rec, err := reg.FreezeRecord()
+	freeze, err := reg.FreezeDigest()
 	if err != nil {
 		return nil, err
 	}
-	fd := sha256.Sum256(rec)
-	st := &sealStatement{Version: 1, Freeze: hex.EncodeToString(fd[:]), Files: map[string]string{}}
+	st := &sealStatement{Version: 1, Freeze: freeze, Files: map[string]string{}}
 	for name, b := range files {
-		d := sha256.Sum256(b)
-		st.Files[name] = hex.EncodeToString(d[:])
+		st.Files[name] = fileDigest(b)
 	}
 	return st, nil
 }
@@ -219,14 +217,8 @@ func checkSeal(dir string, reg *registry.Registry, files map[string][]byte, flee
 		diffs = append(diffs, SealFile+" seals another registry's freeze")
 	}
 	for _, name := range sealedFiles {
-		switch was, is := sealed.Files[name], now.Files[name]; {
-		case was == is:
-		case was == "":
-			diffs = append(diffs, name+" was added since the seal")
-		case is == "":
-			diffs = append(diffs, name+" was removed since the seal")
-		default:
-			diffs = append(diffs, name+" was changed since the seal")
+		if d := fileDiff(name, sealed.Files[name], now.Files[name]); d != "" {
+			diffs = append(diffs, d)
 		}
 	}
 	for name := range sealed.Files {
@@ -291,20 +283,34 @@ func ReadSealed(dir string, view *RegistryView, name string) ([]byte, error) {
 	if sealed.Freeze != view.FreezeDigest {
 		return nil, &ConfigSealError{Differences: []string{SealFile + " seals another registry's freeze"}}
 	}
-	want := sealed.Files[name]
-	switch {
-	case err != nil && want == "":
-		return nil, err // absent, as sealed
-	case err != nil:
-		return nil, &ConfigSealError{Differences: []string{name + " was removed since the seal"}}
-	case want == "":
-		return nil, &ConfigSealError{Differences: []string{name + " was added since the seal"}}
+	is := ""
+	if err == nil {
+		is = fileDigest(b)
 	}
+	if d := fileDiff(name, sealed.Files[name], is); d != "" {
+		return nil, &ConfigSealError{Differences: []string{d}}
+	}
+	return b, err // err: absent, as sealed
+}
+
+// fileDigest is a sealed file's digest: its sha256, hex.
+func fileDigest(b []byte) string {
 	d := sha256.Sum256(b)
-	if hex.EncodeToString(d[:]) != want {
-		return nil, &ConfigSealError{Differences: []string{name + " was changed since the seal"}}
+	return hex.EncodeToString(d[:])
+}
+
+// fileDiff says how a sealed file differs from the seal ("" if it does
+// not): was and is are its digests in the seal and now, "" for absent.
+func fileDiff(name, was, is string) string {
+	switch {
+	case was == is:
+		return ""
+	case was == "":
+		return name + " was added since the seal"
+	case is == "":
+		return name + " was removed since the seal"
 	}
-	return b, nil
+	return name + " was changed since the seal"
 }
 
 // MaxConfigBytes bounds each configuration file and the seal.
