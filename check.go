@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -22,36 +23,84 @@ import (
 // read or the decision cannot be stored, and the caller must treat that as
 // a deny.
 func (e *Engine) check(ctx context.Context, pending *lineage.Pending, refused error, st *lineage.Statement, callID string, argSources map[string][]string) (*gate.Decision, error) {
+	d, _, err := e.stage(ctx, pending, refused, st, callID, argSources, false)
+	return d, err
+}
+
+// storedAlready is what stage returns for a decision stored before it returns.
+func storedAlready() error { return nil }
+
+// stage is check, and, when early is set and the decision is an allow that
+// may be acted on before it is durable (earlyAllowed), returns before the
+// commit: the commit goes on, whatever ctx says, and the function returned
+// waits for it.
+func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused error, st *lineage.Statement, callID string, argSources map[string][]string, early bool) (*gate.Decision, func() error, error) {
 	now := e.cfg.clock()
 	if st.Kind != lineage.KindCall {
-		return nil, fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, st.Kind)
+		return nil, nil, fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, st.Kind)
 	}
 	d := e.gate.NewDecision(st, callID, now)
 	if refused != nil {
 		// The call entry is not stored: it was refused.
-		return e.failClosed(ctx, d, nil, "the call entry was refused: "+refused.Error())
+		d, err := e.failClosed(ctx, d, nil, "the call entry was refused: "+refused.Error())
+		return d, storedAlready, err
 	}
 	if err := e.checkParentless(ctx, st); err != nil {
-		return e.failClosed(ctx, d, nil, err.Error())
+		d, err := e.failClosed(ctx, d, nil, err.Error())
+		return d, storedAlready, err
 	}
 	for attempt := 0; ; attempt++ {
 		f, err := e.facts(pending.Statement, pending.Node, argSources, now)
 		if err != nil {
-			return e.failClosed(ctx, d, nil, err.Error())
+			d, err := e.failClosed(ctx, d, nil, err.Error())
+			return d, storedAlready, err
 		}
-		ev, err := e.gate.Decide(ctx, f, d, now)
+		ev, err := e.gate.Evaluate(ctx, f, d, now)
+		if err == nil && early && e.earlyAllowed(d) {
+			if err := ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+			// The input is encoded for the log, and the decision sealed and
+			// stored, while the caller forwards the call.
+			done := make(chan error, 1)
+			bctx := context.WithoutCancel(ctx)
+			go func() {
+				err := ev.Encode()
+				if err == nil {
+					err = e.storeDecision(bctx, d, ev, pending)
+				}
+				done <- err
+			}()
+			return d, sync.OnceValue(func() error { return <-done }), nil
+		}
+		if eerr := ev.Encode(); err == nil {
+			err = eerr
+		}
 		if err != nil {
-			return e.failClosed(ctx, d, ev.Input, err.Error())
+			d, err := e.failClosed(ctx, d, ev.Input, err.Error())
+			return d, storedAlready, err
 		}
 		err = e.storeDecision(ctx, d, ev, pending)
 		if errors.Is(err, decisionlog.ErrApprovalUsed) && attempt < 3 {
 			continue // another check used the approval meanwhile: decide again without it
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return d, nil
+		return d, storedAlready, nil
 	}
+}
+
+// earlyAllowed reports whether d may be acted on before it is stored: an
+// allow, of a tool the catalog says is not sensitive (an unknown tool is
+// sensitive), that spent no approval (an approval is single use, and only
+// the commit tells whether another check used it first).
+func (e *Engine) earlyAllowed(d *gate.Decision) bool {
+	if d.Decision != gate.Allow || d.Approval != "" {
+		return false
+	}
+	t, _ := e.gate.Catalog().Lookup(d.Tool)
+	return !t.IsSensitive()
 }
 
 // failClosed logs d as a deny with cause. The call entry is not stored: it

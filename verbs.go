@@ -106,22 +106,43 @@ func (e *Engine) ResolveAll(prefixes []string) ([]string, error) {
 // Check signs a proposed call with signer and asks the gate. Its call entry
 // is recorded; its ID is the parent the tool's output names.
 func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*gate.Decision, error) {
+	d, _, err := e.checkCall(ctx, signer, c, false)
+	return d, err
+}
+
+// CheckEarly decides on a proposed call as Check does, and returns as soon
+// as the decision is made when acting on it early cannot weaken the gate:
+// an allow of a tool the catalog says is not sensitive, that used no
+// approval. The call entry and the decision are then being committed while
+// the caller forwards the call, and stored blocks until they are durable
+// and says whether they are: the caller must not hand the tool's result to
+// anyone before stored returns nil (the gateway withholds it otherwise). Any
+// other decision is durable before CheckEarly returns (stored returns nil
+// at once). A call that may act on the world (sensitive), or that spends a
+// single-use approval, is never forwarded before its decision is stored.
+// stored may be called any number of times. An early decision is sealed as
+// it is stored: read its ID (and InputDigest) only after stored returns.
+func (e *Engine) CheckEarly(ctx context.Context, signer *registry.Signer, c Call) (d *gate.Decision, stored func() error, err error) {
+	return e.checkCall(ctx, signer, c, true)
+}
+
+func (e *Engine) checkCall(ctx context.Context, signer *registry.Signer, c Call, early bool) (*gate.Decision, func() error, error) {
 	st, srcs, err := e.CallStatement(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	signed, err := lineage.SignStatement(signer, st)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, nil) })
 	if refused != nil {
 		e.logRefusal(ctx, "refused_call", signed.Statement().Principal, refused.Error(), signed.Envelope())
 	}
-	return e.check(ctx, p, refused, signed.Statement(), signed.ID(), srcs)
+	return e.stage(ctx, p, refused, signed.Statement(), signed.ID(), srcs, early)
 }
 
 // CheckEnvelope asks the gate about a call entry signed elsewhere (the

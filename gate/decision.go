@@ -102,33 +102,55 @@ type Approval struct {
 type Evaluation struct {
 	Input []byte
 	Step  *trajectory.Call
+
+	in ast.Value // the input, until Encode
 }
 
 // Decide builds the policy input from f and evaluates the policy at now,
 // filling in d. An error means the gate could not decide: the caller makes d
 // a deny (FailClosed) and logs it with whatever input was built.
 func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
-	return g.decide(ctx, f, d, now, true)
+	ev, err := g.decide(ctx, f, d, now)
+	if eerr := ev.Encode(); err == nil {
+		err = eerr
+	}
+	return ev, err
+}
+
+// Evaluate is Decide without encoding the input for the log: the caller
+// calls Encode before it logs the decision (the engine encodes an early
+// allow while the call is forwarded). An error is as for Decide.
+func (g *Gate) Evaluate(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
+	return g.decide(ctx, f, d, now)
+}
+
+// Encode fills in Input from the input the policy was given, once; it does
+// nothing when there is none (it could not be built) or it is encoded.
+func (ev *Evaluation) Encode() error {
+	if ev.in == nil || ev.Input != nil {
+		return nil
+	}
+	b, err := appendJSON(make([]byte, 0, 4096), ev.in)
+	if err != nil {
+		return err
+	}
+	ev.Input, ev.in = b, nil
+	return nil
 }
 
 // Preview is Decide for a dry run: the same decision, without the input
 // encoded for the log, since nothing is logged.
 func (g *Gate) Preview(ctx context.Context, f *Facts, d *Decision, now time.Time) error {
-	_, err := g.decide(ctx, f, d, now, false)
+	_, err := g.decide(ctx, f, d, now)
 	return err
 }
 
-func (g *Gate) decide(ctx context.Context, f *Facts, d *Decision, now time.Time, logged bool) (*Evaluation, error) {
+func (g *Gate) decide(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
 	in, step, err := g.input(f, d)
 	if err != nil {
 		return &Evaluation{}, err
 	}
-	ev := &Evaluation{}
-	if logged {
-		if ev.Input, err = appendJSON(make([]byte, 0, 4096), in); err != nil {
-			return ev, err
-		}
-	}
+	ev := &Evaluation{in: in}
 	v, err := g.eval(ctx, in, now)
 	if err != nil {
 		return ev, err

@@ -106,7 +106,7 @@ func (g *Gateway) answer(ctx context.Context, req *mcp.CallToolRequest, t tool, 
 	if d2.Decision != gate.Allow {
 		return g.denied(t, d2, "it was approved, and still refused"), nil
 	}
-	return g.forward(ctx, req, t, s, canon, d2)
+	return g.forward(ctx, req, t, s, canon, d2, nil)
 }
 
 // requestState is what a 2026-07-28 input request carries to the retry:

@@ -42,17 +42,17 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 	if req.Params.RequestState != "" {
 		return g.resume(ctx, req, t, s, canon)
 	}
-	d, err := g.check(ctx, s, t, canon)
+	d, stored, err := g.checkEarly(ctx, s, t, canon)
 	if err != nil {
 		return g.refused(t, nil, "the gate could not decide: "+err.Error()), nil
 	}
 	switch {
 	case d.Decision == gate.Allow:
-		return g.forward(ctx, req, t, s, canon, d)
+		return g.forward(ctx, req, t, s, canon, d, stored)
 	case g.o.Mode == Shadow:
 		g.o.Log.Warn("shadow: forwarded a call enforce would have refused", "mode", "shadow", "decision", d.Decision,
 			"decision_id", d.ID, "tool", t.key, "session", s.id, "reasons", d.Reasons)
-		return g.forward(ctx, req, t, s, canon, d)
+		return g.forward(ctx, req, t, s, canon, d, nil)
 	case d.Decision == gate.Ask:
 		return g.ask(ctx, req, t, s, canon, d)
 	}
@@ -61,7 +61,40 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 
 // check records the call, justified by the session's context, and decides.
 func (g *Gateway) check(ctx context.Context, s *session, t tool, canon []byte) (*gate.Decision, error) {
-	return g.o.Backend.Check(ctx, g.o.Agent, pedigree.Call{Principal: AgentPrincipal, Session: s.id, Tool: t.key, Args: canon})
+	return g.o.Backend.Check(ctx, g.o.Agent, g.callOf(s, t, canon))
+}
+
+func (g *Gateway) callOf(s *session, t tool, canon []byte) pedigree.Call {
+	return pedigree.Call{Principal: AgentPrincipal, Session: s.id, Tool: t.key, Args: canon}
+}
+
+// checkEarly is check, except that on a local engine an allow of a tool
+// that is not sensitive comes back before it is stored, so that its commit
+// runs while the upstream works (pedigree.Engine.CheckEarly). stored, when
+// not nil, waits for that commit: forward calls it before the result goes
+// back, and the session's next request waits for it too (pending), so the
+// next decision is made on a trajectory that holds this call.
+func (g *Gateway) checkEarly(ctx context.Context, s *session, t tool, canon []byte) (*gate.Decision, func() error, error) {
+	ce, ok := g.o.Backend.(earlyChecker)
+	if !ok {
+		d, err := g.check(ctx, s, t, canon)
+		return d, nil, err
+	}
+	d, stored, err := ce.CheckEarly(ctx, g.o.Agent, g.callOf(s, t, canon))
+	if err != nil {
+		return nil, nil, err
+	}
+	s.outMu.Lock()
+	s.pending++
+	s.outMu.Unlock()
+	g.outputs.Go(func() {
+		stored()
+		s.outMu.Lock()
+		defer s.outMu.Unlock()
+		s.pending--
+		s.settle.Broadcast()
+	})
+	return d, stored, nil
 }
 
 // start records the entry that stands for the host's side of the session,
@@ -97,13 +130,23 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 // the memory entries it returns). A result whose output entry cannot be
 // signed is withheld: content the engine does not know about would carry no
 // taint. The entry is committed while the result goes back (recordOutput);
-// one that then fails to commit refuses the rest of the session.
-func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
+// one that then fails to commit refuses the rest of the session. stored,
+// when not nil, is the commit of the call and its decision, still running
+// (checkEarly): no result goes back before it is done, and a result whose
+// call could not be stored is withheld.
+func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool, s *session, canon []byte, d *gate.Decision, stored func() error) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)}
 	// (The route stays until the result is returned: the SDK may hand the
 	// gateway the upstream's last progress after its result.)
 	defer g.withProgress(ctx, req, params)()
 	res, err := t.up.client.CallTool(ctx, params)
+	if stored != nil {
+		if err := stored(); err != nil {
+			g.o.Log.Error("a call forwarded before its decision was stored could not be recorded: its result is withheld",
+				"tool", t.key, "session", s.id, "decision_id", d.ID, "error", err)
+			return g.failed(t, nil, "the call could not be recorded, so its result is withheld: "+err.Error()), nil
+		}
+	}
 	if err != nil && ctx.Err() != nil {
 		// The host cancelled: the SDK told the upstream. The call entry and
 		// its decision stay (it was sent); there is no output to record. (A

@@ -11,7 +11,11 @@
 // read from one server reaches a write to another. The output entry is
 // signed before the result goes back and committed while it does; the
 // session's next request waits until it is stored, and one that cannot be
-// stored refuses the rest of the session.
+// stored refuses the rest of the session. A call the catalog says is not
+// sensitive, allowed without an approval, is forwarded while its call entry
+// and decision are committed (Engine.CheckEarly); its result waits for that
+// commit and is withheld if it fails. Any other call is forwarded only once
+// its decision is stored.
 //
 // Memory servers are followed across sessions: a write to the reference
 // memory server is recorded as one memory entry per observation (and per

@@ -383,6 +383,12 @@ func (g *Gateway) settled(s *session) error {
 	return nil
 }
 
+// earlyChecker is the engine's own check that returns an allow of a tool
+// that is not sensitive before it is stored (see checkEarly).
+type earlyChecker interface {
+	CheckEarly(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, func() error, error)
+}
+
 // insertSigned is the engine's own insert of an entry this process signed
 // (it skips verifying the signature just made).
 type insertSigned interface {

@@ -648,6 +648,10 @@ func (failingCheck) Check(context.Context, *registry.Signer, pedigree.Call) (*ga
 	return nil, context.DeadlineExceeded
 }
 
+func (failingCheck) CheckEarly(context.Context, *registry.Signer, pedigree.Call) (*gate.Decision, func() error, error) {
+	return nil, nil, context.DeadlineExceeded
+}
+
 // Shadow mode forwards a call enforce refuses, and still records it.
 func TestShadowForwards(t *testing.T) {
 	w := newWorld(t, catalogDeny)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -136,5 +137,113 @@ func TestLostOutputRefusesSession(t *testing.T) {
 	ok := filepath.Join(w.work, "out", "ok.txt")
 	if res := w.connect(t, "2025-11-25", "").call("write_file", map[string]any{"path": ok, "content": "x"}); res.IsError || !exists(ok) {
 		t.Fatalf("another session was refused: %q", text(res))
+	}
+}
+
+// heldCalls is the engine with the commit of a call that CheckEarly lets
+// go on early held: every wait for it blocks until release is closed, then
+// reports fail or the engine's own answer. waiters counts the waits
+// blocked now (the session's own and forward's).
+type heldCalls struct {
+	*pedigree.Engine
+	release chan struct{}
+	fail    error
+	waiters atomic.Int32
+}
+
+func (h *heldCalls) CheckEarly(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, func() error, error) {
+	d, stored, err := h.Engine.CheckEarly(ctx, s, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, func() error {
+		h.waiters.Add(1)
+		defer h.waiters.Add(-1)
+		<-h.release
+		if err := stored(); err != nil || h.fail == nil {
+			return err
+		}
+		return h.fail
+	}, nil
+}
+
+// waitFor polls until cond holds; it fails the test when it never does
+// (a guard against a hang, not a timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("never: " + what)
+		}
+	}
+}
+
+// A call the catalog says is not sensitive is forwarded while its record
+// is committed, but its result goes back only once the call and its
+// decision are stored: with that commit held, the upstream has answered
+// and the host still has nothing; released, the result and its decision
+// are there.
+func TestEarlyResultWaitsForItsCall(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	h := &heldCalls{Engine: w.E, release: make(chan struct{})}
+	w.g.o.Backend = h
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	c := w.connect(t, "2025-11-25", "")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := c.try("read_text_file", map[string]any{"path": filepath.Join(w.work, "poisoned.txt")})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	// Two waits: the session's (its next request waits for this record)
+	// and forward's, which it starts only once the upstream has answered.
+	waitFor(t, "forward waited for the call's record", func() bool { return h.waiters.Load() == 2 })
+	select {
+	case res := <-done:
+		t.Fatalf("the result went back before its call was stored: %q", text(res))
+	default:
+	}
+	release()
+	res := <-done
+	if res == nil || res.IsError || !strings.Contains(text(res), "SYSTEM NOTE") {
+		t.Fatalf("read: %+v", res)
+	}
+	d := meta(t, res)
+	got, err := w.E.Decision(context.Background(), d.DecisionID)
+	if err != nil || got.Decision != gate.Allow || got.CallID != d.CallID {
+		t.Fatalf("the early allow is not in the decision log: %+v %v", got, err)
+	}
+}
+
+// A call forwarded early whose record then fails to commit has its result
+// withheld: the host never holds content the engine has no record of. The
+// session goes on: nothing unrecorded reached the host.
+func TestEarlyCallNotRecordedWithholdsResult(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	var logs bytes.Buffer
+	w.g.o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	open := make(chan struct{})
+	close(open)
+	h := &heldCalls{Engine: w.E, release: open, fail: errors.New("no space left on device (test)")}
+	w.g.o.Backend = h
+	c := w.connect(t, "2025-11-25", "")
+	res := c.call("read_text_file", map[string]any{"path": filepath.Join(w.work, "poisoned.txt")})
+	if !res.IsError || strings.Contains(text(res), "SYSTEM NOTE") || !strings.Contains(text(res), "could not be recorded, so its result is withheld") {
+		t.Fatalf("a result whose call was not recorded went back: isError=%v %q", res.IsError, text(res))
+	}
+	if d := meta(t, res); d.Decision != gate.Deny || d.OutputID != "" {
+		t.Fatalf("the withheld result's meta: %+v", d)
+	}
+	if !strings.Contains(logs.String(), "its result is withheld") || !strings.Contains(logs.String(), "no space left on device") {
+		t.Fatalf("the lost call was not logged: %s", logs.String())
+	}
+	h.fail = nil
+	ok := filepath.Join(w.work, "out", "ok.txt")
+	if res := c.call("write_file", map[string]any{"path": ok, "content": "x"}); res.IsError || !exists(ok) {
+		t.Fatalf("the session was refused after a withheld result: %q", text(res))
 	}
 }

@@ -1,0 +1,42 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Evaluate decides as Decide does without encoding the input; Encode then
+// yields the bytes Decide logs, once.
+func TestEvaluateThenEncode(t *testing.T) {
+	g, err := New(context.Background(), WithCatalog(&Catalog{Tools: map[string]Tool{"bench_send": {Irreversible: true, ExternalSink: true}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, st := benchFacts(3)
+	now := time.Now()
+	want := g.NewDecision(st, f.Call.ID, now)
+	logged, err := g.Decide(context.Background(), f, want, now)
+	if err != nil || logged.Input == nil {
+		t.Fatalf("decide: %v %v", logged, err)
+	}
+	f, st = benchFacts(3) // (the input appends the call to the facts' trajectory)
+	got := g.NewDecision(st, f.Call.ID, now)
+	ev, err := g.Evaluate(context.Background(), f, got, now)
+	if err != nil || ev.Input != nil {
+		t.Fatalf("evaluate encoded the input, or failed: %v", err)
+	}
+	if got.Decision != want.Decision || !slices.Equal(got.Reasons, want.Reasons) {
+		t.Fatalf("evaluate decided %s %v, decide %s %v", got.Decision, got.Reasons, want.Decision, want.Reasons)
+	}
+	for range 2 {
+		if err := ev.Encode(); err != nil || !bytes.Equal(ev.Input, logged.Input) {
+			t.Fatalf("encoded %s, want %s (%v)", ev.Input, logged.Input, err)
+		}
+	}
+	if err := (&Evaluation{}).Encode(); err != nil {
+		t.Fatal("an evaluation without an input:", err)
+	}
+}
