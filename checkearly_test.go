@@ -1,8 +1,10 @@
 package pedigree_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,5 +115,45 @@ decision := {"decision": "allow", "reasons": ["approved"], "approval": input.app
 	}
 	if err := stored(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Early allows and ordinary checks of one session, at once: every commit
+// lands, the session's trajectory holds every call, and the store verifies
+// (the world's cleanup runs verify), whatever order the commits take.
+func TestCheckEarlyConcurrent(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default, pedigree.WithCatalog(earlyCatalog()))
+	ctx := t.Context()
+	prompt := w.Record("user:alice", "s1", "read, then pay bob", nil)
+	signer := w.Keys["agent:planner"]
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			tool := "read_docs"
+			if i%4 == 0 {
+				tool = "send_money"
+			}
+			c := pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: tool, Args: []byte(fmt.Sprintf(`{"i":%d}`, i)), Justification: []string{prompt.ID}}
+			d, stored, err := w.E.CheckEarly(ctx, signer, c)
+			if err == nil {
+				err = stored()
+			}
+			if err == nil && d.Decision != gate.Allow {
+				err = fmt.Errorf("%s: %s %v", tool, d.Decision, d.Reasons)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := w.E.Trajectory(ctx, "s1")
+	if err != nil || tr.Len != 16 {
+		t.Fatalf("the session's trajectory after 16 checks: %+v %v", tr, err)
 	}
 }
