@@ -3,6 +3,8 @@ package registry_test
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"os"
 	"path/filepath"
@@ -54,12 +56,20 @@ func TestFreezeRecordGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if d, err := reg.FreezeDigest(); err != nil || d != "" {
+		t.Fatalf("the freeze digest before freeze: %q %v", d, err)
+	}
 	if err := reg.Freeze(ctx, op, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := reg.FreezeRecord()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The digest pinned outside the directory is the record's sha256.
+	sum := sha256.Sum256(got)
+	if d, err := reg.FreezeDigest(); err != nil || d != hex.EncodeToString(sum[:]) {
+		t.Fatalf("the freeze digest: %q %v, want %x", d, err, sum)
 	}
 	path := filepath.Join("..", "testdata", "registry", "freeze.golden")
 	if *update {
