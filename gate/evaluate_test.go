@@ -3,7 +3,9 @@ package gate
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,5 +40,29 @@ func TestEvaluateThenEncode(t *testing.T) {
 	}
 	if err := (&Evaluation{}).Encode(); err != nil {
 		t.Fatal("an evaluation without an input:", err)
+	}
+}
+
+// A policy that cannot decide is an error of Decide, with the input still
+// encoded: the caller logs the deny it fails closed to with what the policy
+// saw.
+func TestDecideErrorKeepsInput(t *testing.T) {
+	p, err := ReplacementPolicyFromDir(filepath.Join("..", "testdata", "policies", "undefined"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), WithPolicy(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, st := benchFacts(2)
+	st.Args = []byte(`{"probe_marker":true,"to":"x@example.org"}`) // the policy is undefined for it
+	now := time.Now()
+	ev, err := g.Decide(context.Background(), f, g.NewDecision(st, f.Call.ID, now), now)
+	if err == nil || !strings.Contains(err.Error(), "undefined") {
+		t.Fatalf("an undefined decision: %v", err)
+	}
+	if ev == nil || !bytes.Contains(ev.Input, []byte(`"justification":[`)) {
+		t.Fatalf("the input of a failed decision was not encoded: %+v", ev)
 	}
 }
