@@ -104,11 +104,8 @@ func TestCheckAfterResultSeesItsOutput(t *testing.T) {
 // sensitive, is not forwarded), is logged, and leaves other sessions alone.
 func TestLostOutputRefusesSession(t *testing.T) {
 	w := newWorld(t, catalogDeny)
-	var logs bytes.Buffer
-	w.g.o.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	open := make(chan struct{})
-	close(open)
-	h := &heldOutputs{Backend: w.E, release: open, fail: errors.New("no space left on device (test)")}
+	logs := w.captureLogs()
+	h := &heldOutputs{Backend: w.E, release: released(), fail: errors.New("no space left on device (test)")}
 	w.g.o.Backend = h
 	c := w.connect(t, "2025-11-25", "")
 	w.readPoison(c)
@@ -138,6 +135,20 @@ func TestLostOutputRefusesSession(t *testing.T) {
 	if res := w.connect(t, "2025-11-25", "").call("write_file", map[string]any{"path": ok, "content": "x"}); res.IsError || !exists(ok) {
 		t.Fatalf("another session was refused: %q", text(res))
 	}
+}
+
+// captureLogs sends the gateway's log to the buffer returned.
+func (w *world) captureLogs() *bytes.Buffer {
+	var logs bytes.Buffer
+	w.g.o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	return &logs
+}
+
+// released is a release channel that holds nothing back.
+func released() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
 
 // heldCalls is the engine with the commit of a call that CheckEarly lets
@@ -224,11 +235,8 @@ func TestEarlyResultWaitsForItsCall(t *testing.T) {
 // session goes on: nothing unrecorded reached the host.
 func TestEarlyCallNotRecordedWithholdsResult(t *testing.T) {
 	w := newWorld(t, catalogDeny)
-	var logs bytes.Buffer
-	w.g.o.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	open := make(chan struct{})
-	close(open)
-	h := &heldCalls{Engine: w.E, release: open, fail: errors.New("no space left on device (test)")}
+	logs := w.captureLogs()
+	h := &heldCalls{Engine: w.E, release: released(), fail: errors.New("no space left on device (test)")}
 	w.g.o.Backend = h
 	c := w.connect(t, "2025-11-25", "")
 	res := c.call("read_text_file", map[string]any{"path": filepath.Join(w.work, "poisoned.txt")})
