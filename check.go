@@ -27,13 +27,10 @@ func (e *Engine) check(ctx context.Context, pending *lineage.Pending, refused er
 	return d, err
 }
 
-// storedAlready is what stage returns for a decision stored before it returns.
-func storedAlready() error { return nil }
-
 // stage is check, and, when early is set and the decision is an allow that
 // may be acted on before it is durable (earlyAllowed), returns before the
 // commit: the commit goes on, whatever ctx says, and the function returned
-// waits for it.
+// waits for it. That function is nil when the decision is stored already.
 func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused error, st *lineage.Statement, callID string, argSources map[string][]string, early bool) (*gate.Decision, func() error, error) {
 	now := e.cfg.clock()
 	if st.Kind != lineage.KindCall {
@@ -43,17 +40,17 @@ func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused er
 	if refused != nil {
 		// The call entry is not stored: it was refused.
 		d, err := e.failClosed(ctx, d, nil, "the call entry was refused: "+refused.Error())
-		return d, storedAlready, err
+		return d, nil, err
 	}
 	if err := e.checkParentless(ctx, st); err != nil {
 		d, err := e.failClosed(ctx, d, nil, err.Error())
-		return d, storedAlready, err
+		return d, nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		f, err := e.facts(pending.Statement, pending.Node, argSources, now)
 		if err != nil {
 			d, err := e.failClosed(ctx, d, nil, err.Error())
-			return d, storedAlready, err
+			return d, nil, err
 		}
 		ev, err := e.gate.Evaluate(ctx, f, d, now)
 		if err == nil && early && e.earlyAllowed(d) {
@@ -78,7 +75,7 @@ func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused er
 		}
 		if err != nil {
 			d, err := e.failClosed(ctx, d, ev.Input, err.Error())
-			return d, storedAlready, err
+			return d, nil, err
 		}
 		err = e.storeDecision(ctx, d, ev, pending)
 		if errors.Is(err, decisionlog.ErrApprovalUsed) && attempt < 3 {
@@ -87,7 +84,7 @@ func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused er
 		if err != nil {
 			return nil, nil, err
 		}
-		return d, storedAlready, nil
+		return d, nil, nil
 	}
 }
 

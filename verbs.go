@@ -117,11 +117,11 @@ func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*g
 // the caller forwards the call, and stored blocks until they are durable
 // and says whether they are: the caller must not hand the tool's result to
 // anyone before stored returns nil (the gateway withholds it otherwise). Any
-// other decision is durable before CheckEarly returns (stored returns nil
-// at once). A call that may act on the world (sensitive), or that spends a
-// single-use approval, is never forwarded before its decision is stored.
-// stored may be called any number of times. An early decision is sealed as
-// it is stored: read its ID (and InputDigest) only after stored returns.
+// other decision is durable before CheckEarly returns, and stored is nil. A
+// call that may act on the world (sensitive), or that spends a single-use
+// approval, is never forwarded before its decision is stored. stored may be
+// called any number of times. An early decision is sealed as it is stored:
+// read its ID (and InputDigest) only after stored returns.
 func (e *Engine) CheckEarly(ctx context.Context, signer *registry.Signer, c Call) (d *gate.Decision, stored func() error, err error) {
 	return e.checkCall(ctx, signer, c, true)
 }

@@ -81,8 +81,8 @@ func (g *Gateway) checkEarly(ctx context.Context, s *session, t tool, canon []by
 		return d, nil, err
 	}
 	d, stored, err := ce.CheckEarly(ctx, g.o.Agent, g.callOf(s, t, canon))
-	if err != nil {
-		return nil, nil, err
+	if err != nil || stored == nil {
+		return d, nil, err
 	}
 	s.outMu.Lock()
 	s.pending++

@@ -55,11 +55,9 @@ func (h *heldOutputs) Check(ctx context.Context, s *registry.Signer, c pedigree.
 // even with that output's commit held back until the write is waiting.
 func TestCheckAfterResultSeesItsOutput(t *testing.T) {
 	w := newWorld(t, catalogDeny)
-	h := &heldOutputs{Backend: w.E, release: make(chan struct{})}
+	hold, release := holdBack(t)
+	h := &heldOutputs{Backend: w.E, release: hold}
 	w.g.o.Backend = h
-	var once sync.Once
-	release := func() { once.Do(func() { close(h.release) }) }
-	t.Cleanup(release) // before the gateway's Close, which waits for the insert
 	waiting := make(chan struct{}, 1)
 	w.g.waiting = func() {
 		select {
@@ -144,6 +142,17 @@ func (w *world) captureLogs() *bytes.Buffer {
 	return &logs
 }
 
+// holdBack is a release channel that holds back until release is called
+// (at the latest at the test's cleanup, before the gateway's Close, which
+// waits for what is held).
+func holdBack(t *testing.T) (chan struct{}, func()) {
+	c := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(c) }) }
+	t.Cleanup(release)
+	return c, release
+}
+
 // released is a release channel that holds nothing back.
 func released() chan struct{} {
 	c := make(chan struct{})
@@ -164,8 +173,8 @@ type heldCalls struct {
 
 func (h *heldCalls) CheckEarly(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, func() error, error) {
 	d, stored, err := h.Engine.CheckEarly(ctx, s, c)
-	if err != nil {
-		return nil, nil, err
+	if err != nil || stored == nil {
+		return d, stored, err
 	}
 	return d, func() error {
 		h.waiters.Add(1)
@@ -196,11 +205,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // are there.
 func TestEarlyResultWaitsForItsCall(t *testing.T) {
 	w := newWorld(t, catalogDeny)
-	h := &heldCalls{Engine: w.E, release: make(chan struct{})}
+	hold, release := holdBack(t)
+	h := &heldCalls{Engine: w.E, release: hold}
 	w.g.o.Backend = h
-	var once sync.Once
-	release := func() { once.Do(func() { close(h.release) }) }
-	t.Cleanup(release)
 	c := w.connect(t, "2025-11-25", "")
 	done := make(chan *mcp.CallToolResult, 1)
 	go func() {
