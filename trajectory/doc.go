@@ -21,7 +21,7 @@
 // demonstration, not a detector. Alerts are evidence: the default policy
 // reports them as warnings and never denies or asks on them alone. On benign
 // traffic such detectors mostly reduce to "recall before send" (see the
-// README's figures), which is why; the optional module policies/trajectory
+// docs/performance.md's figures), which is why; the optional module policies/trajectory
 // asks a human before an external send after recalls, for operators who
 // want that.
 package trajectory
