@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -199,4 +200,31 @@ func Examples() []Example {
 		return rank(x.Path) - rank(y.Path)
 	})
 	return out
+}
+
+// CheckCommandLine parses a pedigree command line (without the leading
+// "pedigree") the way the command would, without running it: the verb must
+// exist and be runnable, and every flag must be one the verb takes. The docs'
+// test holds every command the README and docs/ show to it.
+func CheckCommandLine(args []string) error {
+	root := NewRootCommand(&app{})
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		return err
+	}
+	if !cmd.Runnable() {
+		return fmt.Errorf("%q is not a verb (a group of verbs: %s)", cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", "))
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		return fmt.Errorf("%s: %w", cmd.CommandPath(), err)
+	}
+	return nil
+}
+
+func subcommandNames(c *cobra.Command) []string {
+	var names []string
+	for _, s := range c.Commands() {
+		names = append(names, s.Name())
+	}
+	return names
 }
