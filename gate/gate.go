@@ -57,6 +57,9 @@ type Gate struct {
 	version string
 	timeout time.Duration
 	model   *trajectory.Model
+	// lean: the policy's input lists only the justification entries with
+	// an untrusted label (Policy.lean).
+	lean bool
 }
 
 type config struct {
@@ -109,7 +112,7 @@ func New(ctx context.Context, opts ...Option) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, version: c.policy.version(c.catalog)}
+	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, version: c.policy.version(c.catalog), lean: c.policy.lean}
 	if err := g.probe(ctx); err != nil {
 		return nil, err
 	}
