@@ -20,7 +20,7 @@ func (e *Engine) PreviewWith(ctx context.Context, g *gate.Gate, c Call) (*gate.D
 	}
 	now := e.cfg.clock()
 	d := g.NewDecision(st, call.ID, now)
-	f, err := e.facts(st, call, srcs, now)
+	f, err := e.facts(st, call, srcs, now, g.Lean())
 	var input []byte
 	if err == nil {
 		var ev *gate.Evaluation

@@ -173,6 +173,12 @@ func (g *Gate) Model() *trajectory.Model { return g.model }
 // PolicyVersion digests the loaded policies, their data and the catalog.
 func (g *Gate) PolicyVersion() string { return g.version }
 
+// Lean reports whether the policy's input lists only the justification
+// entries with an untrusted label (the default policy's; see Policy.lean):
+// the engine then reads only those, when a summary says which they are
+// (Facts.Summarised).
+func (g *Gate) Lean() bool { return g.lean }
+
 // Catalog is the tool catalog in use.
 func (g *Gate) Catalog() *Catalog { return g.catalog }
 

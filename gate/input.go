@@ -132,6 +132,9 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 	just := make([]*ast.Term, 0, len(d.Justification))
 	for _, id := range d.Justification {
 		n, ok := f.Nodes[id]
+		if !ok && g.lean && f.Summarised && plan == nil {
+			continue // trusted on every path (Facts.Summarised)
+		}
 		if !ok {
 			return nil, nil, fmt.Errorf("%w %s", lineage.ErrUnknownEntry, id)
 		}
@@ -192,7 +195,8 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 		}
 		if name == tool.RecipientArg {
 			for _, id := range srcIDs {
-				if !f.Nodes[id].Effective.Trusted() {
+				// (An entry left out of Nodes is trusted: see above.)
+				if n := f.Nodes[id]; n != nil && !n.Effective.Trusted() {
 					recipientUntrusted = true
 				}
 			}
