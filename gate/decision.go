@@ -189,7 +189,8 @@ func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outc
 	if err != nil {
 		return "", nil, err
 	}
-	v, err := g.eval(ctx, in, at)
+	// Evaluated again, never read from the memo.
+	v, err := g.evalMemo(ctx, in, at, false)
 	if err != nil {
 		return Deny, []string{"fail closed: " + err.Error()}, nil
 	}
