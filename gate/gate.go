@@ -204,7 +204,8 @@ func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, 
 }
 
 func (g *Gate) evalMemo(ctx context.Context, v ast.Value, now time.Time, useMemo bool) (*verdict, error) {
-	key, memoised := "", false
+	var key ast.Value
+	memoised := false
 	if useMemo && g.memo != nil {
 		key, memoised = g.memo.key(v)
 	}

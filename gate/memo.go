@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -22,19 +21,25 @@ import (
 // the key. The reasons are always written from the input itself, not
 // remembered. Reevaluate never uses the memo.
 
-// memo is a gate's memo (nil: the policy is not memoised).
+// memo is a gate's memo (nil: the policy is not memoised). Its values are
+// found by the hash of what the policy reads of an input (OPA keeps the
+// hashes of objects and arrays as they are built, so this is cheap) and
+// compared in full.
 type memo struct {
-	paths [][]string // sorted, none a prefix of another; a nil path is the whole input
+	paths [][]string // sorted, none a prefix of another; an empty path is the whole input
 	mu    sync.Mutex
-	m     map[string]ast.Value
+	m     map[int][]memoEntry
+	n     int
 }
 
+type memoEntry struct{ key, val ast.Value }
+
 // maxMemo bounds how many values the memo holds; past it, some are
-// dropped. maxMemoKey bounds the key of one input (a long tainted context
-// makes a long key, and is not memoised).
+// dropped. maxMemoTerms bounds the size of one key (a long tainted
+// justification makes a large key, and is not memoised).
 const (
-	maxMemo    = 4096
-	maxMemoKey = 16 << 10
+	maxMemo      = 4096
+	maxMemoTerms = 1024
 )
 
 // newMemo returns the memo of policy p, or nil when p cannot be memoised:
@@ -81,7 +86,7 @@ func newMemo(p *Policy) *memo {
 	if nondeterministic {
 		return nil
 	}
-	return &memo{paths: minimalPaths(paths), m: map[string]ast.Value{}}
+	return &memo{paths: minimalPaths(paths), m: map[int][]memoEntry{}}
 }
 
 // minimalPaths sorts paths and drops every path another is a prefix of.
@@ -97,64 +102,74 @@ func minimalPaths(paths [][]string) [][]string {
 	return out
 }
 
-// key is the memo's key of input in: every path the policy reads, with the
-// JSON of its value there (or its absence). ok is false when the input is
-// not memoised.
-func (m *memo) key(in ast.Value) (string, bool) {
-	var b []byte
-	for _, p := range m.paths {
-		path, _ := json.Marshal(p)
-		b = append(append(b, path...), '=')
-		v := in
+// key is the memo's key of input in: for every path the policy reads, an
+// array of its value there, or an empty one when there is none. ok is
+// false when the input is not memoised.
+func (m *memo) key(in ast.Value) (ast.Value, bool) {
+	parts := make([]*ast.Term, len(m.paths))
+	terms := 0
+	for i, p := range m.paths {
+		t := ast.NewTerm(in)
 		for _, k := range p {
-			o, ok := v.(ast.Object)
+			o, ok := t.Value.(ast.Object)
 			if !ok {
-				v = nil
+				t = nil
 				break
 			}
-			t := o.Get(keyOf(k))
-			if t == nil {
-				v = nil
+			if t = o.Get(keyOf(k)); t == nil {
 				break
 			}
-			v = t.Value
 		}
-		if v == nil {
-			b = append(b, '-')
-		} else {
-			var err error
-			if b, err = appendJSON(b, v); err != nil {
-				return "", false
-			}
+		if t == nil {
+			parts[i] = ast.ArrayTerm()
+			continue
 		}
-		b = append(b, '\n')
-		if len(b) > maxMemoKey {
-			return "", false
+		ast.WalkTerms(t, func(*ast.Term) bool {
+			terms++
+			return terms > maxMemoTerms
+		})
+		if terms > maxMemoTerms {
+			return nil, false
+		}
+		parts[i] = ast.ArrayTerm(t)
+	}
+	return ast.NewArray(parts...), true
+}
+
+func (m *memo) get(k ast.Value) ast.Value {
+	h := k.Hash()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.m[h] {
+		if e.key.Compare(k) == 0 {
+			return e.val
 		}
 	}
-	return string(b), true
+	return nil
 }
 
-func (m *memo) get(k string) ast.Value {
+func (m *memo) put(k, v ast.Value) {
+	h := k.Hash()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.m[k]
-}
-
-func (m *memo) put(k string, v ast.Value) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.m) >= maxMemo {
+	for _, e := range m.m[h] {
+		if e.key.Compare(k) == 0 {
+			return
+		}
+	}
+	if m.n >= maxMemo {
 		drop := maxMemo / 8
-		for k := range m.m {
+		for h, es := range m.m {
 			if drop <= 0 {
 				break
 			}
-			delete(m.m, k)
-			drop--
+			delete(m.m, h)
+			m.n -= len(es)
+			drop -= len(es)
 		}
 	}
-	m.m[k] = v
+	m.m[h] = append(m.m[h], memoEntry{k, v})
+	m.n++
 }
 
 // String lists the memo's key paths, for tests and logs.
