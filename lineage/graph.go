@@ -143,6 +143,9 @@ func (g *Graph) Preview(st *Statement) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s := g.Summary(st); s != nil {
+		return g.labelSummarised(st, IDOf(payload), p.Tier, s), nil
+	}
 	var n *Node
 	err = g.store.View(func(t kv.Txn) error {
 		n, err = g.label(t, st, IDOf(payload), p.Tier)
