@@ -95,6 +95,17 @@ func (ss *sessionSummary) add(n *Node) {
 	ss.head = ss.head.add(n.ID)
 }
 
+// forget drops session's summary ss (its caller holds ss.mu): the next use
+// builds it again from every row.
+func (s *summaries) forget(session string, ss *sessionSummary) {
+	ss.reset()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[session] == ss {
+		delete(s.m, session)
+	}
+}
+
 // reset forgets everything: the summary is built again from the store.
 func (ss *sessionSummary) reset() {
 	ss.ids, ss.nodes, ss.head, ss.eff, ss.reach, ss.flagged = nil, nil, contextHead{}, nil, nil, nil
@@ -125,7 +136,7 @@ func (g *Graph) contextIn(t kv.Txn, session string) ([]string, error) {
 			for _, id := range ids {
 				n, err := g.node(t, id)
 				if err != nil {
-					ss.reset()
+					g.summaries.forget(session, ss)
 					return nil, fmt.Errorf("the context of session %s names %s: %w", session, id, err)
 				}
 				ss.add(n)
@@ -138,12 +149,12 @@ func (g *Graph) contextIn(t kv.Txn, session string) ([]string, error) {
 	for p := uint64(len(ss.ids)); p < want.n; p++ {
 		id, err := t.Get(sessionKey(session, p))
 		if err != nil {
-			ss.reset()
+			g.summaries.forget(session, ss)
 			return nil, fmt.Errorf("the context of session %s has no entry at %d of %d: context rows were edited: %w", session, p, want.n, registry.ErrTampered)
 		}
 		n, err := g.node(t, string(id))
 		if err != nil {
-			ss.reset()
+			g.summaries.forget(session, ss)
 			return nil, fmt.Errorf("the context of session %s names %s: %w", session, id, err)
 		}
 		ss.add(n)
@@ -152,7 +163,7 @@ func (g *Graph) contextIn(t kv.Txn, session string) ([]string, error) {
 		// Only this process writes the store, and a context only grows:
 		// a head that says less than the summary holds was edited.
 		got := ss.head
-		ss.reset()
+		g.summaries.forget(session, ss)
 		return nil, fmt.Errorf("the context of session %s (%d entries) differs from its head (%d): context rows were edited: %w", session, got.n, want.n, registry.ErrTampered)
 	}
 	return ss.ids[:len(ss.ids):len(ss.ids)], nil
