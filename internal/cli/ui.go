@@ -47,6 +47,16 @@ to run instead.`,
 			ctx := cmd.Context()
 			started := false
 			c, err := server.Dial(ctx, a.dir, a.clock)
+			// A server may be starting (it holds the directory before it
+			// answers): give it a moment before starting another.
+			wait := time.Second
+			if !start {
+				wait = a.lockWait
+			}
+			for deadline := time.Now().Add(wait); errors.Is(err, server.ErrNoServer) && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				c, err = server.Dial(ctx, a.dir, a.clock)
+			}
 			if errors.Is(err, server.ErrNoServer) && start {
 				if err := a.startUIServer(ctx); err != nil {
 					return err

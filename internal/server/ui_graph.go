@@ -279,11 +279,11 @@ func decodeObject(raw []byte) (map[string]string, error) {
 }
 
 var uiFuncs = template.FuncMap{
-	"safe":  safeText,
-	"short": short,
-	"add":   func(a, b int) int { return a + b },
+	"safe":     safeText,
+	"short":    short,
+	"add":      func(a, b int) int { return a + b },
 	"outcomes": func() []string { return []string{"allow", "deny", "ask"} },
-	"line":  func(i int) int { return 18 + i*16 },
+	"line":     func(i int) int { return 18 + i*16 },
 	"query": func(kv ...string) string {
 		v := url.Values{}
 		for i := 0; i+1 < len(kv); i += 2 {

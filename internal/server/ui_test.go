@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // hostile is content an attacker wrote: markup, a script, an event
@@ -42,7 +44,7 @@ func newUIWorld(t *testing.T, withKey bool) *uiWorld {
 		t.Fatal(err)
 	}
 	d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money",
-		Args: []byte(`{"a_memo":"` + strings.Repeat("rent for december ", 30) + `","to":"999-666"}`),
+		Args:       []byte(`{"a_memo":"` + strings.Repeat("rent for december ", 30) + `","to":"999-666"}`),
 		ArgSources: map[string][]string{"to": {email.ID}, "a_memo": {email.ID}}, Justification: []string{email.ID}})
 	if d.Decision == gate.Allow {
 		t.Fatalf("the poisoned call was allowed: %+v", d)
@@ -257,5 +259,55 @@ func TestUIApproveOnce(t *testing.T) {
 	}
 	if d := u.w.Check("agent:planner", retry); d.Decision == gate.Allow {
 		t.Fatal("the approval allowed its call twice")
+	}
+}
+
+// TestLayoutLargeAndWeak: 1,000 ancestors wrap into rows of gPerRow, a weak
+// edge is dashed and not tainted, the strong path to the untrusted root is
+// tainted, collapsing other sessions leaves one box per session, and a
+// search marks what it finds.
+func TestLayoutLargeAndWeak(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("%064x", i) }
+	root := &lineage.Node{ID: id(0), Session: "s", Principal: "agent:a", Effective: registry.External}
+	tr := &lineage.Trace{Root: root, Nodes: []*lineage.Node{root}}
+	for i := 1; i <= 1000; i++ {
+		n := &lineage.Node{ID: id(i), Session: fmt.Sprintf("other-%d", i%3), Principal: "tool:t", Effective: registry.Internal}
+		if i == 1 {
+			n.Session, n.Principal, n.Effective = "s", "tool:web", registry.External
+		}
+		tr.Nodes = append(tr.Nodes, n)
+		tr.Edges = append(tr.Edges, lineage.Edge{Child: id(0), Parent: id(i), Weight: 1, Strong: i != 2})
+	}
+	tr.Untrusted = []lineage.Source{{ID: id(1), Path: []string{id(0), id(1)}, Strong: true}}
+	g := layout(tr, "tool:web", false)
+	if len(g.Nodes) != 1001 || len(g.Edges) != 1000 {
+		t.Fatalf("%d nodes, %d edges", len(g.Nodes), len(g.Edges))
+	}
+	if want := gGapX + gPerRow*(gNodeW+gGapX); g.Width != want {
+		t.Errorf("width %d, want %d (a layer wraps at %d)", g.Width, want, gPerRow)
+	}
+	var taint, weak, match int
+	for _, e := range g.Edges {
+		if strings.Contains(e.Class, "taint") {
+			taint++
+		}
+		if strings.Contains(e.Class, "weak") {
+			weak++
+		}
+	}
+	for _, n := range g.Nodes {
+		if strings.Contains(n.Class, "match") {
+			match++
+			if !strings.Contains(n.Class, "untrusted") {
+				t.Errorf("the match is not marked untrusted: %q", n.Class)
+			}
+		}
+	}
+	if taint != 1 || weak != 1 || match != 1 {
+		t.Errorf("taint %d weak %d match %d, want 1 each", taint, weak, match)
+	}
+	c := layout(tr, "", true)
+	if len(c.Nodes) != 1+1+3 { // the root, its session's one parent, three other sessions
+		t.Errorf("collapsed: %d boxes, want 5", len(c.Nodes))
 	}
 }
