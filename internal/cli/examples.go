@@ -113,6 +113,11 @@ pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.
 pedigree serve 2>"$Q/serve.log" &                # logs (JSON lines) to a file
 pedigree registry list                           # answered through the server's socket
 kill %%                                          # stop it (the latest background job): it drains, then closes the store`},
+	{"pedigree ui", `
+pedigree serve --ui 2>"$Q/ui.log" &              # the page for people, on a free loopback port
+pedigree registry list >/dev/null                # waits until the server answers
+pedigree ui --start=false                        # a one-time link to the page: open it in a browser
+kill %%                                          # stop the server`},
 	{"pedigree hook claude init", `
 D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
 pedigree --dir "$D/data" hook claude init        # the principals and catalog entries the hook signs for
