@@ -1,0 +1,210 @@
+package safetext
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Mode says which characters a layout keeps.
+type Mode int
+
+const (
+	// Line escapes every control character, newline and tab included: the
+	// value stays on the one line it is printed on.
+	Line Mode = iota
+	// Block keeps newlines and tabs: a document of several lines.
+	Block
+)
+
+// unsafe reports whether a terminal could act on r instead of showing it:
+// C0 and DEL, C1, the line and paragraph separators, and every format
+// character (Cf: the bidirectional embeddings, overrides and isolates
+// U+202A-U+202E and U+2066-U+2069, the marks U+200E/U+200F/U+061C, the
+// zero-width U+200B-U+200D, U+2060 and U+FEFF, the tag characters).
+// U+200B is listed by name: Unicode classes it as Cf since 4.0.1, and a
+// zero-width space must never pass whatever the tables say.
+func unsafe(r rune, m Mode) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return m == Line
+	case r < 0x20 || r == 0x7f:
+		return true
+	case r >= 0x80 && r <= 0x9f:
+		return true
+	case r == 0x2028 || r == 0x2029 || r == 0x200b:
+		return true
+	}
+	return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)
+}
+
+// Escape returns s with every character a terminal could act on written as
+// a visible escape, and how many it escaped: a byte below 0x80 as \xNN
+// (\x1b for ESC), any other character as \uNNNN or \UNNNNNNNN, and a byte
+// that is not part of valid UTF-8 as \xNN too (a lone 0x9b is CSI to a
+// terminal that reads 8-bit controls).
+func Escape(s string, m Mode) (string, int) {
+	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafe(r, m) })
+	if i < 0 {
+		return s, 0
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	n := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+			n++
+		case unsafe(r, m):
+			writeEscape(&b, r)
+			n++
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String(), n
+}
+
+func writeEscape(b *strings.Builder, r rune) {
+	switch {
+	case r < 0x80:
+		fmt.Fprintf(b, `\x%02x`, r)
+	case r <= 0xffff:
+		fmt.Fprintf(b, `\u%04x`, r)
+	default:
+		fmt.Fprintf(b, `\U%08x`, r)
+	}
+}
+
+// Note is what a printer adds after text in which it escaped n characters
+// ("" when it escaped none).
+func Note(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "(1 control character shown escaped)"
+	}
+	return fmt.Sprintf("(%d control characters shown escaped)", n)
+}
+
+// Clip shortens s to at most max bytes, cut at a character boundary, and
+// returns how many bytes it left out (0: s is whole).
+func Clip(s string, max int) (string, int) {
+	if len(s) <= max {
+		return s, 0
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut], len(s) - cut
+}
+
+// Writer escapes what is written through it in Block mode and counts what
+// it escaped; Close writes the Note, on a line of its own, when there is
+// one. A character split across two writes is held until the second.
+type Writer struct {
+	w    io.Writer
+	n    int
+	held []byte
+	err  error
+	// atLineStart: what was written so far ends a line (or is nothing).
+	atLineStart bool
+}
+
+// NewWriter returns a Writer that writes to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w, atLineStart: true} }
+
+// Write escapes p and writes it. It reports len(p) on success: the bytes
+// taken, not those written.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	buf := append(w.held, p...)
+	w.held = nil
+	// Hold back an incomplete last character: the next write ends it.
+	if tail := incomplete(buf); tail > 0 {
+		w.held = append([]byte(nil), buf[len(buf)-tail:]...)
+		buf = buf[:len(buf)-tail]
+	}
+	w.write(string(buf))
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+func (w *Writer) write(s string) {
+	if w.err != nil || s == "" {
+		return
+	}
+	e, n := Escape(s, Block)
+	w.n += n
+	if _, err := io.WriteString(w.w, e); err != nil {
+		w.err = err
+	}
+	w.atLineStart = s[len(s)-1] == '\n'
+}
+
+// Line escapes s for one line of the output (Escape in Line mode), counted
+// in the note.
+func (w *Writer) Line(s string) string {
+	e, n := Escape(s, Line)
+	w.n += n
+	return e
+}
+
+// Escaped is how many characters the Writer escaped so far.
+func (w *Writer) Escaped() int { return w.n }
+
+// Close writes what is held (a character never completed is escaped as
+// bytes) and the note. It does not close the underlying writer.
+func (w *Writer) Close() error {
+	held := w.held
+	w.held = nil
+	w.write(string(held))
+	if note := Note(w.n); note != "" && w.err == nil {
+		sep := "\n"
+		if w.atLineStart {
+			sep = ""
+		}
+		_, w.err = io.WriteString(w.w, sep+note+"\n")
+	}
+	return w.err
+}
+
+// incomplete is the length of a UTF-8 sequence that b ends with and that
+// more bytes could still complete (0 when none).
+func incomplete(b []byte) int {
+	for k := 1; k <= utf8.UTFMax-1 && k <= len(b); k++ {
+		c := b[len(b)-k]
+		if !utf8.RuneStart(c) {
+			continue
+		}
+		if c < 0x80 {
+			return 0
+		}
+		need := 0
+		switch {
+		case c&0xe0 == 0xc0:
+			need = 2
+		case c&0xf0 == 0xe0:
+			need = 3
+		case c&0xf8 == 0xf0:
+			need = 4
+		}
+		if need > k {
+			return k
+		}
+		return 0
+	}
+	return 0
+}
