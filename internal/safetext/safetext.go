@@ -162,6 +162,9 @@ func (w *Writer) Line(s string) string {
 	return e
 }
 
+// Count adds n characters escaped elsewhere (by Escape) to the note.
+func (w *Writer) Count(n int) { w.n += n }
+
 // Escaped is how many characters the Writer escaped so far.
 func (w *Writer) Escaped() int { return w.n }
 
