@@ -252,7 +252,7 @@ func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResu
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny
 	m["gate_decision"] = d.Decision
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}, Meta: mcp.Meta{MetaDecision: m}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safeText(b.String(), 0)}}, Meta: mcp.Meta{MetaDecision: m}}
 }
 
 // describe names where a principal's content comes from, when the gateway
@@ -272,12 +272,12 @@ func (g *Gateway) describe(principal string) string {
 // refused is a call the gateway could not decide on: a deny.
 func (g *Gateway) refused(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
 	text := fmt.Sprintf("pedigree denied %s: %s; nothing was forwarded.", t.exposed.Name, why)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safeText(text, 0)}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
 }
 
 // failed is an allowed call whose forwarding or recording failed.
 func (g *Gateway) failed(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
-	text := fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why)
+	text := safeText(fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why), 0)
 	m := g.decisionMeta(d)
 	m["error"] = why
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: m}}
