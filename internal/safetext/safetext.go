@@ -34,10 +34,13 @@ func unsafe(r rune, m Mode) bool {
 		return true
 	case r >= 0x80 && r <= 0x9f:
 		return true
+	case r < 0xa0:
+		return false
 	case r == 0x2028 || r == 0x2029 || r == 0x200b:
 		return true
 	}
-	return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)
+	// Cc ends at U+009F; what is left is Cf.
+	return unicode.Is(unicode.Cf, r)
 }
 
 // Escape returns s with every character a terminal could act on written as
@@ -46,7 +49,7 @@ func unsafe(r rune, m Mode) bool {
 // that is not part of valid UTF-8 as \xNN too (a lone 0x9b is CSI to a
 // terminal that reads 8-bit controls).
 func Escape(s string, m Mode) (string, int) {
-	i := strings.IndexFunc(s, func(r rune) bool { return r == utf8.RuneError || unsafe(r, m) })
+	i := firstUnsafe(s, m)
 	if i < 0 {
 		return s, 0
 	}
@@ -58,7 +61,7 @@ func Escape(s string, m Mode) (string, int) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
+			writeHex(&b, `\x`, uint32(s[i]), 2)
 			n++
 		case unsafe(r, m):
 			writeEscape(&b, r)
@@ -71,14 +74,58 @@ func Escape(s string, m Mode) (string, int) {
 	return b.String(), n
 }
 
+// firstUnsafe is the index of the first byte Escape must escape, or -1.
+// Printable ASCII, the common case, is decided byte by byte.
+func firstUnsafe(s string, m Mode) int {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size <= 1) || unsafe(r, m) {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// firstUnsafeBytes is firstUnsafe on bytes (a Writer's, not copied).
+func firstUnsafeBytes(p []byte, m Mode) int {
+	for i := 0; i < len(p); {
+		c := p[i]
+		if c >= 0x20 && c < 0x7f || c == '\n' && m == Block {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(p[i:])
+		if (r == utf8.RuneError && size <= 1) || unsafe(r, m) {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
 func writeEscape(b *strings.Builder, r rune) {
 	switch {
 	case r < 0x80:
-		fmt.Fprintf(b, `\x%02x`, r)
+		writeHex(b, `\x`, uint32(r), 2)
 	case r <= 0xffff:
-		fmt.Fprintf(b, `\u%04x`, r)
+		writeHex(b, `\u`, uint32(r), 4)
 	default:
-		fmt.Fprintf(b, `\U%08x`, r)
+		writeHex(b, `\U`, uint32(r), 8)
+	}
+}
+
+// writeHex writes prefix and v in digits lowercase hex digits.
+func writeHex(b *strings.Builder, prefix string, v uint32, digits int) {
+	const hex = "0123456789abcdef"
+	b.WriteString(prefix)
+	for shift := (digits - 1) * 4; shift >= 0; shift -= 4 {
+		b.WriteByte(hex[v>>uint(shift)&0xf])
 	}
 }
 
@@ -128,30 +175,38 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
 	}
-	buf := append(w.held, p...)
-	w.held = nil
+	buf := p
+	if len(w.held) > 0 {
+		buf = append(w.held, p...)
+		w.held = nil
+	}
 	// Hold back an incomplete last character: the next write ends it.
 	if tail := incomplete(buf); tail > 0 {
 		w.held = append([]byte(nil), buf[len(buf)-tail:]...)
 		buf = buf[:len(buf)-tail]
 	}
-	w.write(string(buf))
+	w.write(buf)
 	if w.err != nil {
 		return 0, w.err
 	}
 	return len(p), nil
 }
 
-func (w *Writer) write(s string) {
-	if w.err != nil || s == "" {
+func (w *Writer) write(p []byte) {
+	if w.err != nil || len(p) == 0 {
 		return
 	}
-	e, n := Escape(s, Block)
-	w.n += n
-	if _, err := io.WriteString(w.w, e); err != nil {
-		w.err = err
+	w.atLineStart = p[len(p)-1] == '\n'
+	i := firstUnsafeBytes(p, Block)
+	if i < 0 {
+		_, w.err = w.w.Write(p)
+		return
 	}
-	w.atLineStart = s[len(s)-1] == '\n'
+	e, n := Escape(string(p[i:]), Block)
+	w.n += n
+	if _, w.err = w.w.Write(p[:i]); w.err == nil {
+		_, w.err = io.WriteString(w.w, e)
+	}
 }
 
 // Line escapes s for one line of the output (Escape in Line mode), counted
@@ -173,7 +228,7 @@ func (w *Writer) Escaped() int { return w.n }
 func (w *Writer) Close() error {
 	held := w.held
 	w.held = nil
-	w.write(string(held))
+	w.write(held)
 	if note := Note(w.n); note != "" && w.err == nil {
 		sep := "\n"
 		if w.atLineStart {

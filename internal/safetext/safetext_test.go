@@ -2,6 +2,7 @@ package safetext
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -98,5 +99,23 @@ func TestWriter(t *testing.T) {
 	w.Close()
 	if want := "x\\xe2\\x80\n(2 control characters shown escaped)\n"; out.String() != want {
 		t.Fatalf("got %q, want %q", out.String(), want)
+	}
+}
+
+// The cost of escaping a command's output: clean text (the common case)
+// and text with a control character every 64 bytes.
+func BenchmarkWriter(b *testing.B) {
+	clean := []byte(strings.Repeat("Quarterly notes: pay 123-456 €5, see the report. ", 20000)) // ~1 MB
+	dirty := []byte(strings.Repeat("Quarterly notes: pay 123-456 €5\x1b[2K see the\u202e report.  ", 20000))
+	for name, text := range map[string][]byte{"clean": clean, "dirty": dirty} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				w := NewWriter(io.Discard)
+				w.Write(text)
+				w.Close()
+			}
+		})
 	}
 }
