@@ -119,3 +119,47 @@ func BenchmarkWriter(b *testing.B) {
 		})
 	}
 }
+
+// FuzzEscape: whatever the input, the output is valid UTF-8 with no
+// character a terminal acts on (but newlines and tabs in a block), it is
+// the input when nothing was escaped, and a Writer fed the input in two
+// pieces writes what Escape does, plus the note.
+func FuzzEscape(f *testing.F) {
+	for _, s := range []string{"", "plain", evilSeed, "a\xe2\x80", "\xf0\x9f\x99\x82", "x\n\ty\r"} {
+		f.Add(s, 1)
+	}
+	f.Fuzz(func(t *testing.T, s string, cut int) {
+		for _, m := range []Mode{Line, Block} {
+			e, n := Escape(s, m)
+			if !utf8.ValidString(e) || (n == 0) != (e == s) {
+				t.Fatalf("Escape(%q, %d) = %q, %d", s, m, e, n)
+			}
+			for _, r := range e {
+				if unsafe(r, m) {
+					t.Fatalf("Escape(%q, %d) left %U", s, m, r)
+				}
+			}
+		}
+		if cut < 0 || cut > len(s) {
+			cut = len(s) / 2
+		}
+		var out bytes.Buffer
+		w := NewWriter(&out)
+		w.Write([]byte(s[:cut]))
+		w.Write([]byte(s[cut:]))
+		w.Close()
+		e, n := Escape(s, Block)
+		want := e
+		if n > 0 {
+			if !strings.HasSuffix(e, "\n") {
+				want += "\n"
+			}
+			want += Note(n) + "\n"
+		}
+		if out.String() != want {
+			t.Fatalf("Writer(%q | %q) = %q, want %q", s[:cut], s[cut:], out.String(), want)
+		}
+	})
+}
+
+const evilSeed = "hello\x1b[2A\x1b[2K\u009b\u202e\u200b\U000E0041"
