@@ -68,9 +68,6 @@ func testEveryVerbEscapesControls(t *testing.T, served bool) {
 		"an error quoting it": c.run("lineage", "show", "\x1b[2Kdeadbeef"),
 	}
 	for name, r := range outputs {
-		if os.Getenv("SHOWRENDER") != "" {
-			t.Logf("== %s\n%s%s", name, r.out, r.err)
-		}
 		if ch := rawControl(r.out + r.err); ch != "" {
 			t.Errorf("%s prints %q raw:\n%s%s", name, ch, r.out, r.err)
 		}
@@ -86,12 +83,6 @@ func testEveryVerbEscapesControls(t *testing.T, served bool) {
 	// JSON is exact: the stored bytes, for programs.
 	if got := c.must("-o", "json", "lineage", "show", web).json(t)["content"]; got != evil {
 		t.Errorf("lineage show -o json changed the content: %q", got)
-	}
-}
-
-func TestShowRenderedOutputs(t *testing.T) {
-	if os.Getenv("SHOWRENDER") == "" {
-		t.Skip()
 	}
 }
 
@@ -139,9 +130,6 @@ func testHookAskShowsTheExactCall(t *testing.T, served bool) {
 	memoAt := strings.Index(reason, `a_memo = "€`)
 	if to < 0 || amount < 0 || memoAt < to || memoAt < amount || !strings.Contains(reason, "left out") {
 		t.Fatalf("the ask does not show every protected argument whole, first:\n%s", reason)
-	}
-	if os.Getenv("SHOWRENDER") != "" {
-		t.Logf("%s", reason)
 	}
 	if ch := rawControl(reason); ch != "" || !strings.Contains(reason, `NOTES.md\x1b[1A\x1b[2K\u202e`) || !strings.Contains(reason, "control characters shown escaped)") {
 		t.Fatalf("the ask's reason prints controls raw, or does not say it escaped them:\n%q", reason)
