@@ -65,18 +65,7 @@ func (g *Gateway) askMessage(ctx context.Context, t tool, canon []byte, d *gate.
 		fmt.Fprintf(&why, ". It relies on content from %s (%s tier)%s", u.Principal, u.Tier, g.describe(u.Principal))
 	}
 	fmt.Fprintf(&why, ". Decision %s.", short(d.ID))
-	return b.String() + safeText(why.String(), escaped)
-}
-
-// safeText is s escaped for a terminal (safetext.Line), with a note when
-// it, or n characters escaped before it, had to be: the host shows the
-// text to a person, and an upstream wrote part of it.
-func safeText(s string, n int) string {
-	s, m := safetext.Escape(s, safetext.Line)
-	if note := safetext.Note(n + m); note != "" {
-		s += " " + note
-	}
-	return s
+	return b.String() + safetext.Message(why.String(), escaped)
 }
 
 // ask asks the human through the host. On protocols before 2026-07-28 it

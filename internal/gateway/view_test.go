@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,11 @@ func TestAskShowsEveryProtectedArgumentWhole(t *testing.T) {
 	}
 	t.Cleanup(func() { cs.Close() })
 	c := &client{t: t, cs: cs}
+	messages := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(asked)
+	}
 	w.readPoison(c)
 
 	memo := strings.Repeat("€", 150) + "\u202e" + strings.Repeat("x", 17) // 470 bytes
@@ -53,10 +59,10 @@ func TestAskShowsEveryProtectedArgumentWhole(t *testing.T) {
 		t.Fatalf("memo is %d bytes", len(memo))
 	}
 	res := c.call("echo", map[string]any{"a_memo": memo, "amount": 5000, "to": "999-666"})
-	if !res.IsError || len(asked) != 1 {
-		t.Fatalf("declined ask: isError=%v asked %d times: %q", res.IsError, len(asked), text(res))
+	if !res.IsError || len(messages()) != 1 {
+		t.Fatalf("declined ask: isError=%v asked %d times: %q", res.IsError, len(messages()), text(res))
 	}
-	msg := asked[0]
+	msg := messages()[0]
 	to := strings.Index(msg, `to = "999-666"  [protected, shown whole; from the whole justification`)
 	amount := strings.Index(msg, "amount = 5000  [protected, shown whole;")
 	memoAt := strings.Index(msg, `a_memo = "€€`)
@@ -75,10 +81,10 @@ func TestAskShowsEveryProtectedArgumentWhole(t *testing.T) {
 	// The memo is cut before its override; a memo with it in view shows it
 	// escaped, and the message says so (the ESC, JSON escapes itself).
 	res = c.call("echo", map[string]any{"a_memo": "\u202egnp.exe\x1b[2K", "amount": 5000, "to": "999-666"})
-	if !res.IsError || len(asked) != 2 {
-		t.Fatalf("second ask: isError=%v asked %d times", res.IsError, len(asked))
+	if !res.IsError || len(messages()) != 2 {
+		t.Fatalf("second ask: isError=%v asked %d times", res.IsError, len(messages()))
 	}
-	if msg := asked[1]; strings.ContainsAny(msg, "\u202e\x1b") || !strings.Contains(msg, `\u202egnp.exe\u001b[2K`) ||
+	if msg := messages()[1]; strings.ContainsAny(msg, "\u202e\x1b") || !strings.Contains(msg, `\u202egnp.exe\u001b[2K`) ||
 		!strings.Contains(msg, "(1 control character shown escaped)") {
 		t.Fatalf("controls in the ask:\n%q", msg)
 	}

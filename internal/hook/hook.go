@@ -94,7 +94,7 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 // (a command hook exits 2 instead): Claude Code lets anything through on an
 // http hook's error, so errors are answered, never returned.
 func Block(ev *Event, err error) *Answer {
-	reason := safeText("pedigree: "+err.Error(), 0)
+	reason := safetext.Message("pedigree: "+err.Error(), 0)
 	switch {
 	case ev != nil && ev.HookEventName == PreToolUse:
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
@@ -218,7 +218,7 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 			return nil, nil
 		}
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Allow),
-			PermissionDecisionReason: safeText(fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID)), 0)}}, nil
+			PermissionDecisionReason: safetext.Message(fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID)), 0)}}, nil
 	case gate.Deny:
 		return deny(h.reason(ev, d)), nil
 	case gate.Ask:
@@ -228,7 +228,7 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 }
 
 func deny(reason string) *Answer {
-	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: safeText(reason, 0)}}
+	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: safetext.Message(reason, 0)}}
 }
 
 // ask is the reason of an ask as the person reads it in Claude Code's
@@ -248,18 +248,7 @@ func (h *Handler) ask(ctx context.Context, ev *Event, d *gate.Decision, args []b
 	for _, l := range lines {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
-	return b.String() + safeText(h.reason(ev, d), escaped+n)
-}
-
-// safeText is s escaped for a terminal (safetext.Line), with a note when
-// it, or n characters escaped before it, had to be: Claude Code shows the
-// text to the person, and content wrote part of it.
-func safeText(s string, n int) string {
-	s, m := safetext.Escape(s, safetext.Line)
-	if note := safetext.Note(n + m); note != "" {
-		s += " " + note
-	}
-	return s
+	return b.String() + safetext.Message(h.reason(ev, d), escaped+n)
 }
 
 // reason says what the call relied on, where it came from, and what the

@@ -141,6 +141,18 @@ func Note(n int) string {
 	return fmt.Sprintf("(%d control characters shown escaped)", n)
 }
 
+// Message is s escaped for one line (Escape in Line mode), followed by the
+// Note for what it escaped and for before more characters escaped in text
+// shown with it (an exact view printed above it): a message a host shows a
+// person, part of which an upstream or content wrote.
+func Message(s string, before int) string {
+	s, n := Escape(s, Line)
+	if note := Note(before + n); note != "" {
+		s += " " + note
+	}
+	return s
+}
+
 // Clip shortens s to at most max bytes, cut at a character boundary, and
 // returns how many bytes it left out (0: s is whole).
 func Clip(s string, max int) (string, int) {

@@ -163,3 +163,19 @@ func FuzzEscape(f *testing.F) {
 }
 
 const evilSeed = "hello\x1b[2A\x1b[2K\u009b\u202e\u200b\U000E0041"
+
+func TestMessage(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		before int
+		want   string
+	}{
+		{"pedigree denied x: clean.", 0, "pedigree denied x: clean."},
+		{"failed: \x1b[2Kok\n", 0, `failed: \x1b[2Kok\x0a (2 control characters shown escaped)`},
+		{"why.", 3, "why. (3 control characters shown escaped)"},
+	} {
+		if got := Message(c.in, c.before); got != c.want {
+			t.Errorf("Message(%q, %d) = %q, want %q", c.in, c.before, got, c.want)
+		}
+	}
+}
