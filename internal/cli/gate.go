@@ -263,9 +263,10 @@ rejected decision ('gate reject'). Only a user-tier principal registered with
 Before it signs, approve prints exactly what is approved: the tool, each
 argument (every protected one first and whole, with where it came from; others
 shortened, saying how much was left out), the session, the proposer and the
-reasons (on stderr with -o json). Control characters in them are shown escaped. When stdin is a terminal it then asks for confirmation, unless --yes;
-when it is not (a script, a pipe, CI), it never waits: the printed call is the
-record of what was approved.
+reasons (on stderr with -o json), control characters shown escaped. When stdin
+is a terminal it then asks for confirmation, unless --yes; when it is not (a
+script, a pipe, CI), it never waits: the printed call is the record of what was
+approved.
 
 Example:
   pedigree gate approve 3f2a9c1e --as user:alice --key alice.key --ttl 10m`,
