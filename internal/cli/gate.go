@@ -209,13 +209,13 @@ func decisionExit(d *gate.Decision) error {
 func printDecision(w io.Writer, d *gate.Decision, color bool) {
 	fmt.Fprintf(w, "%s %s (decision %s, call %s)\n", paint(color, d.Decision), d.Tool, short(d.ID), short(d.CallID))
 	for _, r := range d.Reasons {
-		fmt.Fprintf(w, "  reason: %s\n", r)
+		fmt.Fprintf(w, "  reason: %s\n", line(w, r))
 	}
 	if p := d.Plan; p != nil {
 		if p.Authority {
 			fmt.Fprintf(w, "  plan: %s step %d, the control justification\n", short(p.ID), p.Step)
 		} else {
-			fmt.Fprintf(w, "  plan: %s step %d, no authority: %s\n", short(p.ID), p.Step, p.Why)
+			fmt.Fprintf(w, "  plan: %s step %d, no authority: %s\n", short(p.ID), p.Step, line(w, p.Why))
 		}
 	}
 	for _, u := range d.Untrusted {
@@ -230,7 +230,7 @@ func printDecision(w io.Writer, d *gate.Decision, color bool) {
 		fmt.Fprintf(w, "  untrusted: %s (%s) via %s path %s\n", u.Principal, u.Tier, strength, strings.Join(path, " <- "))
 	}
 	for _, x := range d.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", x)
+		fmt.Fprintf(w, "  warning: %s\n", line(w, x))
 	}
 }
 
@@ -260,11 +260,13 @@ effect. A decision gets one approval: a second is refused, and so is an approval
 rejected decision ('gate reject'). Only a user-tier principal registered with
 'registry add ... --approver' can approve.
 
-Before it signs, approve prints exactly what is approved: the tool and its
-canonical arguments, the session, the proposer and the reasons (on stderr with
--o json). When stdin is a terminal it then asks for confirmation, unless --yes;
-when it is not (a script, a pipe, CI), it never waits: the printed call is the
-record of what was approved.
+Before it signs, approve prints exactly what is approved: the tool, each
+argument (every protected one first and whole, with where it came from; others
+shortened, saying how much was left out), the session, the proposer and the
+reasons (on stderr with -o json), control characters shown escaped. When stdin
+is a terminal it then asks for confirmation, unless --yes; when it is not (a
+script, a pipe, CI), it never waits: the printed call is the record of what was
+approved.
 
 Example:
   pedigree gate approve 3f2a9c1e --as user:alice --key alice.key --ttl 10m`,
@@ -286,16 +288,18 @@ Example:
 			if a.output == "json" {
 				shown = a.errw
 			}
-			subj.describe(shown)
+			if err := safeText(shown, func(w io.Writer) { describeSubject(w, subj) }); err != nil {
+				return err
+			}
 			if !yes && interactive(a.in) && !confirm(a.in, shown, "approve this call once?") {
 				return fmt.Errorf("%w: not confirmed; nothing was signed", gate.ErrApproval)
 			}
-			n, err := e.Approve(cmd.Context(), s, as, subj.Decision.ID, ttl)
+			n, err := e.Approve(cmd.Context(), s, as, subj.DecisionID, ttl)
 			if err != nil {
 				return err
 			}
-			out := approveOutput{v: v1, ApprovalID: n.ID, DecisionID: subj.Decision.ID, Approver: as, TTL: ttl.String(),
-				Tool: subj.Decision.Tool, Args: subj.Args, Session: subj.Decision.Session}
+			out := approveOutput{v: v1, ApprovalID: n.ID, DecisionID: subj.DecisionID, Approver: as, TTL: ttl.String(),
+				Tool: subj.Tool, Args: subj.Args, Session: subj.Session}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "approved once: %s (approval %s, expires in %s)\n", args[0], short(n.ID), ttl)
 			})
@@ -347,7 +351,7 @@ a deny or an ask that a person answered, the approval or rejection ("reviews" in
 				for _, d := range ds {
 					fmt.Fprintf(w, "%s %s %-5s %-24s %s session %s policy %s\n", d.Time, short(d.ID), d.Decision, d.Tool, d.Principal, d.Session, d.PolicyVersion)
 					for _, r := range d.Reasons {
-						fmt.Fprintf(w, "    %s\n", r)
+						fmt.Fprintf(w, "    %s\n", line(w, r))
 					}
 					if r, ok := byDecision[d.ID]; ok {
 						fmt.Fprintf(w, "    %s by %s at %s (entry %s)\n", r.Outcome, r.By, r.Time, short(r.Entry))

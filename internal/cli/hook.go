@@ -63,7 +63,7 @@ the block 'pedigree hook claude settings' prints into .claude/settings.json.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ans, err := a.hookEvent(cmd.Context())
 			if err != nil {
-				fmt.Fprintln(a.errw, "pedigree: "+err.Error())
+				safeText(a.errw, func(w io.Writer) { fmt.Fprintln(w, "pedigree: "+err.Error()) })
 				return verdictError{code: ExitUsage, msg: err.Error()}
 			}
 			if ans != nil {

@@ -224,7 +224,7 @@ Example:
 					fmt.Fprintln(w, "no refused writes")
 				}
 				for _, r := range rs {
-					fmt.Fprintf(w, "%s  %-17s %-24s payload %s  %s\n", r.Time, r.Kind, r.Principal, short(r.PayloadDigest), r.Reason)
+					fmt.Fprintf(w, "%s  %-17s %-24s payload %s  %s\n", r.Time, r.Kind, r.Principal, short(r.PayloadDigest), line(w, r.Reason))
 				}
 			})
 		},

@@ -75,24 +75,28 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 						enc.Encode(r)
 						return
 					}
-					if err := r.Unexpected(); err != nil {
-						fmt.Fprintf(a.out, "%s: ERROR %v\n", r.Scenario, err)
-					} else if r.Err != nil {
-						fmt.Fprintf(a.out, "%s: refused, as expected: %v\n", r.Scenario, r.Err)
-					}
-					for _, c := range r.Calls {
-						mark := ""
-						if c.Expect != "" && gate.Outcome(c.Expect) != c.Got {
-							mark = "  MISMATCH, expected " + c.Expect
+					// Each result through its own escaping writer: results
+					// stream as the scenarios run.
+					safeText(a.out, func(w io.Writer) {
+						if err := r.Unexpected(); err != nil {
+							fmt.Fprintf(w, "%s: ERROR %v\n", r.Scenario, err)
+						} else if r.Err != nil {
+							fmt.Fprintf(w, "%s: refused, as expected: %v\n", r.Scenario, r.Err)
 						}
-						fmt.Fprintf(a.out, "%s %s %s: %s%s\n", r.Scenario, c.Call, c.Tool, c.Got, mark)
-						for _, reason := range c.Reasons {
-							fmt.Fprintf(a.out, "    %s\n", reason)
+						for _, c := range r.Calls {
+							mark := ""
+							if c.Expect != "" && gate.Outcome(c.Expect) != c.Got {
+								mark = "  MISMATCH, expected " + c.Expect
+							}
+							fmt.Fprintf(w, "%s %s %s: %s%s\n", r.Scenario, c.Call, c.Tool, c.Got, mark)
+							for _, reason := range c.Reasons {
+								fmt.Fprintf(w, "    %s\n", line(w, reason))
+							}
+							for _, x := range c.Warnings {
+								fmt.Fprintf(w, "    warning: %s\n", line(w, x))
+							}
 						}
-						for _, w := range c.Warnings {
-							fmt.Fprintf(a.out, "    warning: %s\n", w)
-						}
-					}
+					})
 				}
 			}
 			sum, err := replay.Run(cmd.Context(), all, o, each)

@@ -59,7 +59,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 				b, _ := json.Marshal(errorOutput{v: v1, Error: msg, ExitCode: exitCode(err)})
 				fmt.Fprintln(a.out, string(b))
 			}
-			fmt.Fprintln(a.errw, "pedigree: "+msg)
+			// An error may quote what it refused (a tool name, a key):
+			// shown escaped, like every text output.
+			safeText(a.errw, func(w io.Writer) { fmt.Fprintln(w, "pedigree: "+msg) })
 			if exitCode(err) == ExitUsage {
 				fmt.Fprintln(a.errw, "Run 'pedigree --help' for usage.")
 			}

@@ -79,7 +79,7 @@ func newTrajectoryShow(a *app) *cobra.Command {
 					fmt.Fprintln(w, "no alerts")
 				}
 				for _, al := range alerts {
-					fmt.Fprintf(w, "alert at call %d [%s]: %s\n", al.At, al.Rule, al.Message)
+					fmt.Fprintf(w, "alert at call %d [%s]: %s\n", al.At, al.Rule, line(w, al.Message))
 				}
 			})
 		},

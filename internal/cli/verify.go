@@ -64,7 +64,7 @@ Example:
 				} else {
 					fmt.Fprintf(w, "TAMPERED: %d problems in %d entries\n", len(r.Problems), r.Entries)
 					for _, p := range r.Problems {
-						fmt.Fprintf(w, "  %s  %s\n", short(p.ID), p.What)
+						fmt.Fprintf(w, "  %s  %s\n", short(p.ID), line(w, p.What))
 					}
 				}
 				if len(cps) > 0 && r.OK() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -252,7 +253,7 @@ func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResu
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny
 	m["gate_decision"] = d.Decision
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}, Meta: mcp.Meta{MetaDecision: m}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safetext.Message(b.String(), 0)}}, Meta: mcp.Meta{MetaDecision: m}}
 }
 
 // describe names where a principal's content comes from, when the gateway
@@ -272,12 +273,12 @@ func (g *Gateway) describe(principal string) string {
 // refused is a call the gateway could not decide on: a deny.
 func (g *Gateway) refused(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
 	text := fmt.Sprintf("pedigree denied %s: %s; nothing was forwarded.", t.exposed.Name, why)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safetext.Message(text, 0)}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
 }
 
 // failed is an allowed call whose forwarding or recording failed.
 func (g *Gateway) failed(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
-	text := fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why)
+	text := safetext.Message(fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why), 0)
 	m := g.decisionMeta(d)
 	m["error"] = why
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: m}}

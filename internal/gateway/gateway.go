@@ -30,6 +30,8 @@ type Backend interface {
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	ByContent(ctx context.Context, digest string) ([]string, error)
+	// Subject is a decision's exact call as a person is asked about it.
+	Subject(ctx context.Context, decisionID string) (*gate.Pending, error)
 }
 
 // Mode says what the gateway does with a decision.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -93,7 +94,7 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 // (a command hook exits 2 instead): Claude Code lets anything through on an
 // http hook's error, so errors are answered, never returned.
 func Block(ev *Event, err error) *Answer {
-	reason := "pedigree: " + err.Error()
+	reason := safetext.Message("pedigree: "+err.Error(), 0)
 	switch {
 	case ev != nil && ev.HookEventName == PreToolUse:
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
@@ -217,15 +218,37 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 			return nil, nil
 		}
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Allow),
-			PermissionDecisionReason: fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID))}}, nil
-	case gate.Ask, gate.Deny:
-		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(d.Decision), PermissionDecisionReason: h.reason(ev, d)}}, nil
+			PermissionDecisionReason: safetext.Message(fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID)), 0)}}, nil
+	case gate.Deny:
+		return deny(h.reason(ev, d)), nil
+	case gate.Ask:
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Ask), PermissionDecisionReason: h.ask(ctx, ev, d, args)}}, nil
 	}
 	return nil, fmt.Errorf("the gate answered %q", d.Decision)
 }
 
 func deny(reason string) *Answer {
-	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
+	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: safetext.Message(reason, 0)}}
+}
+
+// ask is the reason of an ask as the person reads it in Claude Code's
+// prompt: the call's exact view first (every protected argument whole, with
+// where it came from; gate.Pending.View), then why it is held.
+func (h *Handler) ask(ctx context.Context, ev *Event, d *gate.Decision, args []byte) string {
+	p, err := h.b.Subject(ctx, d.ID)
+	if err != nil {
+		// Without the logged evidence every argument is shown whole.
+		h.log.Warn("pedigree hook: the decision's evidence could not be read for the ask", "decision", d.ID, "error", err)
+		p = &gate.Pending{DecisionID: d.ID, Decision: d.Decision, Tool: d.Tool, Args: args}
+	}
+	lines, escaped := p.View()
+	tool, n := safetext.Escape(ev.ToolName, safetext.Line)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s with:\n", tool)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String() + safetext.Message(h.reason(ev, d), escaped+n)
 }
 
 // reason says what the call relied on, where it came from, and what the

@@ -296,6 +296,15 @@ func (c *Client) Pending(ctx context.Context) ([]gate.Pending, error) {
 	return out.Pending, err
 }
 
+// Subject is one logged decision as a person reviews it.
+func (c *Client) Subject(ctx context.Context, decisionID string) (*gate.Pending, error) {
+	var p gate.Pending
+	if err := c.do(ctx, "GET", "/v1/decisions/"+url.PathEscape(decisionID)+"/subject", nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // Reviews lists approvals and rejections of decisions.
 func (c *Client) Reviews(ctx context.Context) ([]gate.Review, error) {
 	var out struct{ Reviews []gate.Review }

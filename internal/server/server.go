@@ -308,6 +308,13 @@ func (s *Server) routes() {
 		}
 		return reply(w, d)
 	})
+	s.route("GET", "/v1/decisions/{id}/subject", func(w http.ResponseWriter, r *http.Request) error {
+		p, err := s.e.Subject(r.Context(), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
 	s.route("GET", "/v1/decisions/{id}/reevaluate", func(w http.ResponseWriter, r *http.Request) error {
 		re, err := s.e.Reevaluate(r.Context(), r.PathValue("id"))
 		if err != nil {
