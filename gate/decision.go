@@ -86,6 +86,16 @@ type PlanFact struct {
 	ID        string
 	Statement *lineage.Statement
 	Node      *lineage.Node
+	// Outputs maps each argument source whose one parent is a call citing
+	// this plan to that call, read from its verified entry: what tells
+	// whether a delegated value is the output of the step it names.
+	Outputs map[string]StepCall
+}
+
+// StepCall is a stored call that cites a plan step.
+type StepCall struct {
+	ID        string
+	Statement *lineage.Statement
 }
 
 // Approval is an approval offered to the policy.
