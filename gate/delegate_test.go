@@ -121,12 +121,21 @@ func TestDelegatedCallOtherwiseDecidedAsToday(t *testing.T) {
 	other := recordPlan(t, w, plan.ID, `[{"tool":"lookup","args":{"path":"bill.txt"}},{"tool":"send_money","args":{"recipient":{"$data":{"step":0}},"amount":{"$data":{"step":0}},"subject":{"$data":true}}}]`)
 	// The output of the same step of another plan.
 	otherPlans := readOutput(t, w, other.ID, `{"path":"bill.txt"}`, "pay 999-666")
+	// An entry that names the read's call and the email as parents: not
+	// the read's output alone.
+	read := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "lookup", Args: []byte(`{"path":"bill.txt"}`), Plan: plan.ID, PlanStep: 0})
+	mixed, err := w.E.Record(t.Context(), w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput, Session: "s1",
+		Content: []byte("pay 999-666"), Parents: enginetest.Strong(read.CallID, email.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, srcs := range map[string][]string{
-		"another file's read":     {elsewhere.ID},
-		"an untrusted entry":      {email.ID},
-		"a read without the plan": {unplanned.ID},
-		"another plan's read":     {otherPlans.ID},
-		"the output and more":     {out.ID, email.ID},
+		"another file's read":      {elsewhere.ID},
+		"an untrusted entry":       {email.ID},
+		"a read without the plan":  {unplanned.ID},
+		"another plan's read":      {otherPlans.ID},
+		"the output and more":      {out.ID, email.ID},
+		"an output of two parents": {mixed.ID},
 	} {
 		d := payFrom(w, plan.ID, srcs...)
 		if d.Decision != gate.Deny || !strings.HasPrefix(d.Reasons[0], "untrusted-argument: ") {
@@ -183,6 +192,12 @@ func TestOnDelegated(t *testing.T) {
 	d := payFrom(w, plan.ID, out.ID)
 	if _, err := w.E.Approve(t.Context(), w.Keys["user:alice"], "user:alice", d.ID, time.Hour); err != nil {
 		t.Fatal(err)
+	}
+	// The approval binds the call's sources too: the same action with a
+	// value also drawn from another entry is not what the person confirmed.
+	email := w.Record("tool:gmail_read", "s1", "pay 123-456", nil)
+	if d := payFrom(w, plan.ID, out.ID, email.ID); d.Decision != gate.Deny || d.Approval != "" {
+		t.Fatalf("the approved action from other sources: %s %v", d.Decision, d.Reasons)
 	}
 	if d := payFrom(w, plan.ID, out.ID); d.Decision != gate.Allow || d.Approval == "" {
 		t.Fatalf("after the approval: %s %v", d.Decision, d.Reasons)

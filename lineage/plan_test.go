@@ -83,6 +83,7 @@ func FuzzPlanSteps(f *testing.F) {
 		`[{"tool":"email_send","args":{"to":"bob@example.com","body":{"$data":true}}}]`,
 		`[{"tool":"x","args":{"a":{"$data":true,"b":1}}}]`,
 		`[{"tool":"x","args":{"a":[1,{"b":"$data"}]}}]`,
+		`[{"tool":"x","args":{}},{"tool":"y","args":{"a":{"$data":{"step":0}},"b":{"$data":{"entry":"` + strings.Repeat("ab", 32) + `"}}}}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -262,5 +263,22 @@ func TestPlanStepsDelegated(t *testing.T) {
 		if _, err := lineage.PlanSteps([]byte(raw)); !errors.Is(err, lineage.ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
 		}
+	}
+}
+
+// A signed plan is checked as PlanSteps checks one: a slot delegated to a
+// step that is not earlier is malformed, whoever made the statement.
+func TestPlanStatementDelegation(t *testing.T) {
+	w := newWorld(t)
+	prompt := w.record("user:alice", "s", "pay the bill", nil)
+	st := w.statement("agent:planner", "s", "", []lineage.Parent{{ID: prompt.ID, Weight: 1}})
+	st.Kind = lineage.KindPlan
+	st.Steps = []lineage.PlanStep{{Tool: "file_read", Args: json.RawMessage(`{"path":"bill.txt"}`)}, {Tool: "pay", Args: json.RawMessage(`{"iban":` + string(lineage.FromStep(0)) + `}`)}}
+	if err := st.Validate(); err != nil {
+		t.Fatalf("a slot delegated to an earlier step: %v", err)
+	}
+	st.Steps[1].Args = json.RawMessage(`{"iban":` + string(lineage.FromStep(1)) + `}`)
+	if err := st.Validate(); !errors.Is(err, lineage.ErrMalformed) || !strings.Contains(err.Error(), "not an earlier step") {
+		t.Fatalf("a slot delegated to its own step: %v", err)
 	}
 }
