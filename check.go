@@ -137,7 +137,7 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 		for i, n := range nodes {
 			f.Nodes[n.ID], f.Sources[n.ID] = n, sources[i]
 		}
-		if f.Plan, err = e.planFact(lt, st, f.Nodes, argSources); err != nil {
+		if f.Plan, err = e.planFact(lt, st, call.ID, f.Nodes, argSources); err != nil {
 			return err
 		}
 		if f.Trajectory, err = e.decisions.TrajectoryIn(dt, st.Session); err != nil {

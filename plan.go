@@ -77,8 +77,9 @@ func planJustification(ctx context.Context, r Reader, c Call, args []byte, srcs 
 // The plan is one of the call's parents, so its node is among nodes. For
 // each source of the call's arguments that has one parent, a call citing
 // the same plan, it reads that call too: the gate tells from it whether the
-// source is the output of the step a delegated slot names.
-func (e *Engine) planFact(t kv.Txn, st *lineage.Statement, nodes map[string]*lineage.Node, argSources map[string][]string) (*gate.PlanFact, error) {
+// source is the output of the step a delegated slot names. And it reads the
+// other calls that cite the same step (earlierCalls).
+func (e *Engine) planFact(t kv.Txn, st *lineage.Statement, callID string, nodes map[string]*lineage.Node, argSources map[string][]string) (*gate.PlanFact, error) {
 	if st.Plan == nil {
 		return nil, nil
 	}
@@ -105,12 +106,39 @@ func (e *Engine) planFact(t kv.Txn, st *lineage.Statement, nodes map[string]*lin
 				continue
 			}
 			if f.Outputs == nil {
-				f.Outputs = map[string]gate.StepCall{}
+				f.Outputs = map[string]lineage.StepCall{}
 			}
-			f.Outputs[id] = gate.StepCall{ID: src.Parents[0].ID, Statement: call}
+			f.Outputs[id] = lineage.StepCall{ID: src.Parents[0].ID, Statement: call}
 		}
 	}
+	if err := e.earlierCalls(t, st, callID, f); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// earlierCalls reads, inside t, the stored calls other than st's own that
+// cite st's plan step, when that step has a delegated slot: the gate counts
+// those that carried the step out.
+func (e *Engine) earlierCalls(t kv.Txn, st *lineage.Statement, callID string, f *gate.PlanFact) error {
+	ref := st.Plan
+	if f.Statement.Kind != lineage.KindPlan || ref.Step < 0 || ref.Step >= len(f.Statement.Steps) {
+		return nil // the gate fails closed on the citation
+	}
+	ds, err := f.Statement.Steps[ref.Step].Delegations()
+	if err != nil || len(ds) == 0 {
+		return err
+	}
+	calls, err := e.graph.PlanCallsIn(t, ref.ID, ref.Step)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		if c.ID != callID {
+			f.Earlier = append(f.Earlier, c)
+		}
+	}
+	return nil
 }
 
 // sameJustification reports whether call relies on what the call of

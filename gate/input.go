@@ -24,13 +24,15 @@ import (
 //	arguments:     {NAME: {explicit, sources: [entry], slot, delegation}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
 //	approvals:     [{id, approver, approver_tier, expires}]
-//	plan:          {cited, id, step, authority, why}
+//	plan:          {cited, id, step, authority, why, earlier}
 //
 // slot is "literal", "data" or "delegated" for an argument of a call a plan
 // has authority over (see PlanUse), else "". A delegated argument also has
 // delegation: the source its plan step names, {step, tool, args} (the
 // step's tool and arguments) or {entry}, and from, the IDs of its sources
-// that are that source (its output, or the entry itself).
+// that are that source (its output, or the entry itself). plan.earlier
+// counts the other calls of the session that carried out the same step,
+// when it has delegated slots (else 0).
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
 // untrusted: [{id, principal, tier, hops, strong}]}.
@@ -64,7 +66,7 @@ func init() {
 		"action", "tool", "args", "args_digest", "principal", "principal_tier", "session", "call_id",
 		"known", "sensitive", "irreversible", "external_sink", "role", "ask_on_untrusted", "on_steered", "on_delegated", "trusted",
 		"justification", "arguments", "explicit", "sources", "slot", "trajectory", "features", "alerts", "rule", "message", "at",
-		"approvals", "approver", "approver_tier", "expires", "plan", "cited", "step", "authority", "why", "delegation", "from",
+		"approvals", "approver", "approver_tier", "expires", "plan", "cited", "step", "authority", "why", "delegation", "from", "earlier",
 		"id", "kind", "tier", "effective_tier", "reach_tier", "untrusted", "hops", "strong",
 		"decision", "reasons", "findings", "warnings", "approval", "arg", "entry", "outcome", "by", "reason",
 	} {
@@ -255,7 +257,7 @@ func planTerm(u *PlanUse) *ast.Term {
 		return obj("cited", ast.InternedTerm(false))
 	}
 	return obj("cited", ast.InternedTerm(true), "id", str(u.ID), "step", ast.IntNumberTerm(u.Step),
-		"authority", ast.InternedTerm(u.Authority), "why", str(u.Why))
+		"authority", ast.InternedTerm(u.Authority), "why", str(u.Why), "earlier", ast.InternedTerm(u.earlier))
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {

@@ -29,6 +29,12 @@ type PlanUse struct {
 	// delegated are the data slots that name their source (see
 	// lineage.Delegation), by argument.
 	delegated map[string]*delegatedArg
+	// earlier counts the other calls of the session that carried out the
+	// step (cited it and matched it) drawing on the source this call's
+	// delegated arguments come from (one of its parents is among their
+	// From), when it has delegated slots: a delegation holds once per
+	// step and source.
+	earlier int
 }
 
 // delegatedArg is a delegated slot a call fills: the source the plan names
@@ -75,6 +81,27 @@ func (g *Gate) planUse(f *Facts) (*PlanUse, error) {
 	u.Authority, u.literal, u.data = true, m.Literal, m.Data
 	if u.delegated, err = delegatedArgs(f, step, m.Data); err != nil {
 		return nil, err
+	}
+	if len(u.delegated) > 0 {
+		from := map[string]bool{}
+		for _, a := range u.delegated {
+			for _, id := range a.From {
+				from[id] = true
+			}
+		}
+		for _, c := range f.Plan.Earlier {
+			if c.Statement.Session != st.Session || c.Statement.Plan == nil || *c.Statement.Plan != *ref ||
+				!slices.ContainsFunc(c.Statement.Parents, func(p lineage.Parent) bool { return from[p.ID] }) {
+				continue
+			}
+			m, err := lineage.MatchStep(step, c.Statement.Tool, c.Statement.Args)
+			if err != nil {
+				return nil, err
+			}
+			if m.OK {
+				u.earlier++
+			}
+		}
 	}
 	data := map[string]bool{}
 	for _, name := range m.Data {

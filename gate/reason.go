@@ -23,7 +23,7 @@ import (
 var reasonRank = map[string]int{
 	"untrusted-proposer": 0, "not-sensitive": 0, "approved": 0, "steered": 0, "trusted": 0,
 	"untrusted-argument": 1, "unsourced-argument": 1, "empty-sources": 1, "unsourced-data": 1,
-	"no-protected-argument": 1, "weak-justification": 1, "weak-argument": 1, "extension": 1, "delegated": 1,
+	"no-protected-argument": 1, "weak-justification": 1, "weak-argument": 1, "extension": 1, "delegated": 1, "delegated-repeat": 1,
 	"tainted-justification": 2,
 	"plan-used":             3, "plan-unused": 3,
 	"overridden": 4,
@@ -133,6 +133,10 @@ func (w *reasonWriter) text(rule string, f ast.Object) (string, error) {
 		text = rule + ": argument " + w.str(f, "arg") + " comes from " + short(w.str(e, "id")) + " (" + w.str(e, "principal") + "), which " + w.describe(e)
 	case "delegated":
 		text = w.delegated(f)
+	case "delegated-repeat":
+		p := w.object(w.in, "plan")
+		text = rule + ": plan " + short(w.str(p, "id")) + " step " + w.integer(p, "step") + " was carried out already, from the same source (earlier calls: " + w.integer(p, "earlier") +
+			"): argument " + w.str(f, "arg") + " is delegated to its source once, so this call is judged without the delegation"
 	case "unsourced-argument":
 		text = rule + ": protected argument " + w.str(f, "arg") + " has no provenance of its own: it comes from the tainted justification"
 	case "empty-sources":

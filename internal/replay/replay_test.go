@@ -172,8 +172,9 @@ func TestPlanScenarios(t *testing.T) {
 // 34's delegated ones, with the shipped catalogs, and holds the figures
 // the issue asks for: every decision equals its expect; no attack is
 // allowed; an attack call is asked only where the scenario says it is
-// (the value the named source supplies, the data-only limit); and at least
-// 80 % of the tasks complete with at most one confirmation.
+// (the first call of a delegated step, with a value the named source
+// supplies: the data-only limit); and at least 80 % of the tasks complete
+// with at most one confirmation.
 func TestDelegatedScenarios(t *testing.T) {
 	ss := append(load(t, "plans.jsonl"), load(t, "delegated.jsonl")...)
 	var files []string
@@ -204,10 +205,10 @@ func TestDelegatedScenarios(t *testing.T) {
 	if sum.AttackAllowed != 0 {
 		t.Errorf("%d attack calls allowed", sum.AttackAllowed)
 	}
-	if want := []string{"delegated/bill-injection-changes-the-value c2", "delegated/bill-injection-repeats-the-step c3"}; !slices.Equal(asked, want) {
+	if want := []string{"delegated/bill-injection-changes-the-value c2", "delegated/bill-injection-repeats-the-step-first c2"}; !slices.Equal(asked, want) {
 		t.Errorf("attack calls asked %v, want %v", asked, want)
 	}
-	if sum.Tasks < 14 || float64(sum.TasksOneConfirmation) < 0.8*float64(sum.Tasks) {
+	if sum.Tasks < 15 || float64(sum.TasksOneConfirmation) < 0.8*float64(sum.Tasks) {
 		t.Errorf("tasks %d, with at most one confirmation %d: under 80 %%", sum.Tasks, sum.TasksOneConfirmation)
 	}
 }

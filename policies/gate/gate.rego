@@ -31,7 +31,10 @@
 #                        a data slot without naming its sources
 #   delegated            under a plan, a protected argument comes   ask (catalog
 #                        from the untrusted source its step names   on_delegated)
-#                        (and from nothing else untrusted)
+#                        (and from nothing else untrusted), the
+#                        step's first call
+#   delegated-repeat     the same, but another call carried out     deny
+#                        the step before
 #   steered              tainted control, every protected argument  ask (catalog
 #                        comes from explicit, trusted sources       on_steered)
 #   weak-justification,  an untrusted ancestor through weak edges   ask
@@ -116,8 +119,21 @@ deny_findings contains {"rule": "untrusted-argument", "arg": name, "entry": s.id
 # Any other untrusted source of the argument still denies.
 delegated_from(arg, id) if {
 	arg.slot == "delegated"
+	input.plan.earlier == 0
 	some d in arg.delegation.from
 	d == id
+}
+
+# A delegation holds once per step: a call that carries out a step another
+# call of the session carried out already (an injection asking for the
+# same action again, with other values) is judged as without the
+# delegation, and says why.
+deny_findings contains {"rule": "delegated-repeat", "arg": name} if {
+	some name, arg in input.arguments
+	arg.slot == "delegated"
+	input.plan.earlier > 0
+	name in protected_args
+	count(arg.delegation.from) > 0
 }
 
 delegated_findings contains {"rule": "delegated", "arg": name, "entry": s.id} if {

@@ -349,7 +349,7 @@ other := object.union(entry("other", "external", "external"), {"principal": "too
 
 delegated(srcs, from) := {"explicit": true, "sources": srcs, "slot": "delegated", "delegation": {"step": 0, "tool": "file_read", "args": {"path": "bill.txt"}, "from": from}}
 
-delegated_call(tool, args) := object.union(call(tool, [plan_entry], args), {"plan": under_plan})
+delegated_call(tool, args) := object.union(call(tool, [plan_entry], args), {"plan": object.union(under_plan, {"earlier": 0})})
 
 test_delegated_asks if {
 	d := gate.decision with input as delegated_call(rules, {"to": delegated([bill], ["bill"])})
@@ -417,6 +417,40 @@ test_delegated_approved_allows if {
 	d := gate.decision with input as i
 	d.decision == "allow"
 	found(d, {"rule": "overridden", "by": {"rule": "delegated", "arg": "to", "entry": "bill"}})
+}
+
+# A delegation holds once per step: a second call that carries out the
+# step from the same source is denied, saying why.
+test_delegated_repeat_denies if {
+	i := object.union(delegated_call(rules, {"to": delegated([bill], ["bill"])}), {"plan": object.union(under_plan, {"earlier": 1})})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	found(d, {"rule": "delegated-repeat", "arg": "to"})
+	found(d, {"rule": "untrusted-argument", "arg": "to", "entry": "bill"})
+	not found(d, {"rule": "delegated"})
+}
+
+# Only a delegated protected argument drawn from its source is a repeat.
+test_delegated_repeat_needs_the_source if {
+	plan := {"plan": object.union(under_plan, {"earlier": 1})}
+	d := gate.decision with input as object.union(delegated_call(rules, {"to": delegated([prompt], [])}), plan)
+	d.decision == "allow"
+	e := gate.decision with input as object.union(delegated_call(rules, {"memo": delegated([bill], ["bill"])}), plan)
+	e.decision == "allow"
+}
+
+# A plain data slot is no delegation, repeated or not.
+test_repeat_outside_a_delegated_slot if {
+	arg := object.union(delegated([prompt], ["prompt"]), {"slot": "data"})
+	d := gate.decision with input as object.union(delegated_call(rules, {"to": arg}), {"plan": object.union(under_plan, {"earlier": 1})})
+	d.decision == "allow"
+}
+
+# Without the count of earlier calls, no delegation holds.
+test_delegated_without_earlier_denies if {
+	i := object.union(call(rules, [plan_entry], {"to": delegated([bill], ["bill"])}), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
 }
 
 # A delegated value never excuses an untrusted proposer.
