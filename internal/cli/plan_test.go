@@ -152,6 +152,10 @@ func testDelegatedPlans(t *testing.T, served bool) {
 	if r.code != ExitAsk || !strings.Contains(string(reasons), `delegated: email_send with to = \"offsite@partner.example\", read from the output `+out[:12]+` (tool:gmail_read) of plan step 0, email_read {\"id\": \"alice-offsite\"}`) {
 		t.Fatalf("the delegated send: exit %d %s", r.code, r.out)
 	}
+	// What the person reviews shows the value and where it came from.
+	if p := c.must("gate", "pending").out; !strings.Contains(p, `delegated: email_send with to = "offsite@partner.example", read from the output `+out[:12]) {
+		t.Fatalf("gate pending:\n%s", p)
+	}
 	// The person confirms the value: the same call is then allowed once.
 	c.must("gate", "approve", d["decision_id"].(string), "--as", "user:alice", "--key", c.key("user_alice"))
 	if r := check("email_send", send, "--arg", "to="+out, "--arg", "body="+out, "--plan", planID, "--step", "1"); r.code != ExitOK {
