@@ -19,7 +19,9 @@ import (
 // hides an earlier call, and verify names it.
 const pPlanCall = "pc/" // pc/<plan id>\x00<step, 4 bytes big-endian><call id> -> empty
 
-// MaxPlanCalls bounds the calls one look-up of a plan step reads.
+// MaxPlanCalls bounds the calls one look-up of a plan step reads; a step
+// cited by more is an error (ErrPlan), never a partial answer: a call left
+// unread could be the one that carried the step out.
 const MaxPlanCalls = 64
 
 func planCallPrefix(plan string, step int) []byte {
@@ -47,14 +49,15 @@ type StepCall struct {
 }
 
 // PlanCallsIn returns, inside t, the stored calls that cite step of plan,
-// in ID order, at most MaxPlanCalls; each one's envelope verified and
-// citing that step, or it is left out.
+// in ID order; each one's envelope verified and citing that step, or it is
+// left out. More than MaxPlanCalls index rows is an error.
 func (g *Graph) PlanCallsIn(t kv.Txn, plan string, step int) ([]StepCall, error) {
 	var out []StepCall
+	rows := 0
 	prefix := planCallPrefix(plan, step)
 	err := t.Iterate(prefix, false, func(k, _ []byte) error {
-		if len(out) == MaxPlanCalls {
-			return nil
+		if rows++; rows > MaxPlanCalls {
+			return fmt.Errorf("%w: more than %d calls cite plan %s step %d", ErrPlan, MaxPlanCalls, plan[:12], step)
 		}
 		id := string(k[len(prefix):])
 		st, err := g.StatementIn(t, id)

@@ -2,6 +2,8 @@ package lineage_test
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +116,34 @@ func TestPlanCallIndexTampered(t *testing.T) {
 			}
 			wantProblem(t, w.verify(), c.bad(first, second, plain), "plan-call index")
 		})
+	}
+}
+
+// A step cited by more calls than a look-up reads is an error, never a
+// partial answer.
+func TestPlanCallsInBound(t *testing.T) {
+	w := newWorld(t)
+	plan, _, _, _ := planCalls(t, w)
+	for i := range lineage.MaxPlanCalls - 1 {
+		st := w.statement("agent:planner", "s", "", []lineage.Parent{{ID: plan, Weight: 1}})
+		st.Kind, st.Tool, st.Args, st.Plan = lineage.KindCall, "pay", []byte(fmt.Sprintf(`{"iban":"DE%d"}`, i)), &lineage.PlanRef{ID: plan, Step: 1}
+		if _, err := w.store(st, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := planCallsIn(t, w, plan, 1); len(got) != lineage.MaxPlanCalls {
+		t.Fatalf("%d calls, want %d", len(got), lineage.MaxPlanCalls)
+	}
+	st := w.statement("agent:planner", "s", "", []lineage.Parent{{ID: plan, Weight: 1}})
+	st.Kind, st.Tool, st.Args, st.Plan = lineage.KindCall, "pay", []byte(`{"iban":"one too many"}`), &lineage.PlanRef{ID: plan, Step: 1}
+	if _, err := w.store(st, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := w.space().View(func(tx kv.Txn) error {
+		_, err := w.g.PlanCallsIn(tx, plan, 1)
+		return err
+	})
+	if !errors.Is(err, lineage.ErrPlan) {
+		t.Fatalf("over the bound: %v, want ErrPlan", err)
 	}
 }

@@ -34,7 +34,7 @@
 #                        (and from nothing else untrusted), the
 #                        step's first call
 #   delegated-repeat     the same, but another call carried out     deny
-#                        the step before
+#                        the step from that source before
 #   steered              tainted control, every protected argument  ask (catalog
 #                        comes from explicit, trusted sources       on_steered)
 #   weak-justification,  an untrusted ancestor through weak edges   ask
@@ -124,10 +124,11 @@ delegated_from(arg, id) if {
 	d == id
 }
 
-# A delegation holds once per step: a call that carries out a step another
-# call of the session carried out already (an injection asking for the
-# same action again, with other values) is judged as without the
-# delegation, and says why.
+# A delegation holds once per step and source: a call that carries out a
+# step another call of the session carried out already, drawing on the same
+# source (input.plan.earlier counts those: an injection asking for the same
+# action again, with other values), is judged as without the delegation,
+# and says why.
 deny_findings contains {"rule": "delegated-repeat", "arg": name} if {
 	some name, arg in input.arguments
 	arg.slot == "delegated"
