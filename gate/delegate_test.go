@@ -174,6 +174,10 @@ func TestDelegatedCallOtherwiseDecidedAsToday(t *testing.T) {
 	if d.Decision != gate.Deny {
 		t.Errorf("the call without the plan: %s %v", d.Decision, d.Reasons)
 	}
+	// Neither carried out the step: the user's call is still asked.
+	if d := payFrom(w, plan.ID, out.ID); d.Decision != gate.Ask {
+		t.Errorf("the user's call after the added ones: %s %v", d.Decision, d.Reasons)
+	}
 }
 
 // TestDelegatedEntry: a slot delegated to an entry the user named is
