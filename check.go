@@ -137,7 +137,7 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 		for i, n := range nodes {
 			f.Nodes[n.ID], f.Sources[n.ID] = n, sources[i]
 		}
-		if f.Plan, err = e.planFact(lt, st, f.Nodes); err != nil {
+		if f.Plan, err = e.planFact(lt, st, call.ID, f.Nodes, argSources); err != nil {
 			return err
 		}
 		if f.Trajectory, err = e.decisions.TrajectoryIn(dt, st.Session); err != nil {
@@ -181,7 +181,10 @@ func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.
 		if err := e.checkGrant(st, d, now); err != nil {
 			continue
 		}
-		if d.Principal != call.Principal || !sameSet(d.Justification, parentIDs(call)) {
+		if d.Principal != call.Principal {
+			continue
+		}
+		if same, err := e.sameJustification(lt, d, call); err != nil || !same {
 			continue
 		}
 		out = append(out, gate.Approval{ID: c.ID, Approver: p.ID, Tier: p.Tier, Expires: g.Expires})

@@ -271,6 +271,9 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	if err := indexContent(t, p.Statement, id); err != nil {
 		return err
 	}
+	if err := indexPlanCall(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
 	// the context) and approvals and rejections are for the gate, so none

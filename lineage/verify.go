@@ -86,6 +86,9 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 	if err := verifyContentIndex(ctx, t, stmts, bad); err != nil {
 		return nil, err
 	}
+	if err := verifyPlanCallIndex(ctx, t, stmts, bad); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

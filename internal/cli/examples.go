@@ -129,7 +129,7 @@ echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | 
 	{"pedigree hook claude settings", `
 pedigree hook claude settings > "$Q/hooks.json"  # the block for .claude/settings.json`},
 	{"pedigree replay", `
-pedigree replay testdata/scenarios/*.jsonl --tools policies/catalogs/email.yaml,policies/catalogs/payments.yaml,policies/catalogs/files.yaml,policies/catalogs/shell.yaml   # exit 0: every decision as expected`},
+pedigree replay testdata/scenarios/*.jsonl --tools policies/catalogs/email.yaml,policies/catalogs/payments.yaml,policies/catalogs/files.yaml,policies/catalogs/shell.yaml,policies/catalogs/chat.yaml   # exit 0: every decision as expected`},
 	{"pedigree trajectory show", `
 pedigree trajectory show --session s1`},
 	{"pedigree trajectory train", `

@@ -89,6 +89,8 @@ When the call matches the step exactly, its justification is the plan and the
 sources of its data arguments (--arg), not the session's context; otherwise the
 ordinary rules apply and the decision says why the plan was not used. An unknown
 plan, a plan of another session or a step the plan does not have is an error.
+A protected argument the step delegates ('plan record') that comes from exactly
+the source the step names is asked (exit 4), with its value and source shown.
 
 The gate fails closed: an unknown or unverifiable justification, a policy error,
 an undefined decision or a timeout all deny, with the cause in the reasons. A call

@@ -132,6 +132,8 @@ func printSummary(w io.Writer, s *replay.Summary) {
 	fmt.Fprintf(w, "benign      %d calls, %d allowed, %d asked, %d denied: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAsked, s.BenignDenied, s.BenignAllowRate)
 	fmt.Fprintf(w, "completion  of %d scenarios with gated calls, every gated call allowed in %d (%.4f), allowed or asked in %d (%.4f)\n",
 		s.GatedScenarios, s.AllAllowed, s.AllAllowedShare, s.AllAllowedOrAsked, s.AllAllowedOrAskedShare)
+	fmt.Fprintf(w, "tasks       of %d scenarios with gated benign calls, completed with no one asked in %d (%.4f), with at most one confirmation in %d (%.4f)\n",
+		s.Tasks, s.TasksUnattended, s.TasksUnattendedShare, s.TasksOneConfirmation, s.TasksOneConfirmationShare)
 	fmt.Fprintf(w, "agreement   %d of %d calls with expect: %.4f\n", s.Agreed, s.Expected, s.Agreement)
 	for _, m := range s.Mismatches {
 		fmt.Fprintf(w, "  mismatch  %s %s: expected %s, got %s\n", m.Scenario, m.Call, m.Expect, m.Got)

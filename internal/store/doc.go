@@ -65,6 +65,9 @@
 //	lin/       cd/<digest>\x00<id>          lineage              derived: re-derived from the memory entries' signed
 //	                                                            content digests, both ways (the MCP gateway's
 //	                                                            look-up from a memory server's answer)
+//	lin/       pc/<plan>\x00<step><id>      lineage              derived: re-derived from the calls' signed plan
+//	                                                            citations, both ways (whether a delegated plan
+//	                                                            step was carried out before)
 //	l/         leaf/<index>                tlog                 logged: the leaves; their root at each
 //	                                                            checkpoint's size must match its signed root
 //	l/         n/<level><index>            tlog                 derived: every subtree hash is recomputed
