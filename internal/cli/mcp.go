@@ -59,6 +59,9 @@ type mcpAddOutput struct {
 	Tools        []string `json:"tools"`
 	CatalogAdded []string `json:"catalog_added"`
 	Registered   []string `json:"registered"`
+	// Flagged is metadata that reads like instructions to the model:
+	// read it before sealing it.
+	Flagged []gateway.Flag `json:"flagged"`
 }
 
 func newMCPAdd(a *app) *cobra.Command {
@@ -76,8 +79,18 @@ DIR/mcp/keys (mode 0600); the command in DIR/mcp/upstreams.json.
 The server is started once to read its tools, and a catalog entry is drafted for
 each in DIR/tools.yaml under NAME.TOOL, from its annotations: readOnlyHint true is
 not sensitive; anything else is sensitive, irreversible unless destructiveHint is
-false, an external sink unless openWorldHint is false. Review the drafts before
-freeze. Entries already in the catalog are kept.
+false, an external sink unless openWorldHint is false. Every tool of an external
+server is an external sink. Review the drafts before freeze. Entries already in
+the catalog are kept.
+
+What the server says of itself (each tool's name, title, description, schemas and
+annotations; its prompts, resources and resource templates) is kept in
+upstreams.json, which freeze seals: the operator vouches for it, and listing it
+records nothing. Metadata that reads like instructions to the model (<IMPORTANT>,
+"before answering", "ignore previous", "call TOOL", hidden characters) is flagged:
+read it before freeze. Whatever the server offers later that differs (a changed
+description, a new tool) is recorded as the server's content in each session
+that lists it, and 'mcp list' shows the difference.
 
 Example:
   pedigree mcp add fs --tier external -- node server-filesystem/dist/index.js /home/me/work`,
@@ -131,7 +144,16 @@ Example:
 			if err != nil {
 				return err
 			}
+			up.Metadata, err = gateway.ReadMetadata(ctx, cs, tools)
 			cs.Close()
+			if err != nil {
+				return fmt.Errorf("upstream %s: %w", name, err)
+			}
+			var known []string
+			for _, o := range cfg.Upstreams {
+				known = append(known, o.Tools...)
+			}
+			flagged := gateway.Suspicious(up.Metadata, known)
 			up.Memory = gateway.IsMemoryServer(tools)
 			for _, tl := range tools {
 				up.Tools = append(up.Tools, tl.Name)
@@ -154,12 +176,15 @@ Example:
 			if err := cfg.Save(a.dir); err != nil {
 				return err
 			}
-			added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(name, tools, up.Memory))
+			added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(name, tools, up.Memory, t == registry.External))
 			if err != nil {
 				return err
 			}
 			out := mcpAddOutput{Version: 1, Name: name, Principal: up.Principal, Tier: t.String(), Memory: up.Memory,
-				Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered)}
+				Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered), Flagged: flagged}
+			if out.Flagged == nil {
+				out.Flagged = []gateway.Flag{}
+			}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "added MCP server %s (%s, %s tier): %d tools", name, up.Principal, t, len(tools))
 				if up.Memory {
@@ -168,6 +193,12 @@ Example:
 				fmt.Fprintln(w)
 				if len(added) > 0 {
 					fmt.Fprintf(w, "drafted %d catalog entries in %s (review them before freeze)\n", len(added), filepath.Join(a.dir, pedigree.ToolsFile))
+				}
+				if len(flagged) > 0 {
+					fmt.Fprintf(w, "read before freeze: %d places in what the server says of itself read like instructions to the model (freeze vouches for them):\n", len(flagged))
+					for _, f := range flagged {
+						fmt.Fprintf(w, "  %s\n", f)
+					}
 				}
 			})
 		},
@@ -208,8 +239,18 @@ func addGatewayPrincipal(ctx context.Context, e *pedigree.Engine, dir string, p 
 }
 
 type mcpListOutput struct {
-	Version   int                `json:"version"`
-	Upstreams []gateway.Upstream `json:"upstreams"`
+	Version   int            `json:"version"`
+	Upstreams []mcpListEntry `json:"upstreams"`
+}
+
+// mcpListEntry is an upstream with how what it offered when last run
+// differs from the metadata sealed for it.
+type mcpListEntry struct {
+	gateway.Upstream
+	// Differences: what a gateway saw it offer that the seal does not
+	// vouch for (recorded as its content in each session), as of Seen.
+	Differences []gateway.Change `json:"differences"`
+	Seen        string           `json:"seen,omitempty"`
 }
 
 func newMCPList(a *app) *cobra.Command {
@@ -222,9 +263,17 @@ func newMCPList(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ups := cfg.Upstreams
-			if ups == nil {
-				ups = []gateway.Upstream{}
+			ups := []mcpListEntry{}
+			for _, u := range cfg.Upstreams {
+				e := mcpListEntry{Upstream: u, Differences: []gateway.Change{}}
+				d, err := gateway.LoadDrift(a.dir, u.Name)
+				if err != nil {
+					return err
+				}
+				if d != nil {
+					e.Differences, e.Seen = gateway.Diff(u.Metadata, d.Offered), d.Seen
+				}
+				ups = append(ups, e)
 			}
 			return a.print(mcpListOutput{Version: 1, Upstreams: ups}, func(w io.Writer) {
 				if len(ups) == 0 {
@@ -236,6 +285,15 @@ func newMCPList(a *app) *cobra.Command {
 						kind = ", memory"
 					}
 					fmt.Fprintf(w, "%s\t%s (%s%s)\t%d tools\t%s\n", u.Name, u.Principal, u.Tier, kind, len(u.Tools), strings.Join(append([]string{u.Command}, u.Args...), " "))
+					if u.Metadata == nil {
+						fmt.Fprintln(w, "  no metadata sealed for it (added by an older pedigree): every listing of it is recorded as its content")
+					}
+					if len(u.Differences) > 0 {
+						fmt.Fprintf(w, "  offers what the seal does not vouch for (seen %s; recorded as its content in each session):\n", u.Seen)
+						for _, c := range u.Differences {
+							fmt.Fprintf(w, "    %s\n", c)
+						}
+					}
 				}
 			})
 		},
@@ -319,7 +377,13 @@ Example (Claude Code):
 			if cfg, err = gateway.LoadSealedConfig(a.dir, reg); err != nil {
 				return err
 			}
-			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
+			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev",
+				Drift: func(name string, now *gateway.Metadata, _ []gateway.Change) {
+					// For 'mcp list': what it offered, against the seal.
+					if err := gateway.SaveDrift(a.dir, name, now, a.clock()); err != nil {
+						log.Warn("what an upstream offers could not be noted for 'mcp list'", "upstream", name, "error", err)
+					}
+				}}
 			if o.Agent, err = a.gatewaySigner(ctx, b, gateway.AgentPrincipal); err != nil {
 				return err
 			}
