@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +46,7 @@ Bootstrap (before 'registry freeze'):
 Then point the host at: pedigree --dir DIR mcp run --approver user:alice --approver-key alice.key`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPRun(a), newMCPImportMemory(a))
+	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPUpdate(a), newMCPRun(a), newMCPImportMemory(a))
 	return cmd
 }
 
@@ -294,6 +295,98 @@ func newMCPList(a *app) *cobra.Command {
 							fmt.Fprintf(w, "    %s\n", c)
 						}
 					}
+				}
+			})
+		},
+	}
+}
+
+// mcpUpdateOutput is what mcp update prints with -o json.
+type mcpUpdateOutput struct {
+	Version int              `json:"version"`
+	Name    string           `json:"name"`
+	Changes []gateway.Change `json:"changes"`
+	Flagged []gateway.Flag   `json:"flagged"`
+	// Seal says whether the operator must run 'registry seal' for the
+	// gateway to run with it (after freeze).
+	Seal bool `json:"seal"`
+}
+
+func newMCPUpdate(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "update NAME",
+		Short: "Read again what an MCP server says of itself, for the operator to seal",
+		Long: `Start the server once and keep what it says of itself now (its tools' names,
+titles, descriptions, schemas and annotations; its prompts, resources and resource
+templates) in DIR/mcp/upstreams.json, in place of what 'mcp add' read. It prints
+what changed and flags what reads like instructions to the model: read them.
+
+After freeze the seal no longer covers the file: nothing opens the data directory
+until the operator runs 'pedigree registry seal', which vouches for what was read.
+Until then, and for whatever the server offers that differs from the seal, each
+session records the server's metadata as its content ('mcp list' shows it).
+New tools get no catalog entry: the gate treats them as sensitive.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			cfg, err := gateway.LoadConfig(a.dir)
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(cfg.Upstreams, func(u gateway.Upstream) bool { return u.Name == name })
+			if i < 0 {
+				return usagef("no MCP server called %s (see 'pedigree mcp list')", name)
+			}
+			up := cfg.Upstreams[i]
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			cs, tools, err := gateway.Connect(ctx, up, a.errw)
+			if err != nil {
+				return err
+			}
+			md, err := gateway.ReadMetadata(ctx, cs, tools)
+			cs.Close()
+			if err != nil {
+				return fmt.Errorf("upstream %s: %w", name, err)
+			}
+			var known []string
+			for _, o := range cfg.Upstreams {
+				known = append(known, o.Tools...)
+			}
+			out := mcpUpdateOutput{Version: 1, Name: name, Changes: gateway.Diff(up.Metadata, md), Flagged: gateway.Suspicious(md, known)}
+			if out.Flagged == nil {
+				out.Flagged = []gateway.Flag{}
+			}
+			sealed, err := pedigree.SealedFiles(a.dir)
+			if err != nil {
+				return err
+			}
+			if len(out.Changes) > 0 {
+				up.Metadata, up.Tools = md, nil
+				for _, t := range tools {
+					up.Tools = append(up.Tools, t.Name)
+				}
+				cfg.Upstreams[i] = up
+				if err := cfg.Save(a.dir); err != nil {
+					return err
+				}
+				_, statErr := os.Stat(filepath.Join(a.dir, pedigree.SealFile))
+				out.Seal = statErr == nil && slices.Contains(sealed, pedigree.MCPConfigFile)
+			}
+			return a.print(out, func(w io.Writer) {
+				if len(out.Changes) == 0 {
+					fmt.Fprintf(w, "%s offers what is kept for it: nothing to update\n", name)
+					return
+				}
+				fmt.Fprintf(w, "kept what %s says of itself now in %s:\n", name, filepath.Join(a.dir, pedigree.MCPConfigFile))
+				for _, c := range out.Changes {
+					fmt.Fprintf(w, "  %s\n", c)
+				}
+				for _, f := range out.Flagged {
+					fmt.Fprintf(w, "  read this: %s\n", f)
+				}
+				if out.Seal {
+					fmt.Fprintln(w, "the seal no longer covers it: read it, then run 'pedigree registry seal' to vouch for it")
 				}
 			})
 		},
