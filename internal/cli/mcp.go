@@ -248,6 +248,9 @@ type mcpListOutput struct {
 // differs from the metadata sealed for it.
 type mcpListEntry struct {
 	gateway.Upstream
+	// MetadataSealed: what the server said of itself at 'mcp add' is kept
+	// (its text is in upstreams.json, not repeated here).
+	MetadataSealed bool `json:"metadata_sealed"`
 	// Differences: what a gateway saw it offer that the seal does not
 	// vouch for (recorded as its content in each session), as of Seen.
 	Differences []gateway.Change `json:"differences"`
@@ -274,6 +277,7 @@ func newMCPList(a *app) *cobra.Command {
 				if d != nil {
 					e.Differences, e.Seen = gateway.Diff(u.Metadata, d.Offered), d.Seen
 				}
+				e.MetadataSealed, e.Metadata = u.Metadata != nil, nil
 				ups = append(ups, e)
 			}
 			return a.print(mcpListOutput{Version: 1, Upstreams: ups}, func(w io.Writer) {
@@ -286,7 +290,7 @@ func newMCPList(a *app) *cobra.Command {
 						kind = ", memory"
 					}
 					fmt.Fprintf(w, "%s\t%s (%s%s)\t%d tools\t%s\n", u.Name, u.Principal, u.Tier, kind, len(u.Tools), strings.Join(append([]string{u.Command}, u.Args...), " "))
-					if u.Metadata == nil {
+					if !u.MetadataSealed {
 						fmt.Fprintln(w, "  no metadata sealed for it (added by an older pedigree): every listing of it is recorded as its content")
 					}
 					if len(u.Differences) > 0 {
@@ -409,6 +413,11 @@ every result is a tool_output entry signed by tool:NAME, derived from the call,
 committed while the result goes back (the session's next request waits for it;
 one that cannot be stored refuses the rest of the session). Resources, prompts,
 progress, cancellation, resource subscriptions and completions pass through.
+Whatever an upstream sends toward the host is recorded as its content first: a
+result or its error, a resource, a prompt, a completion, a progress message, and
+any tool, prompt or resource it lists that is not as the operator sealed it at
+'mcp add' (that part is recorded in every session; 'mcp list' shows it). Its log
+messages, elicitation and sampling requests are not passed on.
 A denied call returns isError with text starting "pedigree denied" and
 _meta["io.pedigree/decision"]. An ask elicits the human through the host; on
 accept, an approval signed by --approver (a principal registered with 'registry

@@ -323,8 +323,9 @@ func TestMCPMetadataSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.must("registry", "freeze")
-	if ups := c.must("-o", "json", "mcp", "list").json(t)["upstreams"].([]any); len(ups[0].(map[string]any)["differences"].([]any)) != 0 {
-		t.Fatalf("differences before any gateway ran: %v", ups)
+	if ups := c.must("-o", "json", "mcp", "list").json(t)["upstreams"].([]any); len(ups[0].(map[string]any)["differences"].([]any)) != 0 ||
+		ups[0].(map[string]any)["metadata_sealed"] != true {
+		t.Fatalf("mcp list before any gateway ran: %v", ups)
 	}
 	p := c.mcpRun(t)
 	p.request("tools/list", map[string]any{})

@@ -272,7 +272,13 @@ func mediationRound(t *testing.T, r *rand.Rand) int {
 				_, err = cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "p0"},
 					Argument: mcp.CompleteParamsArgument{Name: "city", Value: "Pa"}})
 			case 8:
-				err = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "gen://r0"})
+				b := g.answer()
+				if b.Error == nil {
+					b.Result = map[string]any{}
+				}
+				s.Subscribe = &b
+				writeScript(t, path, s)
+				err = cs.Subscribe(ctx, &mcp.SubscribeParams{URI: []string{"gen://r0", "gen://t/" + fmt.Sprint(step)}[r.IntN(2)]})
 			}
 			if ctx.Err() != nil {
 				t.Fatalf("step %d (op %d): the gateway did not answer: %v", step, op, err)

@@ -205,7 +205,7 @@ func (g *Gateway) reportDrift(u *upstream) {
 	if len(changes) == 0 {
 		return
 	}
-	g.o.Log.Warn("an upstream offers metadata that differs from the operator's seal: each session that lists it records it as the upstream's content",
+	g.o.Log.Warn("an upstream offers metadata that differs from the operator's seal: every session records it as the upstream's content",
 		"upstream", u.cfg.Name, "changes", fmt.Sprint(changes))
 }
 

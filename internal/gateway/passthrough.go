@@ -159,13 +159,16 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if u == nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: no upstream offers %s", req.Params.URI)}
 	}
-	g.session(req.Session) // forgotten, with its subscriptions, when it ends
+	s := g.session(req.Session) // forgotten, with its subscriptions, when it ends
 	g.mu.Lock()
 	first := len(g.subs[req.Params.URI]) == 0
 	g.mu.Unlock()
 	if first {
 		if err := u.client.Subscribe(ctx, &mcp.SubscribeParams{URI: req.Params.URI}); err != nil {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s refused the subscription: %v", u.cfg.Name, err)}
+			if serr := g.start(ctx, s, req.Session); serr != nil {
+				return withheld(serr)
+			}
+			return g.admitFailure(ctx, u, s, err) // what the upstream said is content
 		}
 	}
 	g.mu.Lock()

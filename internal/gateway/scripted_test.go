@@ -33,6 +33,8 @@ type script struct {
 	Reads    map[string]behaviour `json:"reads,omitempty"`
 	Gets     map[string]behaviour `json:"gets,omitempty"`
 	Complete *behaviour           `json:"complete,omitempty"`
+	// Subscribe answers resources/subscribe.
+	Subscribe *behaviour `json:"subscribe,omitempty"`
 	// Executed is a file each tools/call is appended to (what ran).
 	Executed string `json:"executed,omitempty"`
 }
@@ -198,7 +200,10 @@ func runScripted(path string) {
 		case "completion/complete":
 			before(s.Complete)
 			answer(m.ID, s.Complete, map[string]any{"completion": map[string]any{"values": []string{}}})
-		default: // ping, subscriptions, logging/setLevel
+		case "resources/subscribe":
+			before(s.Subscribe)
+			answer(m.ID, s.Subscribe, map[string]any{})
+		default: // ping, unsubscribe, logging/setLevel
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}})
 		}
 	}
