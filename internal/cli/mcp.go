@@ -196,7 +196,7 @@ Example:
 					fmt.Fprintf(w, "drafted %d catalog entries in %s (review them before freeze)\n", len(added), filepath.Join(a.dir, pedigree.ToolsFile))
 				}
 				if len(flagged) > 0 {
-					fmt.Fprintf(w, "read before freeze: %d places in what the server says of itself read like instructions to the model (freeze vouches for them):\n", len(flagged))
+					fmt.Fprintf(w, "read before freeze (freeze vouches for what the server says of itself): %d place(s) read like instructions to the model:\n", len(flagged))
 					for _, f := range flagged {
 						fmt.Fprintf(w, "  %s\n", f)
 					}
