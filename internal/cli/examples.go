@@ -98,6 +98,13 @@ pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl"
     node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js`},
 	{"pedigree mcp list", `
 pedigree mcp list -o json`},
+	{"pedigree mcp update", `
+# needs: testdata/mcp/node_modules (cd testdata/mcp && npm ci: the reference MCP servers)
+D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory
+pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl" -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js
+pedigree --dir "$D/data" registry freeze
+pedigree --dir "$D/data" mcp update memory       # exit 0: it offers what was sealed; after a change, 'registry seal'`},
 	{"pedigree mcp run", `
 # needs: testdata/mcp/node_modules (cd testdata/mcp && npm ci: the reference MCP servers)
 D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +46,7 @@ Bootstrap (before 'registry freeze'):
 Then point the host at: pedigree --dir DIR mcp run --approver user:alice --approver-key alice.key`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPRun(a), newMCPImportMemory(a))
+	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPUpdate(a), newMCPRun(a), newMCPImportMemory(a))
 	return cmd
 }
 
@@ -59,6 +60,9 @@ type mcpAddOutput struct {
 	Tools        []string `json:"tools"`
 	CatalogAdded []string `json:"catalog_added"`
 	Registered   []string `json:"registered"`
+	// Flagged is metadata that reads like instructions to the model:
+	// read it before sealing it.
+	Flagged []gateway.Flag `json:"flagged"`
 }
 
 func newMCPAdd(a *app) *cobra.Command {
@@ -76,8 +80,18 @@ DIR/mcp/keys (mode 0600); the command in DIR/mcp/upstreams.json.
 The server is started once to read its tools, and a catalog entry is drafted for
 each in DIR/tools.yaml under NAME.TOOL, from its annotations: readOnlyHint true is
 not sensitive; anything else is sensitive, irreversible unless destructiveHint is
-false, an external sink unless openWorldHint is false. Review the drafts before
-freeze. Entries already in the catalog are kept.
+false, an external sink unless openWorldHint is false. Every tool of an external
+server is an external sink. Review the drafts before freeze. Entries already in
+the catalog are kept.
+
+What the server says of itself (each tool's name, title, description, schemas and
+annotations; its prompts, resources and resource templates) is kept in
+upstreams.json, which freeze seals: the operator vouches for it, and listing it
+records nothing. Metadata that reads like instructions to the model (<IMPORTANT>,
+"before answering", "ignore previous", "call TOOL", hidden characters) is flagged:
+read it before freeze. Whatever the server offers later that differs (a changed
+description, a new tool) is recorded as the server's content in each session
+that lists it, and 'mcp list' shows the difference.
 
 Example:
   pedigree mcp add fs --tier external -- node server-filesystem/dist/index.js /home/me/work`,
@@ -131,7 +145,16 @@ Example:
 			if err != nil {
 				return err
 			}
+			up.Metadata, err = gateway.ReadMetadata(ctx, cs, tools)
 			cs.Close()
+			if err != nil {
+				return fmt.Errorf("upstream %s: %w", name, err)
+			}
+			var known []string
+			for _, o := range cfg.Upstreams {
+				known = append(known, o.Tools...)
+			}
+			flagged := gateway.Suspicious(up.Metadata, known)
 			up.Memory = gateway.IsMemoryServer(tools)
 			for _, tl := range tools {
 				up.Tools = append(up.Tools, tl.Name)
@@ -154,12 +177,15 @@ Example:
 			if err := cfg.Save(a.dir); err != nil {
 				return err
 			}
-			added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(name, tools, up.Memory))
+			added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(name, tools, up.Memory, t == registry.External))
 			if err != nil {
 				return err
 			}
 			out := mcpAddOutput{Version: 1, Name: name, Principal: up.Principal, Tier: t.String(), Memory: up.Memory,
-				Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered)}
+				Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered), Flagged: flagged}
+			if out.Flagged == nil {
+				out.Flagged = []gateway.Flag{}
+			}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "added MCP server %s (%s, %s tier): %d tools", name, up.Principal, t, len(tools))
 				if up.Memory {
@@ -168,6 +194,12 @@ Example:
 				fmt.Fprintln(w)
 				if len(added) > 0 {
 					fmt.Fprintf(w, "drafted %d catalog entries in %s (review them before freeze)\n", len(added), filepath.Join(a.dir, pedigree.ToolsFile))
+				}
+				if len(flagged) > 0 {
+					fmt.Fprintf(w, "read before freeze (freeze vouches for what the server says of itself): %d place(s) read like instructions to the model:\n", len(flagged))
+					for _, f := range flagged {
+						fmt.Fprintf(w, "  %s\n", f)
+					}
 				}
 			})
 		},
@@ -208,8 +240,21 @@ func addGatewayPrincipal(ctx context.Context, e *pedigree.Engine, dir string, p 
 }
 
 type mcpListOutput struct {
-	Version   int                `json:"version"`
-	Upstreams []gateway.Upstream `json:"upstreams"`
+	Version   int            `json:"version"`
+	Upstreams []mcpListEntry `json:"upstreams"`
+}
+
+// mcpListEntry is an upstream with how what it offered when last run
+// differs from the metadata sealed for it.
+type mcpListEntry struct {
+	gateway.Upstream
+	// MetadataSealed: what the server said of itself at 'mcp add' is kept
+	// (its text is in upstreams.json, not repeated here).
+	MetadataSealed bool `json:"metadata_sealed"`
+	// Differences: what a gateway saw it offer that the seal does not
+	// vouch for (recorded as its content in each session), as of Seen.
+	Differences []gateway.Change `json:"differences"`
+	Seen        string           `json:"seen,omitempty"`
 }
 
 func newMCPList(a *app) *cobra.Command {
@@ -222,9 +267,18 @@ func newMCPList(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ups := cfg.Upstreams
-			if ups == nil {
-				ups = []gateway.Upstream{}
+			ups := []mcpListEntry{}
+			for _, u := range cfg.Upstreams {
+				e := mcpListEntry{Upstream: u, Differences: []gateway.Change{}}
+				d, err := gateway.LoadDrift(a.dir, u.Name)
+				if err != nil {
+					return err
+				}
+				if d != nil {
+					e.Differences, e.Seen = gateway.Diff(u.Metadata, d.Offered), d.Seen
+				}
+				e.MetadataSealed, e.Metadata = u.Metadata != nil, nil
+				ups = append(ups, e)
 			}
 			return a.print(mcpListOutput{Version: 1, Upstreams: ups}, func(w io.Writer) {
 				if len(ups) == 0 {
@@ -236,6 +290,107 @@ func newMCPList(a *app) *cobra.Command {
 						kind = ", memory"
 					}
 					fmt.Fprintf(w, "%s\t%s (%s%s)\t%d tools\t%s\n", u.Name, u.Principal, u.Tier, kind, len(u.Tools), strings.Join(append([]string{u.Command}, u.Args...), " "))
+					if !u.MetadataSealed {
+						fmt.Fprintln(w, "  no metadata sealed for it (added by an older pedigree): every listing of it is recorded as its content")
+					}
+					if len(u.Differences) > 0 {
+						fmt.Fprintf(w, "  offers what the seal does not vouch for (seen %s; recorded as its content in each session):\n", u.Seen)
+						for _, c := range u.Differences {
+							fmt.Fprintf(w, "    %s\n", c)
+						}
+					}
+				}
+			})
+		},
+	}
+}
+
+// mcpUpdateOutput is what mcp update prints with -o json.
+type mcpUpdateOutput struct {
+	Version int              `json:"version"`
+	Name    string           `json:"name"`
+	Changes []gateway.Change `json:"changes"`
+	Flagged []gateway.Flag   `json:"flagged"`
+	// Seal says whether the operator must run 'registry seal' for the
+	// gateway to run with it (after freeze).
+	Seal bool `json:"seal"`
+}
+
+func newMCPUpdate(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "update NAME",
+		Short: "Read again what an MCP server says of itself, for the operator to seal",
+		Long: `Start the server once and keep what it says of itself now (its tools' names,
+titles, descriptions, schemas and annotations; its prompts, resources and resource
+templates) in DIR/mcp/upstreams.json, in place of what 'mcp add' read. It prints
+what changed and flags what reads like instructions to the model: read them.
+
+After freeze the seal no longer covers the file: nothing opens the data directory
+until the operator runs 'pedigree registry seal', which vouches for what was read.
+Until then, and for whatever the server offers that differs from the seal, each
+session records the server's metadata as its content ('mcp list' shows it).
+New tools get no catalog entry: the gate treats them as sensitive.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			cfg, err := gateway.LoadConfig(a.dir)
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(cfg.Upstreams, func(u gateway.Upstream) bool { return u.Name == name })
+			if i < 0 {
+				return usagef("no MCP server called %s (see 'pedigree mcp list')", name)
+			}
+			up := cfg.Upstreams[i]
+			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+			defer cancel()
+			cs, tools, err := gateway.Connect(ctx, up, a.errw)
+			if err != nil {
+				return err
+			}
+			md, err := gateway.ReadMetadata(ctx, cs, tools)
+			cs.Close()
+			if err != nil {
+				return fmt.Errorf("upstream %s: %w", name, err)
+			}
+			var known []string
+			for _, o := range cfg.Upstreams {
+				known = append(known, o.Tools...)
+			}
+			out := mcpUpdateOutput{Version: 1, Name: name, Changes: gateway.Diff(up.Metadata, md), Flagged: gateway.Suspicious(md, known)}
+			if out.Flagged == nil {
+				out.Flagged = []gateway.Flag{}
+			}
+			sealed, err := pedigree.SealedFiles(a.dir)
+			if err != nil {
+				return err
+			}
+			if len(out.Changes) > 0 {
+				up.Metadata, up.Tools = md, nil
+				for _, t := range tools {
+					up.Tools = append(up.Tools, t.Name)
+				}
+				cfg.Upstreams[i] = up
+				if err := cfg.Save(a.dir); err != nil {
+					return err
+				}
+				_, statErr := os.Stat(filepath.Join(a.dir, pedigree.SealFile))
+				out.Seal = statErr == nil && slices.Contains(sealed, pedigree.MCPConfigFile)
+			}
+			return a.print(out, func(w io.Writer) {
+				if len(out.Changes) == 0 {
+					fmt.Fprintf(w, "%s offers what is kept for it: nothing to update\n", name)
+					return
+				}
+				fmt.Fprintf(w, "kept what %s says of itself now in %s:\n", name, filepath.Join(a.dir, pedigree.MCPConfigFile))
+				for _, c := range out.Changes {
+					fmt.Fprintf(w, "  %s\n", c)
+				}
+				for _, f := range out.Flagged {
+					fmt.Fprintf(w, "  read this: %s\n", f)
+				}
+				if out.Seal {
+					fmt.Fprintln(w, "the seal no longer covers it: read it, then run 'pedigree registry seal' to vouch for it")
 				}
 			})
 		},
@@ -258,6 +413,11 @@ every result is a tool_output entry signed by tool:NAME, derived from the call,
 committed while the result goes back (the session's next request waits for it;
 one that cannot be stored refuses the rest of the session). Resources, prompts,
 progress, cancellation, resource subscriptions and completions pass through.
+Whatever an upstream sends toward the host is recorded as its content first: a
+result or its error, a resource, a prompt, a completion, a progress message, and
+any tool, prompt or resource it lists that is not as the operator sealed it at
+'mcp add' (that part is recorded in every session; 'mcp list' shows it). Its log
+messages, elicitation and sampling requests are not passed on.
 A denied call returns isError with text starting "pedigree denied" and
 _meta["io.pedigree/decision"]. An ask elicits the human through the host; on
 accept, an approval signed by --approver (a principal registered with 'registry
@@ -319,7 +479,13 @@ Example (Claude Code):
 			if cfg, err = gateway.LoadSealedConfig(a.dir, reg); err != nil {
 				return err
 			}
-			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev"}
+			o := gateway.Options{Backend: b, Mode: m, Log: log, Stderr: errw, Tools: map[string]*registry.Signer{}, Version: "dev",
+				Drift: func(name string, now *gateway.Metadata, _ []gateway.Change) {
+					// For 'mcp list': what it offered, against the seal.
+					if err := gateway.SaveDrift(a.dir, name, now, a.clock()); err != nil {
+						log.Warn("what an upstream offers could not be noted for 'mcp list'", "upstream", name, "error", err)
+					}
+				}}
 			if o.Agent, err = a.gatewaySigner(ctx, b, gateway.AgentPrincipal); err != nil {
 				return err
 			}

@@ -8,10 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
 )
 
 func mcpServers(t *testing.T) (fs, mem string) {
@@ -284,5 +288,69 @@ func TestMCPUpstreamsSealed(t *testing.T) {
 	}
 	if _, err := os.Stat(mark); err == nil {
 		t.Fatal("the rewritten upstream's command ran")
+	}
+}
+
+// What a server says of itself is kept at 'mcp add' and sealed at freeze;
+// what a gateway then sees it offer that differs is shown by 'mcp list'
+// until the operator reads it again ('mcp update') and seals it.
+func TestMCPMetadataSealed(t *testing.T) {
+	fsJS, _ := mcpServers(t)
+	c := newEnv(t)
+	work := filepath.Join(c.tmp, "work")
+	os.MkdirAll(work, 0o755)
+	c.must("init")
+	add := c.must("-o", "json", "mcp", "add", "fs", "--tier", "external", "--", "node", fsJS, work).json(t)
+	if _, ok := add["flagged"].([]any); !ok {
+		t.Fatalf("mcp add -o json has no flagged list: %v", add)
+	}
+	cfg, err := gateway.LoadConfig(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := cfg.Upstreams[0].Metadata
+	if md == nil || !slices.ContainsFunc(md.Tools, func(x *mcp.Tool) bool { return x.Name == "read_text_file" && x.Description != "" }) {
+		t.Fatalf("mcp add kept no metadata: %+v", md)
+	}
+	// The server says something else than what the operator seals (as
+	// after a rug pull): the sealed description is another.
+	for _, x := range md.Tools {
+		if x.Name == "read_text_file" {
+			x.Description = "Read a text file."
+		}
+	}
+	if err := cfg.Save(c.dir); err != nil {
+		t.Fatal(err)
+	}
+	c.must("registry", "freeze")
+	if ups := c.must("-o", "json", "mcp", "list").json(t)["upstreams"].([]any); len(ups[0].(map[string]any)["differences"].([]any)) != 0 ||
+		ups[0].(map[string]any)["metadata_sealed"] != true {
+		t.Fatalf("mcp list before any gateway ran: %v", ups)
+	}
+	p := c.mcpRun(t)
+	p.request("tools/list", map[string]any{})
+	p.stop(t)
+	list := c.must("-o", "json", "mcp", "list").json(t)
+	diffs := list["upstreams"].([]any)[0].(map[string]any)["differences"].([]any)
+	if len(diffs) != 1 || diffs[0].(map[string]any)["name"] != "read_text_file" || diffs[0].(map[string]any)["change"] != "changed" {
+		t.Fatalf("mcp list differences: %v", diffs)
+	}
+	if out := c.must("mcp", "list").out; !strings.Contains(out, "tool read_text_file changed") {
+		t.Fatalf("mcp list: %s", out)
+	}
+	up := c.must("-o", "json", "mcp", "update", "fs").json(t)
+	if up["seal"] != true || len(up["changes"].([]any)) != 1 {
+		t.Fatalf("mcp update: %v", up)
+	}
+	if r := c.run("mcp", "run"); r.code != ExitError || !strings.Contains(r.err, "upstreams.json was changed since the seal") {
+		t.Fatalf("mcp run after an update the operator has not sealed: exit %d %s", r.code, r.err)
+	}
+	c.must("registry", "seal")
+	list = c.must("-o", "json", "mcp", "list").json(t)
+	if diffs := list["upstreams"].([]any)[0].(map[string]any)["differences"].([]any); len(diffs) != 0 {
+		t.Fatalf("differences after the operator sealed them: %v", diffs)
+	}
+	if r := c.run("mcp", "update", "nope"); r.code != ExitUsage {
+		t.Fatalf("mcp update of an unknown server: exit %d", r.code)
 	}
 }

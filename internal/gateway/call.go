@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -99,7 +100,8 @@ func (g *Gateway) checkEarly(ctx context.Context, s *session, t tool, canon []by
 }
 
 // start records the entry that stands for the host's side of the session,
-// once, before the session's first call.
+// once, before the session's first call, and what the upstreams offer that
+// the operator's seal does not vouch for (admitUnvouched).
 func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -118,19 +120,22 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 	if err != nil {
 		return err
 	}
-	_, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
-		Session: s.id, Content: content, Parents: []lineage.Parent{}, StoreContent: true})
-	if err == nil {
-		s.started = true
+	if _, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
+		Session: s.id, Content: content, Parents: []lineage.Parent{}, StoreContent: true}); err != nil {
+		return err
 	}
-	return err
+	if err := g.admitUnvouched(ctx, s); err != nil {
+		return fmt.Errorf("what the upstreams offer, not as the operator sealed it, could not be recorded: %w", err)
+	}
+	s.started = true
+	return nil
 }
 
 // forward sends an allowed call to its upstream and records the result as
 // the tool's output, derived from the call (and, for a memory read, from
 // the memory entries it returns). A result whose output entry cannot be
 // signed is withheld: content the engine does not know about would carry no
-// taint. The entry is committed while the result goes back (recordOutput);
+// taint. The entry is committed while the result goes back (admit);
 // one that then fails to commit refuses the rest of the session. stored,
 // when not nil, is the commit of the call and its decision, still running
 // (checkEarly): no result goes back before it is done, and a result whose
@@ -139,7 +144,7 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 	params := &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)}
 	// (The route stays until the result is returned: the SDK may hand the
 	// gateway the upstream's last progress after its result.)
-	defer g.withProgress(ctx, req, params)()
+	defer g.withProgress(ctx, req, params, s, t.up, d.CallID)()
 	res, err := t.up.client.CallTool(ctx, params)
 	if stored != nil {
 		if err := stored(); err != nil {
@@ -157,7 +162,14 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 		return nil, ctx.Err()
 	}
 	if err != nil {
-		return g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err)), nil
+		// What the upstream said is content, recorded as the call's output.
+		res := g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err))
+		carried := &mcp.CallToolResult{IsError: true, Content: res.Content}
+		if _, aerr := g.admit(context.WithoutCancel(ctx), admission{up: t.up, s: s, kind: lineage.KindToolOutput, body: carried,
+			parents: []lineage.Parent{{ID: d.CallID, Weight: 1}}, later: true}); aerr != nil && g.o.Mode != Shadow {
+			return g.failed(t, d, "the upstream failed, and what it said could not be recorded, so it is withheld: "+aerr.Error()), nil
+		}
+		return res, nil
 	}
 	// The upstream has acted: what it did is recorded whole even if the
 	// host cancels now.
@@ -178,17 +190,10 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 			parents = append(parents, mem...)
 		}
 	}
-	body, err := json.Marshal(res)
-	if err != nil {
-		return g.failed(t, d, "the result could not be encoded: "+err.Error()), nil
-	}
-	if len(body) > MaxResultBytes {
-		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
-	}
-	outputID, err := g.recordOutput(ctx, t, s, body, parents)
+	outputID, err := g.admit(ctx, admission{up: t.up, s: s, kind: lineage.KindToolOutput, body: res, parents: parents, later: true})
 	switch {
 	case err == nil:
-	case g.o.Mode == Shadow:
+	case g.o.Mode == Shadow && !errors.Is(err, errTooLarge):
 		g.o.Log.Error("shadow: forwarded a result that could not be recorded", "mode", "shadow", "tool", t.key, "error", err)
 	default:
 		return g.failed(t, d, "the result could not be recorded, so it is withheld: "+err.Error()), nil

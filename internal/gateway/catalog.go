@@ -38,7 +38,13 @@ func CatalogKey(upstream, tool string) string { return upstream + "." + tool }
 // read-only is not sensitive; anything else is. Absent hints take the MCP
 // defaults (destructive and open-world unless said otherwise), so a tool
 // that says nothing is treated as irreversible and an external sink.
-func Draft(upstream string, tools []*mcp.Tool, memory bool) map[string]gate.Tool {
+//
+// An external upstream's annotations are that party's own claims: every
+// tool of an external upstream is an external sink (what is sent to it
+// leaves), whatever openWorldHint says. At run time the gateway decides
+// from the catalog alone: an annotation changed later (a rug pull) changes
+// nothing but what the session records (listing.go).
+func Draft(upstream string, tools []*mcp.Tool, memory, external bool) map[string]gate.Tool {
 	out := map[string]gate.Tool{}
 	for _, t := range tools {
 		a := t.Annotations
@@ -52,6 +58,9 @@ func Draft(upstream string, tools []*mcp.Tool, memory bool) map[string]gate.Tool
 		if sensitive {
 			e.Irreversible = a.DestructiveHint == nil || *a.DestructiveHint
 			e.ExternalSink = a.OpenWorldHint == nil || *a.OpenWorldHint
+		}
+		if external {
+			e.ExternalSink = true
 		}
 		if memory && memoryReads[t.Name] {
 			e.Role = trajectory.Recall

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -49,6 +50,11 @@ type Upstream struct {
 	Memory bool `json:"memory,omitempty"`
 	// Tools are the tool names seen when it was added.
 	Tools []string `json:"tools"`
+	// Metadata is what the server said of its tools, prompts and
+	// resources when it was added: sealed with this file, the operator
+	// vouches for it (metadata.go). An upstream without it vouches for
+	// nothing: every listing of it is recorded as its content.
+	Metadata *Metadata `json:"metadata,omitempty"`
 }
 
 // Config is the gateway's part of a data directory.
@@ -148,4 +154,66 @@ func LoadSigner(dir, principal string) (*registry.Signer, error) {
 		return nil, fmt.Errorf("the gateway's key for %s: %w", principal, err)
 	}
 	return s, nil
+}
+
+// DriftDir holds, for 'mcp list', what each upstream offered when a
+// gateway last started or heard list_changed (DIR/mcp/offered/NAME.json).
+// It is the gateway's observation, not configuration: nothing reads it to
+// decide.
+const DriftDir = "mcp/offered"
+
+// Drift is what an upstream offered, and when.
+type Drift struct {
+	Version int       `json:"version"`
+	Seen    string    `json:"seen"`
+	Offered *Metadata `json:"offered"`
+}
+
+// SaveDrift notes what an upstream offers now; an upstream that offers
+// what was sealed leaves no note.
+func SaveDrift(dir, name string, now *Metadata, at time.Time) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return err
+	}
+	u, _ := cfg.Find(name)
+	path := filepath.Join(dir, DriftDir, name+".json")
+	if len(Diff(u.Metadata, now)) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(Drift{Version: 1, Seen: at.UTC().Format(time.RFC3339), Offered: now}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// LoadDrift reads what an upstream last offered, or nil when no note is
+// kept.
+func LoadDrift(dir, name string) (*Drift, error) {
+	b, err := os.ReadFile(filepath.Join(dir, DriftDir, name+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d Drift
+	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 || d.Offered == nil {
+		return nil, fmt.Errorf("%s/%s.json: not a note this version reads", DriftDir, name)
+	}
+	return &d, nil
 }
