@@ -120,6 +120,14 @@ pedigree --dir "$D/data" registry freeze`},
 D=$(mktemp -d); pedigree --dir "$D/data" init; pedigree --dir "$D/data" hook claude init
 pedigree --dir "$D/data" registry freeze
 echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree --dir "$D/data" hook claude`},
+	{"pedigree claude install", `
+D=$(mktemp -d)                                   # a scratch directory in place of ~/.claude
+echo '{"permissions": {"allow": ["Bash(ls:*)"]}}' > "$D/settings.json"   # the user's own settings
+pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # set up, self-test, merge
+pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # again: nothing changes`},
+	{"pedigree claude uninstall", `
+D=$(mktemp -d); pedigree --dir "$D/data" claude install --settings "$D/settings.json" >/dev/null
+pedigree claude uninstall --settings "$D/settings.json"                   # pedigree's hooks removed, the rest kept`},
 	{"pedigree hook claude settings", `
 pedigree hook claude settings > "$Q/hooks.json"  # the block for .claude/settings.json`},
 	{"pedigree replay", `
