@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,5 +202,28 @@ func TestClaudeInstallProject(t *testing.T) {
 	b, _ = os.ReadFile(filepath.Join(repo, ".claude", "settings.json"))
 	if !jsonFileEqual(t, b, []byte(`{}`)) {
 		t.Fatalf("after uninstall --project: %s", b)
+	}
+}
+
+// A gateway on a data directory too long for DIR/pedigree.sock still
+// serves it (on a socket in the runtime directory), so the hooks and verbs
+// beside it reach the store instead of waiting for it.
+func TestGatewayServesALongDirectory(t *testing.T) {
+	c := newEnv(t)
+	c.dir = filepath.Join(c.tmp, strings.Repeat("a-rather-long-directory-name/", 4), "data")
+	c.bootstrap()
+	c.env = map[string]string{"XDG_RUNTIME_DIR": filepath.Join(c.tmp, "rt")}
+	os.Mkdir(c.env["XDG_RUNTIME_DIR"], 0o700)
+	a := &app{dir: c.dir, getenv: c.getenv, clock: c.clock, in: strings.NewReader(""), out: io.Discard, errw: io.Discard}
+	_, done, err := a.gatewayBackend(t.Context(), slog.New(slog.DiscardHandler), gateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if r := c.run("--lock-wait", "0s", "registry", "list"); r.code != 0 {
+		t.Fatalf("a verb beside the gateway: exit %d %s", r.code, r.err)
+	}
+	if _, err := os.Stat(filepath.Join(c.env["XDG_RUNTIME_DIR"], "pedigree")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -398,14 +398,16 @@ func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOption
 		ready := make(chan struct{})
 		served := make(chan error, 1)
 		go func() {
-			served <- server.Run(sctx, e, server.Options{Log: log, Ready: func(string, string) { close(ready) }})
+			served <- server.Run(sctx, e, server.Options{Log: log, RuntimeDir: a.runtimeDir(), Ready: func(string, string) { close(ready) }})
 		}()
 		select {
 		case <-ready:
 		case err := <-served:
-			// Serving is for others; the gateway itself needs only the engine.
-			log.Warn("the data directory could not be served to other processes", "error", err)
-			served <- err
+			// Never half-up: a gateway that holds the directory without
+			// serving it leaves every hook beside it waiting for the store.
+			cancel()
+			e.Close()
+			return nil, nil, fmt.Errorf("serving the data directory to other processes (hooks, verbs): %w", err)
 		}
 		return e, func() {
 			cancel()

@@ -42,7 +42,7 @@ func TestMergeSettingsKeepsTheUsersAndUndoes(t *testing.T) {
 		t.Errorf("the user's keys lost their order:\n%s", s)
 	}
 	var doc struct {
-		Permissions struct{ Allow []string } `json:"permissions"`
+		Permissions struct{ Allow []string }  `json:"permissions"`
 		Hooks       map[string][]hook.Matcher `json:"hooks"`
 	}
 	if err := json.Unmarshal(merged, &doc); err != nil {

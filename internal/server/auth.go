@@ -251,8 +251,8 @@ func discover(dir string) (string, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return "", ErrNoServer
 	}
-	if err != nil || sockDir != absDir {
-		return "", untrusted("socket %s is not in the data directory", in.Socket)
+	if err != nil || !socketTrusted(dir, absDir, sockDir, filepath.Base(in.Socket)) {
+		return "", untrusted("socket %s is neither in the data directory nor the one named for it in a private directory of this user's", in.Socket)
 	}
 	socket := filepath.Join(sockDir, filepath.Base(in.Socket))
 	fi, err := os.Lstat(socket)
