@@ -104,7 +104,10 @@ pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl"
     node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js
 pedigree --dir "$D/data" registry freeze
 pedigree --dir "$D/data" mcp run --listen 127.0.0.1:8931 2>"$D/mcp.log" &   # MCP over HTTP; the bearer token is in $D/data/mcp/token
-kill %%                                          # stop it`},
+kill %%                                          # stop it
+# the one-line form: it sets up $D/one on its first run (what it did is in $D/one.log), then serves (stdin is empty here)
+MEMORY_FILE_PATH="$D/m.jsonl" pedigree --dir "$D/one" mcp run -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js </dev/null 2>"$D/one.log"`},
 	{"pedigree mcp import-memory", `
 echo '{"type":"entity","name":"Alice","entityType":"person","observations":["pays bills to 123-456"]}' > "$Q/memory.jsonl"
 pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.key"`},
