@@ -336,9 +336,9 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string, trust bo
 	if trust {
 		done = append(done, a.trustWorkspace(repo))
 	}
-	op, err := registry.LoadSigner(opKey)
+	op, err := a.loadOperator("")
 	if err != nil {
-		return nil, fmt.Errorf("%w (the operator key of %s; --dir and $PEDIGREE_KEYS find it)", err, a.dir)
+		return nil, err
 	}
 	if err := e.Freeze(ctx, op); err != nil {
 		return nil, err

@@ -195,7 +195,7 @@ func Examples() []Example {
 	}
 	var out []Example
 	walk(root, func(c *cobra.Command) {
-		if c.Runnable() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" {
+		if c.Runnable() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" && c.Annotations[groupOnly] == "" {
 			out = append(out, Example{c.CommandPath(), c.Example})
 		}
 	})

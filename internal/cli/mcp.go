@@ -422,7 +422,11 @@ Example (Claude Code):
 // gatewaySigner loads the key the gateway keeps for principal and checks it
 // is the registered one.
 func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal string) (*registry.Signer, error) {
-	return signer(ctx, b, principal, gateway.KeyPath(a.dir, principal))
+	path := gateway.KeyPath(a.dir, principal)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: the gateway's key for %s is not at %s: it is kept in the data directory (--dir, else $PEDIGREE_DIR), written by 'mcp add'", registry.ErrBadKey, principal, path)
+	}
+	return signer(ctx, b, principal, path)
 }
 
 // gatewayBackend goes through a running server when there is one;

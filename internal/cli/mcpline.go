@@ -182,13 +182,9 @@ func (a *app) bootstrapOneLine(ctx context.Context, name string, command []strin
 		// TODO(gw): when the gateway vouches for sealed tool metadata, say
 		// here that metadata its scan flags is not vouched for.
 	}
-	key, err := a.defaultOperatorKey()
+	op, err := a.loadOperator("")
 	if err != nil {
 		return err
-	}
-	op, err := registry.LoadSigner(key)
-	if err != nil {
-		return fmt.Errorf("%w (the operator key of %s; $PEDIGREE_KEYS finds it)", err, a.dir)
 	}
 	if err := e.Freeze(ctx, op); err != nil {
 		return err

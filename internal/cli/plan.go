@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -60,8 +61,17 @@ the ordinary rules.
 				}
 				raw = b
 			}
+			if stepsFile == "" {
+				var list []json.RawMessage
+				if err := json.Unmarshal(raw, &list); err != nil {
+					return usagef("--steps: want a JSON array of steps: %v", err)
+				}
+			}
 			parsed, err := lineage.PlanSteps(raw)
 			if err != nil {
+				return err
+			}
+			if _, err := parentSpecs(parents); err != nil {
 				return err
 			}
 			e, s, err := a.backendAs(cmd.Context(), as, key)
