@@ -145,10 +145,10 @@ type claudeInstallOutput struct {
 
 func newClaudeInstall(a *app) *cobra.Command {
 	var sf settingsFlags
-	var trust bool
+	var trust, mcp bool
 	var user, command string
 	cmd := &cobra.Command{
-		Use:   "install [--trust-workspace] [--project | --settings FILE]",
+		Use:   "install [--trust-workspace] [--mcp] [--project | --settings FILE]",
 		Short: "Set up everything the Claude Code hook needs and merge it into settings.json",
 		Long: `One command from nothing to a protected Claude Code, and safe to run again:
 
@@ -171,6 +171,13 @@ func newClaudeInstall(a *app) *cobra.Command {
      kept; pedigree's own hooks from an earlier install are replaced; the file as
      it was is copied to settings.json.pedigree-backup first. When nothing would
      change, the file is not written.
+  6. with --mcp, the stdio MCP servers configured for Claude Code (the user's
+     in ~/.claude.json, this project's there, and the repository's .mcp.json)
+     each run behind the one-line gateway, 'pedigree mcp run --name NAME --
+     COMMAND ARGS...' (see 'pedigree mcp run --help': a directory of its own,
+     tier external, set up on its first start); http and sse servers are left
+     as they are, and said. What was there is kept in DIR/claude-install.json
+     for uninstall. Run it with Claude Code closed: it rewrites ~/.claude.json.
 
 The hooks are commands, not http hooks: a command hook that cannot answer exits
 2 and Claude Code blocks the event, while an http hook whose server is down lets
@@ -242,6 +249,13 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 				return fmt.Errorf("self-test of the hook failed, so settings.json was left alone: %w", err)
 			}
 			out.Done = append(out.Done, "self-test: "+out.SelfTest)
+			if mcp {
+				moved, err := a.wrapMCP(exe, wd, repo)
+				out.Done = append(out.Done, moved...)
+				if err != nil {
+					return err
+				}
+			}
 			if out.Backup, out.SettingsChange, err = mergeSettingsFile(settings, hooks); err != nil {
 				return err
 			}
@@ -267,6 +281,7 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 	cmd.Flags().BoolVar(&trust, "trust-workspace", false, "trust the files of the current git repository as the user's own (asked at a terminal; never by default)")
 	cmd.Flags().StringVar(&user, "user", hook.DefaultUser, "the principal of the person at Claude Code's prompt (tier user)")
 	cmd.Flags().StringVar(&command, "command", "", "the pedigree binary the hooks run (default: this one)")
+	cmd.Flags().BoolVar(&mcp, "mcp", false, "also move the stdio MCP servers configured for Claude Code (~/.claude.json, .mcp.json) behind the gateway")
 	return cmd
 }
 
@@ -496,7 +511,8 @@ func newClaudeUninstall(a *app) *cobra.Command {
 		Long: `Remove every pedigree hook (a command hook running 'pedigree ... hook claude || exit 2')
 from the user's settings.json, or the project's with --project, or --settings FILE,
 keeping every other key and hook as it is; an event, or the "hooks" object, left
-empty by that is removed. The file as it was is copied to settings.json.pedigree-backup.
+empty by that is removed. MCP servers that 'install --mcp' moved behind the gateway
+are put back as they were, unless they were changed since (those are named). The file as it was is copied to settings.json.pedigree-backup.
 The data directory and the keys are kept (they hold the record of past sessions):
 delete them by hand when they are no longer wanted.`,
 		Args: noArgs,
@@ -505,16 +521,26 @@ delete them by hand when they are no longer wanted.`,
 			if err != nil {
 				return err
 			}
+			if a.dir, err = a.userDataDir(cmd); err != nil {
+				return err
+			}
 			old, mode, err := readSettings(path)
 			if err != nil {
 				return err
 			}
 			out := struct {
-				Version  int    `json:"version"`
-				Settings string `json:"settings"`
-				Changed  bool   `json:"settings_changed"`
-				Backup   string `json:"backup,omitempty"`
+				Version  int      `json:"version"`
+				Settings string   `json:"settings"`
+				Changed  bool     `json:"settings_changed"`
+				Backup   string   `json:"backup,omitempty"`
+				MCP      []string `json:"mcp"`
 			}{Version: 1, Settings: path}
+			if out.MCP, err = a.unwrapMCP(); err != nil {
+				return err
+			}
+			if out.MCP == nil {
+				out.MCP = []string{}
+			}
 			if old != nil {
 				b, changed, err := hook.RemoveSettings(old)
 				if err != nil {
@@ -527,6 +553,9 @@ delete them by hand when they are no longer wanted.`,
 				}
 			}
 			return a.print(out, func(w io.Writer) {
+				for _, m := range out.MCP {
+					fmt.Fprintln(w, m)
+				}
 				if !out.Changed {
 					fmt.Fprintf(w, "%s holds no pedigree hooks: nothing to do\n", path)
 					return
@@ -538,4 +567,152 @@ delete them by hand when they are no longer wanted.`,
 	}
 	sf.add(cmd)
 	return cmd
+}
+
+// installState is what install keeps in DIR/claude-install.json so that
+// uninstall can put back exactly what it changed besides settings.json.
+type installState struct {
+	Version int           `json:"version"`
+	MCP     []mcpFileEdit `json:"mcp"`
+}
+
+// mcpFileEdit is the servers moved behind the gateway in one mcpServers
+// object of one file.
+type mcpFileEdit struct {
+	File    string           `json:"file"`
+	At      []string         `json:"at"`
+	Changes []hook.MCPChange `json:"changes"`
+}
+
+const installStateFile = "claude-install.json"
+
+func loadInstallState(dir string) (*installState, error) {
+	b, err := os.ReadFile(filepath.Join(dir, installStateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return &installState{Version: 1}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s installState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", installStateFile, err)
+	}
+	return &s, nil
+}
+
+func (s *installState) save(dir string) error {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	tmp := filepath.Join(dir, installStateFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, installStateFile))
+}
+
+// mcpConfigs are the mcpServers objects Claude Code reads for the current
+// project: the user's (~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json),
+// the project's entry in it for wd and the repository's root, and the
+// repository's .mcp.json.
+func (a *app) mcpConfigs(wd, repo string) []mcpFileEdit {
+	claudeJSON := ""
+	switch {
+	case a.getenv("CLAUDE_CONFIG_DIR") != "":
+		claudeJSON = filepath.Join(a.getenv("CLAUDE_CONFIG_DIR"), ".claude.json")
+	case a.getenv("HOME") != "":
+		claudeJSON = filepath.Join(a.getenv("HOME"), ".claude.json")
+	}
+	var out []mcpFileEdit
+	if claudeJSON != "" {
+		out = append(out, mcpFileEdit{File: claudeJSON, At: []string{"mcpServers"}})
+		out = append(out, mcpFileEdit{File: claudeJSON, At: []string{"projects", wd, "mcpServers"}})
+		if repo != "" && repo != wd {
+			out = append(out, mcpFileEdit{File: claudeJSON, At: []string{"projects", repo, "mcpServers"}})
+		}
+	}
+	root := repo
+	if root == "" {
+		root = wd
+	}
+	return append(out, mcpFileEdit{File: filepath.Join(root, ".mcp.json"), At: []string{"mcpServers"}})
+}
+
+// wrapMCP moves the stdio MCP servers configured for Claude Code behind
+// 'exe mcp run', records what it changed in the data directory's install
+// state, and says what it did.
+func (a *app) wrapMCP(exe, wd, repo string) ([]string, error) {
+	st, err := loadInstallState(a.dir)
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	for _, cf := range a.mcpConfigs(wd, repo) {
+		old, mode, err := readSettings(cf.File)
+		if err != nil {
+			return done, err
+		}
+		if old == nil {
+			continue
+		}
+		b, changes, skipped, err := hook.WrapMCPServers(old, cf.At, exe)
+		if err != nil {
+			return done, fmt.Errorf("%s: %w", cf.File, err)
+		}
+		for _, s := range skipped {
+			done = append(done, fmt.Sprintf("MCP server %s (in %s)", s, cf.File))
+		}
+		if len(changes) == 0 {
+			continue
+		}
+		// The record first: a file changed without it could not be undone.
+		cf.Changes = changes
+		st.MCP = append(st.MCP, cf)
+		if err := st.save(a.dir); err != nil {
+			return done, err
+		}
+		if _, _, err := writeSettings(cf.File, old, b, mode); err != nil {
+			return done, err
+		}
+		for _, c := range changes {
+			done = append(done, fmt.Sprintf("moved the MCP server %s (%s) behind the gateway: it now runs as '%s mcp run -- ...'; its gateway directory is set up on its first start", c.Name, cf.File, filepath.Base(exe)))
+		}
+	}
+	return done, nil
+}
+
+// unwrapMCP puts back the MCP server entries install moved behind the
+// gateway, where they are still as install wrote them.
+func (a *app) unwrapMCP() ([]string, error) {
+	st, err := loadInstallState(a.dir)
+	if err != nil || len(st.MCP) == 0 {
+		return nil, err
+	}
+	var done []string
+	var left []mcpFileEdit
+	for _, cf := range st.MCP {
+		old, mode, err := readSettings(cf.File)
+		if err != nil {
+			return done, err
+		}
+		if old == nil {
+			done = append(done, cf.File+" is gone: nothing to put back there")
+			continue
+		}
+		b, restored, kept, err := hook.RestoreMCPServers(old, cf.At, cf.Changes)
+		if err != nil {
+			return done, fmt.Errorf("%s: %w", cf.File, err)
+		}
+		for _, k := range kept {
+			done = append(done, fmt.Sprintf("the MCP server %s in %s was changed since install: left as it is", k, cf.File))
+		}
+		if len(restored) > 0 {
+			if _, _, err := writeSettings(cf.File, old, b, mode); err != nil {
+				left = append(left, cf)
+				continue
+			}
+			done = append(done, fmt.Sprintf("put back the MCP servers %s in %s", strings.Join(restored, ", "), cf.File))
+		}
+	}
+	st.MCP = left
+	return done, st.save(a.dir)
 }

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -227,3 +229,107 @@ func TestGatewayServesALongDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// --mcp moves the stdio MCP servers Claude Code has (the user's, the
+// project's in ~/.claude.json, the repository's .mcp.json) behind the
+// one-line gateway, keeping every other key; the moved server runs and
+// lists its tools through the gateway; a second install changes nothing;
+// uninstall puts every entry back.
+func TestClaudeInstallMCP(t *testing.T) {
+	bin := pedigreeBinary(t)
+	_, memJS := mcpServers(t)
+	c, home, _, repo := claudeHome(t)
+	mem := filepath.Join(c.tmp, "memory.jsonl")
+	claudeJSON := filepath.Join(home, ".claude.json")
+	orig := []byte(`{"numStartups": 3,
+ "mcpServers": {"memory": {"command": "node", "args": [` + strconvQuote(memJS) + `], "env": {"MEMORY_FILE_PATH": ` + strconvQuote(mem) + `}},
+                "remote": {"type": "http", "url": "https://mcp.example.org/"}},
+ "projects": {` + strconvQuote(repo) + `: {"allowedTools": [], "mcpServers": {"Local Notes": {"type": "stdio", "command": "node", "args": [` + strconvQuote(memJS) + `]}}}}}`)
+	if err := os.WriteFile(claudeJSON, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dotMCP := filepath.Join(repo, ".mcp.json")
+	origDot := []byte(`{"mcpServers": {"team-mem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}}}`)
+	os.WriteFile(dotMCP, origDot, 0o644)
+
+	r := c.runNoDir("claude", "install", "--mcp", "--command", bin)
+	if r.code != 0 {
+		t.Fatalf("install --mcp: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	var cfg struct {
+		NumStartups int `json:"numStartups"`
+		MCPServers  map[string]struct {
+			Command   string
+			Args      []string
+			Type, URL string
+		} `json:"mcpServers"`
+		Projects map[string]struct {
+			MCPServers map[string]struct {
+				Command string
+				Args    []string
+			} `json:"mcpServers"`
+		} `json:"projects"`
+	}
+	after, _ := os.ReadFile(claudeJSON)
+	if err := json.Unmarshal(after, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.MCPServers["memory"]
+	if cfg.NumStartups != 3 || m.Command != bin || strings.Join(m.Args, " ") != "mcp run --name memory -- node "+memJS || cfg.MCPServers["remote"].URL == "" {
+		t.Fatalf("~/.claude.json after install --mcp:\n%s", after)
+	}
+	if p := cfg.Projects[repo].MCPServers["Local Notes"]; strings.Join(p.Args, " ") != "mcp run --name local-notes -- node "+memJS {
+		t.Fatalf("the project's server: %+v", p)
+	}
+	if b, _ := os.ReadFile(dotMCP); !strings.Contains(string(b), `"mcp",`) || !strings.Contains(string(b), `"--name",`) {
+		t.Fatalf(".mcp.json: %s", b)
+	}
+	if !strings.Contains(r.out, "remote: a http server") {
+		t.Errorf("install did not say it left the http server:\n%s", r.out)
+	}
+
+	// The moved server, run as Claude Code would run it.
+	cmd := exec.Command(m.Command, m.Args...)
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "MEMORY_FILE_PATH=" + mem}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	listed := ""
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"id":2`) {
+			listed = sc.Text()
+			break
+		}
+	}
+	stdin.Close()
+	cmd.Wait()
+	if !strings.Contains(listed, "create_entities") || !strings.Contains(stderr.String(), "tier external") {
+		t.Fatalf("the moved server through the gateway: %q\n%s", listed, stderr.String())
+	}
+
+	if r := c.runNoDir("claude", "install", "--mcp", "--command", bin); r.code != 0 {
+		t.Fatalf("second install: %d %s", r.code, r.err)
+	}
+	if again, _ := os.ReadFile(claudeJSON); string(again) != string(after) {
+		t.Fatal("a second install --mcp changed ~/.claude.json")
+	}
+	if r := c.runNoDir("claude", "uninstall"); r.code != 0 {
+		t.Fatalf("uninstall: %d %s", r.code, r.err)
+	}
+	back, _ := os.ReadFile(claudeJSON)
+	backDot, _ := os.ReadFile(dotMCP)
+	if !jsonFileEqual(t, back, orig) || !jsonFileEqual(t, backDot, origDot) {
+		t.Fatalf("uninstall did not put the MCP servers back:\n%s\n%s", back, backDot)
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

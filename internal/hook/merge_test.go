@@ -115,3 +115,25 @@ func TestMergeSettingsRefusesMalformed(t *testing.T) {
 		}
 	}
 }
+
+// An entry changed by hand after it was moved behind the gateway is not
+// overwritten by the restore; the others are put back.
+func TestRestoreMCPServersKeepsLaterEdits(t *testing.T) {
+	orig := `{"mcpServers":{"a":{"command":"node","args":["a.js"]},"b":{"command":"uvx","args":["b"]}}}`
+	wrapped, changes, _, err := hook.WrapMCPServers([]byte(orig), []string{"mcpServers"}, "/bin/pedigree")
+	if err != nil || len(changes) != 2 {
+		t.Fatalf("%v %v", err, changes)
+	}
+	if again, more, _, _ := hook.WrapMCPServers(wrapped, []string{"mcpServers"}, "/bin/pedigree"); len(more) != 0 || string(again) != string(wrapped) {
+		t.Fatalf("wrapping twice: %v", more)
+	}
+	edited := strings.Replace(string(wrapped), `"b.js"`, `"b.js"`, 1)
+	edited = strings.Replace(edited, `"uvx"`, `"uvx-edited"`, 1)
+	back, restored, kept, err := hook.RestoreMCPServers([]byte(edited), []string{"mcpServers"}, changes)
+	if err != nil || len(restored) != 1 || restored[0] != "a" || len(kept) != 1 || kept[0] != "b" {
+		t.Fatalf("restore: %v %v %v", err, restored, kept)
+	}
+	if !strings.Contains(string(back), `"a.js"`) || strings.Contains(string(back), `"--", "node"`) {
+		t.Fatalf("%s", back)
+	}
+}
