@@ -55,8 +55,10 @@ other code, so there is no other. When 'pedigree serve' runs on the directory th
 event goes through it; otherwise the store is opened, waiting up to 5 s when
 another process holds it.
 
-Set up with 'pedigree hook claude init', then 'pedigree registry freeze', then paste
-the block 'pedigree hook claude settings' prints into .claude/settings.json.
+Set up in one command with 'pedigree claude install' (undo: 'pedigree claude
+uninstall'); or by hand with 'pedigree hook claude init', then 'pedigree registry
+freeze', then the block 'pedigree hook claude settings' prints, merged into
+.claude/settings.json.
 
   echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree hook claude`,
 		Args: noArgs,

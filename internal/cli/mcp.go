@@ -35,14 +35,24 @@ It records each call and result as signed entries, follows memory written throug
 the reference memory server into later sessions, gates sensitive calls, and asks
 the human through the host when the policy says ask.
 
-Bootstrap (before 'registry freeze'):
-  pedigree init
-  pedigree registry add user:alice --tier user --new-key alice.key --approver
-  pedigree mcp add fs --tier external -- npx -y @modelcontextprotocol/server-filesystem ~/work
-  pedigree mcp add mem --tier internal -- npx -y @modelcontextprotocol/server-memory
-  pedigree registry freeze
+One line, with nothing set up: in the host's mcpServers entry, put 'pedigree mcp run --'
+in front of the server's command (see 'pedigree mcp run --help' for what it decides):
+  claude mcp add memory -- pedigree mcp run -- node /opt/mcp/server-memory/dist/index.js
 
-Then point the host at: pedigree --dir DIR mcp run --approver user:alice --approver-key alice.key`,
+By hand, deciding tiers, the catalog and the approver yourself (before 'registry freeze'):
+  export PEDIGREE_DIR=~/.local/share/pedigree/gateway
+  pedigree init
+  pedigree registry add user:alice --tier user --new-key ~/.config/pedigree/keys/alice.key --approver
+  pedigree mcp add fs --tier external -- node /opt/mcp/server-filesystem/dist/index.js ~/work
+  pedigree mcp add mem --tier internal -- npx --no-install @modelcontextprotocol/server-memory
+  $EDITOR "$PEDIGREE_DIR/tools.yaml"      # the drafted catalog entries
+  pedigree registry freeze
+Then point the host at: pedigree --dir "$PEDIGREE_DIR" mcp run --approver user:alice
+--approver-key ~/.config/pedigree/keys/alice.key
+
+Upstream commands should be installed ones (node .../dist/index.js, an installed
+binary, 'npx --no-install'): 'npx -y', 'uvx' and the like ask a registry at every
+start, and hang offline; 'mcp add' warns about them.`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPRun(a), newMCPImportMemory(a))
