@@ -191,6 +191,9 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 			if err != nil {
 				return err
 			}
+			if err := registry.ValidateID(user); err != nil {
+				return usageError{fmt.Errorf("--user: %w", err)}
+			}
 			dir, err := a.userDataDir(cmd)
 			if err != nil {
 				return err

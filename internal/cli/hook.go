@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func newHookCommand(a *app) *cobra.Command {
@@ -147,6 +149,9 @@ already in tools.yaml that differs from the hook's is refused, and nothing is wr
   pedigree init && pedigree hook claude init && pedigree registry freeze`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := registry.ValidateID(user); err != nil {
+				return usageError{fmt.Errorf("--user: %w", err)}
+			}
 			e, err := a.openStore(cmd.Context(), "set up the hook")
 			if err != nil {
 				return err
@@ -208,6 +213,9 @@ the bearer token from DIR/hook-keys/http-token.
 				return err
 			}
 			if url != "" {
+				if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return usagef("--http %q: want the URL of 'pedigree serve --claude-hooks', like http://127.0.0.1:7070/v1/hooks/claude", url)
+				}
 				token, err := hook.Token(dir)
 				if err != nil {
 					return err

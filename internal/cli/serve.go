@@ -77,6 +77,9 @@ machine, no fault tolerance). A second node joins with:
 					return usagef("%v", err)
 				}
 			}
+			if len(socket) > server.MaxSocketPath {
+				return usagef("--socket %s is %d bytes, and a unix socket path may have at most %d", socket, len(socket), server.MaxSocketPath)
+			}
 			if err := g.check(); err != nil {
 				return err
 			}
