@@ -290,8 +290,8 @@ No approver is set: a call the policy asks about is refused, with the 'gate
 approve' command to run. To decide those things yourself, set the directory up
 by hand (see 'pedigree mcp --help') and run 'mcp run' without a command.
 
-Without a command, serve MCP on stdio (or streamable HTTP with --listen, with a bearer token) in
-front of every server added with 'mcp add'. Tools keep their names when unique
+Without a command, serve MCP on stdio (or streamable HTTP with --listen, with a
+bearer token) in front of every server added with 'mcp add'. Tools keep their names when unique
 across the servers, else become NAME__TOOL; their catalog keys are NAME.TOOL.
 
 Each MCP session is a pedigree session: every tools/call is a call entry signed
@@ -316,8 +316,10 @@ While it runs, other verbs and other gateways on the directory go through it
 (it serves the directory as 'pedigree serve' does), or it goes through a
 running 'pedigree serve'. Logs are JSON lines on stderr; stdout is MCP.
 
-Example (Claude Code):
-  claude mcp add pedigree -- pedigree --dir ~/.pedigree mcp run --approver user:alice --approver-key ~/alice.key`,
+Examples (Claude Code):
+  claude mcp add memory -- pedigree mcp run -- node /opt/mcp/server-memory/dist/index.js
+  claude mcp add pedigree -- pedigree --dir ~/.local/share/pedigree/gateway mcp run \
+      --approver user:alice --approver-key ~/.config/pedigree/keys/alice.key`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
 				return usagef("unexpected argument %q: the upstream command of the one-line form goes after --", args[0])
