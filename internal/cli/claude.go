@@ -245,7 +245,15 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 			if err != nil {
 				return err
 			}
-			out.Command = hook.ShellQuote(exe) + " --dir " + hook.ShellQuote(dir) + " --trust-root " + hook.ShellQuote(out.TrustRoot) + " hook claude"
+			// The hook pins the trust root by path, so that it holds whatever
+			// environment Claude Code gives it.
+			out.Command = hook.ShellQuote(exe) + " --dir " + hook.ShellQuote(dir)
+			if fileExists(out.TrustRoot) {
+				out.Command += " --trust-root " + hook.ShellQuote(out.TrustRoot)
+			} else {
+				out.TrustRoot = ""
+			}
+			out.Command += " hook claude"
 			hooks := hook.CommandSettings(out.Command)
 			out.Command = hooks.Hooks[hook.PreToolUse][0].Hooks[0].Command
 			if out.SelfTest, err = selfTest(cmd.Context(), out.Command, wd); err != nil {
@@ -268,11 +276,17 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 				out.Done = append(out.Done, settings+" already holds pedigree's hooks: not written")
 			}
 			out.Undo = "pedigree claude uninstall" + sf.echo()
+			if cmd.Flag("dir").Changed {
+				out.Undo = "pedigree --dir " + hook.ShellQuote(dir) + " claude uninstall" + sf.echo()
+			}
 			return a.print(out, func(w io.Writer) {
 				for _, d := range out.Done {
 					fmt.Fprintln(w, "- "+d)
 				}
-				fmt.Fprintf(w, "data directory: %s\noperator key:   %s (trust root %s)\n", dir, out.OperatorKey, out.TrustRoot)
+				fmt.Fprintf(w, "data directory: %s\noperator key:   %s\n", dir, out.OperatorKey)
+				if out.TrustRoot != "" {
+					fmt.Fprintf(w, "trust root:     %s (the hook pins it)\n", out.TrustRoot)
+				}
 				if out.Backup != "" {
 					fmt.Fprintf(w, "backup:         %s\n", out.Backup)
 				}
