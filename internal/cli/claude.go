@@ -240,10 +240,17 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 				return err
 			}
 			out.TrustRoot = pedigree.TrustRootPath(out.OperatorKey)
-			done, err := a.setUpClaudeStore(cmd.Context(), user, out.OperatorKey, trust, repo)
+			done, err := a.setUpClaudeStore(cmd.Context(), user, out.OperatorKey)
 			out.Done = append(out.Done, done...)
 			if err != nil {
 				return err
+			}
+			if trust {
+				said, err := a.trustWorkspace(cmd.Context(), repo)
+				if err != nil {
+					return err
+				}
+				out.Done = append(out.Done, said)
 			}
 			// The hook pins the trust root by path, so that it holds whatever
 			// environment Claude Code gives it.
@@ -315,7 +322,7 @@ func (f *settingsFlags) echo() string {
 
 // setUpClaudeStore brings the data directory to a frozen store with the
 // hook's principals, doing only what is missing, and says what it did.
-func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string, trust bool, repo string) ([]string, error) {
+func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string) ([]string, error) {
 	var done []string
 	e, err := a.openStore(ctx, "set up the hook")
 	if errors.Is(err, errServed) {
@@ -354,9 +361,6 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string, trust bo
 		if !hasMapping {
 			return nil, fmt.Errorf("%w: %s was frozen without the Claude Code hook's principals; install into another directory (--dir)", registry.ErrFrozen, a.dir)
 		}
-		if trust {
-			done = append(done, a.trustWorkspace(repo))
-		}
 		return append(done, "the data directory is set up already"), nil
 	}
 	if !hasMapping {
@@ -364,9 +368,6 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string, trust bo
 			return nil, err
 		}
 		done = append(done, fmt.Sprintf("registered the hook's principals, keys in %s (mode 0600)", filepath.Join(a.dir, hook.KeyDir)))
-	}
-	if trust {
-		done = append(done, a.trustWorkspace(repo))
 	}
 	op, err := a.loadOperator("")
 	if err != nil {
@@ -378,13 +379,31 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string, trust bo
 	return append(done, "froze the registry"), nil
 }
 
-// trustWorkspace declares trust in the repository's files.
+// trustWorkspace declares trust in the repository's files, with the store
+// closed (the declaration opens it, and seals it again after freeze).
 //
-// TODO(clean): wire to the clean-work branch's workspace-trust declaration
-// once it is merged; until then the declaration is not made, and install
-// says so rather than claim it.
-func (a *app) trustWorkspace(repo string) string {
-	return "workspace trust in " + repo + " was asked for, but this build cannot declare it yet: its files stay untrusted"
+// WIRE AFTER MERGE (branch clean): hook.TrustWorkspace is the declaration.
+// Replace the body with:
+//
+//	op, err := a.loadOperator("")
+//	if err != nil {
+//		return "", err
+//	}
+//	root, err := a.trustRootOption()
+//	if err != nil {
+//		return "", err
+//	}
+//	ws, err := hook.TrustWorkspace(ctx, a.dir, repo, registry.Internal.String(), op,
+//		append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...)
+//	if err != nil {
+//		return "", err
+//	}
+//	return fmt.Sprintf("trusted the workspace %s at commit %s (%d tracked files, tier %s)", ws.Root, ws.Commit, ws.Files, ws.Tier), nil
+//
+// Until then the declaration is not made, and install says so rather than
+// claim it.
+func (a *app) trustWorkspace(_ context.Context, repo string) (string, error) {
+	return "workspace trust in " + repo + " was asked for, but this build cannot declare it yet (pedigree hook claude trust-workspace will): its files stay unverified", nil
 }
 
 // selfTest feeds the installed hook command a clean session and a poisoned
