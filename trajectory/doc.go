@@ -20,8 +20,8 @@
 // synthetic sessions to exercise the pipeline; a model fitted to them is a
 // demonstration, not a detector. Alerts are evidence: the default policy
 // reports them as warnings and never denies or asks on them alone. On benign
-// traffic such detectors mostly reduce to "recall before send" (see the
-// README's figures), which is why; the optional module policies/trajectory
+// traffic such detectors mostly reduce to "recall before send" (see
+// docs/performance.md), which is why; the optional module policies/trajectory
 // asks a human before an external send after recalls, for operators who
 // want that.
 package trajectory

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -115,6 +116,11 @@ pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.
 pedigree serve 2>"$Q/serve.log" &                # logs (JSON lines) to a file
 pedigree registry list                           # answered through the server's socket
 kill %%                                          # stop it (the latest background job): it drains, then closes the store`},
+	{"pedigree ui", `
+pedigree serve --ui 2>"$Q/ui.log" &              # the page for people, on a free loopback port
+pedigree registry list >/dev/null                # waits until the server answers
+pedigree ui --start=false                        # a one-time link to the page: open it in a browser
+kill %%                                          # stop the server`},
 	{"pedigree hook claude init", `
 D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
 pedigree --dir "$D/data" hook claude init        # the principals and catalog entries the hook signs for
@@ -210,4 +216,31 @@ func Examples() []Example {
 		return rank(x.Path) - rank(y.Path)
 	})
 	return out
+}
+
+// CheckCommandLine parses a pedigree command line (without the leading
+// "pedigree") the way the command would, without running it: the verb must
+// exist and be runnable, and every flag must be one the verb takes. The docs'
+// test holds every command the README and docs/ show to it.
+func CheckCommandLine(args []string) error {
+	root := NewRootCommand(&app{})
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		return err
+	}
+	if !cmd.Runnable() {
+		return fmt.Errorf("%q is not a verb (a group of verbs: %s)", cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", "))
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		return fmt.Errorf("%s: %w", cmd.CommandPath(), err)
+	}
+	return nil
+}
+
+func subcommandNames(c *cobra.Command) []string {
+	var names []string
+	for _, s := range c.Commands() {
+		names = append(names, s.Name())
+	}
+	return names
 }

@@ -15,7 +15,7 @@ import (
 // by the size of the store, but with the runtime's default (collect when the
 // heap has doubled) the garbage Badger's compactions make took the
 // anonymous memory of a 1M-entry build to 700 MB; with this limit it stays
-// near 260 MB at the same record rate (see the README's performance notes).
+// near 260 MB at the same record rate (see docs/performance.md).
 // Badger's tables are memory-mapped files, which the kernel reclaims; they
 // are not counted here.
 const defaultMemoryLimit = 256 << 20

@@ -21,7 +21,8 @@ func (a *app) runtimeDir() string {
 
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
-	var claudeHooks bool
+	var claudeHooks, withUI bool
+	var uiApprover, uiApproverKey string
 	var fl fleetFlags
 	var g gateOptions
 	var mem memoryLimit
@@ -83,6 +84,12 @@ machine, no fault tolerance). A second node joins with:
 			if err := g.check(); err != nil {
 				return err
 			}
+			if (uiApprover == "") != (uiApproverKey == "") {
+				return usagef("--ui-approver and --ui-approver-key go together")
+			}
+			if uiApprover != "" && !withUI {
+				return usagef("--ui-approver is for the page: add --ui")
+			}
 			if err := mem.apply(cmd); err != nil {
 				return err
 			}
@@ -111,9 +118,21 @@ machine, no fault tolerance). A second node joins with:
 			if err != nil {
 				return err
 			}
+			var uiOpts *server.UIOptions
+			if withUI {
+				uiOpts = &server.UIOptions{}
+				if uiApprover != "" {
+					s, err := signer(cmd.Context(), e, uiApprover, uiApproverKey)
+					if err != nil {
+						e.Close()
+						return err
+					}
+					uiOpts.Approver, uiOpts.ApproverKey = uiApprover, s
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			err = server.Run(ctx, e, server.Options{Socket: socket, RuntimeDir: a.runtimeDir(), Addr: addr, Log: log, ClaudeHooks: claudeHooks, Ready: func(s, t string) {
+			err = server.Run(ctx, e, server.Options{Socket: socket, RuntimeDir: a.runtimeDir(), Addr: addr, Log: log, ClaudeHooks: claudeHooks, UI: uiOpts, Ready: func(s, t string) {
 				if a.output == "json" {
 					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
@@ -134,6 +153,9 @@ machine, no fault tolerance). A second node joins with:
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
 	fl.add(cmd)
 	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")
+	cmd.Flags().BoolVar(&withUI, "ui", false, "serve the page for people on the loopback TCP listener (--addr, default 127.0.0.1 on a free port); open it with 'pedigree ui'")
+	cmd.Flags().StringVar(&uiApprover, "ui-approver", "", "the principal (user tier, approval authority) whose key signs what is approved or rejected on the page")
+	cmd.Flags().StringVar(&uiApproverKey, "ui-approver-key", "", "that principal's private key file; without it the page shows the command to run")
 	g.add(cmd)
 	mem.add(cmd)
 	return cmd

@@ -142,6 +142,16 @@ func (s *Server) Authenticated(token string) http.Handler {
 			s.ServeHTTP(w, r)
 			return
 		}
+		if s.ui != nil && r.URL.Path == "/favicon.ico" {
+			w.WriteHeader(http.StatusNoContent) // a browser asks for it on every page
+			return
+		}
+		if s.ui != nil && strings.HasPrefix(r.URL.Path, uiPrefix) {
+			// A browser: the page checks its own cookie, origin and
+			// CSRF token (ui.go), and nothing else is served there.
+			s.ui.ServeHTTP(w, r)
+			return
+		}
 		if err := admit(r, token); err != nil {
 			status, kind := http.StatusForbidden, "forbidden"
 			if errors.Is(err, errUnauthorized) {

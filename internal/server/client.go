@@ -438,3 +438,11 @@ func (c *Client) Refusals(ctx context.Context, limit int) ([]pedigree.Refusal, e
 	}
 	return out.Refusals, nil
 }
+
+// UILogin asks a server started with --ui for a one-time link to its page
+// (path: a page under /ui/ to land on, or empty).
+func (c *Client) UILogin(ctx context.Context, path string) (string, error) {
+	var out struct{ URL string }
+	err := c.do(ctx, "POST", uiLoginAPI, map[string]string{"path": path}, &out)
+	return out.URL, err
+}

@@ -42,6 +42,10 @@ type Options struct {
 	Log        *slog.Logger
 	// ClaudeHooks answers Claude Code's http hooks (POST /v1/hooks/claude).
 	ClaudeHooks bool
+	// UI serves the page for people (pending decisions, the graph, the
+	// log) on the TCP listener; without Addr it listens on 127.0.0.1 on a
+	// port of the system's choosing.
+	UI *UIOptions
 	// Ready, when set, receives the addresses once listening.
 	Ready func(socket, addr string)
 }
@@ -81,6 +85,9 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 		return err
 	}
 	o.Socket = socket
+	if o.UI != nil && o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
 	if o.Addr != "" {
 		if err := CheckLoopback(o.Addr); err != nil {
 			return err
@@ -129,6 +136,14 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	}
 	defer os.Remove(filepath.Join(tokenDir, TokenFile))
 	s := New(e, o.Log)
+	if o.UI != nil {
+		if err := s.EnableUI("http://"+o.Addr, *o.UI); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
 	if o.ClaudeHooks {
 		if err := s.EnableClaudeHooks(); err != nil {
 			for _, l := range listeners {
@@ -155,7 +170,7 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	for _, l := range listeners {
 		go func() { errs <- hs.Serve(l) }()
 	}
-	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr, "trust_root", e.TrustRoot())
+	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr, "trust_root", e.TrustRoot(), "ui", o.UI != nil)
 	if e.TrustRoot() == pedigree.TrustRootNone {
 		o.Log.Warn("no trust root is pinned: whoever can write the data directory can rebuild its registry unnoticed; pin the operator public key or the freeze digest (--trust-root)")
 	}

@@ -29,7 +29,7 @@ type GenerateOptions struct {
 // below is our guess; and since the detector only sees structure, a benign
 // session and an attack with the same structure are indistinguishable by
 // construction. A model trained on it is a demonstration: on real traces
-// such a model scored worse than chance (see the README), so fit yours on
+// such a model scored worse than chance (see docs/performance.md), so fit yours on
 // your own labelled sessions.
 func Generate(o GenerateOptions) []Session {
 	if o.AttackShare <= 0 || o.AttackShare >= 1 {
