@@ -30,7 +30,9 @@ import (
 // say nothing) and the challenge are open.
 //
 // A client trusts the server that serve.json names only when its socket is
-// in the data directory, is a socket owned by this user with mode 0600, and
+// in the data directory (or, for a directory whose path is too long for a
+// socket, the one named for it in a private runtime directory of this
+// user's: see socketPath), is a socket owned by this user with mode 0600, and
 // the server proves it holds the token before the client sends anything
 // else: the client sends a random nonce, the server answers
 // HMAC-SHA256(token, nonce), and the client checks it. Reading the token
