@@ -108,7 +108,9 @@ func TestExitCodeTable(t *testing.T) {
 		{"mcp list extra", []string{"mcp", "list", "extra"}, ExitUsage, "unexpected argument"},
 		{"demo extra", []string{"demo", "extra"}, ExitUsage, "unexpected argument"},
 		{"claude uninstall extra", []string{"claude", "uninstall", "extra"}, ExitUsage, "unexpected argument"},
-		// Well-formed input the store refuses: 1.
+		// Well-formed input the store refuses: 1 (and a command that asks a
+		// registry at every start is named first).
+		{"mcp add of uvx warns", []string{"mcp", "add", "fetch", "--", "uvx", "mcp-server-fetch"}, ExitError, "warning: 'uvx mcp-server-fetch' resolves its package"},
 		{"record as an unknown principal", []string{"record", "--as", "user:eve", "--key", alice, "--session", "s1", "--content", "x"}, ExitError, "unknown principal"},
 		{"record with an unknown parent", with(rec, "--parent", strings.Repeat("ab", 32)), ExitError, "unknown entry"},
 		{"lineage show of an unknown entry", []string{"lineage", "show", strings.Repeat("cd", 32)}, ExitError, "unknown entry"},
