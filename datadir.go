@@ -68,7 +68,11 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		if op, priv, err = registry.GenerateSigner(nil); err != nil {
 			return nil, err
 		}
-		// Refuse before anything is made: a key is never overwritten.
+		// Refuse before anything is made: a key is never overwritten. A
+		// store that is there already is said first: it is why the key is.
+		if store.Exists(dir) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrExists)
+		}
 		for _, p := range []string{c.operatorKeyFile, TrustRootPath(c.operatorKeyFile)} {
 			if fileExists(p) {
 				return nil, fmt.Errorf("%s: %w", p, os.ErrExist)

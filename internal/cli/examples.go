@@ -112,7 +112,10 @@ pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl"
     node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js
 pedigree --dir "$D/data" registry freeze
 pedigree --dir "$D/data" mcp run --listen 127.0.0.1:8931 2>"$D/mcp.log" &   # MCP over HTTP; the bearer token is in $D/data/mcp/token
-kill %%                                          # stop it`},
+kill %%                                          # stop it
+# the one-line form: it sets up $D/one on its first run (what it did is in $D/one.log), then serves (stdin is empty here)
+MEMORY_FILE_PATH="$D/m.jsonl" pedigree --dir "$D/one" mcp run -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js </dev/null 2>"$D/one.log"`},
 	{"pedigree mcp import-memory", `
 echo '{"type":"entity","name":"Alice","entityType":"person","observations":["pays bills to 123-456"]}' > "$Q/memory.jsonl"
 pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.key"`},
@@ -133,6 +136,14 @@ pedigree --dir "$D/data" registry freeze`},
 D=$(mktemp -d); pedigree --dir "$D/data" init; pedigree --dir "$D/data" hook claude init
 pedigree --dir "$D/data" registry freeze
 echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree --dir "$D/data" hook claude`},
+	{"pedigree claude install", `
+D=$(mktemp -d)                                   # a scratch directory in place of ~/.claude
+echo '{"permissions": {"allow": ["Bash(ls:*)"]}}' > "$D/settings.json"   # the user's own settings
+pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # set up, self-test, merge
+pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # again: nothing changes`},
+	{"pedigree claude uninstall", `
+D=$(mktemp -d); pedigree --dir "$D/data" claude install --settings "$D/settings.json" >/dev/null
+pedigree claude uninstall --settings "$D/settings.json"                   # pedigree's hooks removed, the rest kept`},
 	{"pedigree hook claude settings", `
 pedigree hook claude settings > "$Q/hooks.json"  # the block for .claude/settings.json`},
 	{"pedigree replay", `
@@ -197,7 +208,7 @@ func Examples() []Example {
 	}
 	var out []Example
 	walk(root, func(c *cobra.Command) {
-		if c.Runnable() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" {
+		if c.Runnable() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" && c.Annotations[groupOnly] == "" {
 			out = append(out, Example{c.CommandPath(), c.Example})
 		}
 	})

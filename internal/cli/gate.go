@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -109,6 +110,12 @@ only (no network, files, environment or randomness).
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" || tool == "" {
 				return usagef("--session and --tool are required")
+			}
+			if args != "" {
+				var obj map[string]json.RawMessage
+				if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+					return usagef("--args %q: want a JSON object, like '{\"to\": \"123-456\"}'", clipArg(args))
+				}
 			}
 			if err := g.check(); err != nil {
 				return err
@@ -365,4 +372,12 @@ a deny or an ask that a person answered, the approval or rejection ("reviews" in
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the last N decisions (0: all)")
 	cmd.Flags().StringVar(&session, "session", "", "show only this session's decisions")
 	return cmd
+}
+
+// clipArg shortens a flag value quoted back in an error.
+func clipArg(s string) string {
+	if r := []rune(s); len(r) > 80 {
+		return string(r[:80]) + "..."
+	}
+	return s
 }

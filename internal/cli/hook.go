@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func newHookCommand(a *app) *cobra.Command {
@@ -55,8 +57,10 @@ other code, so there is no other. When 'pedigree serve' runs on the directory th
 event goes through it; otherwise the store is opened, waiting up to 5 s when
 another process holds it.
 
-Set up with 'pedigree hook claude init', then 'pedigree registry freeze', then paste
-the block 'pedigree hook claude settings' prints into .claude/settings.json.
+Set up in one command with 'pedigree claude install' (undo: 'pedigree claude
+uninstall'); or by hand with 'pedigree hook claude init', then 'pedigree registry
+freeze', then the block 'pedigree hook claude settings' prints, merged into
+.claude/settings.json.
 
   echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree hook claude`,
 		Args: noArgs,
@@ -145,6 +149,9 @@ already in tools.yaml that differs from the hook's is refused, and nothing is wr
   pedigree init && pedigree hook claude init && pedigree registry freeze`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := registry.ValidateID(user); err != nil {
+				return usageError{fmt.Errorf("--user: %w", err)}
+			}
 			e, err := a.openStore(cmd.Context(), "set up the hook")
 			if err != nil {
 				return err
@@ -206,6 +213,9 @@ the bearer token from DIR/hook-keys/http-token.
 				return err
 			}
 			if url != "" {
+				if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return usagef("--http %q: want the URL of 'pedigree serve --claude-hooks', like http://127.0.0.1:7070/v1/hooks/claude", url)
+				}
 				token, err := hook.Token(dir)
 				if err != nil {
 					return err

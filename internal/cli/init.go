@@ -45,6 +45,9 @@ Example:
 			if maxTTL <= 0 {
 				return usagef("--max-approval-ttl must be positive")
 			}
+			if err := registry.ValidateTau(tau); err != nil {
+				return usageError{fmt.Errorf("--tau: %w", err)}
+			}
 			key := opKey
 			if key == "" {
 				var err error

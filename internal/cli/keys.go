@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // The operator key of a data directory lives outside it, in the keys
@@ -37,6 +38,27 @@ func (a *app) defaultOperatorKey() (string, error) {
 		return "", err
 	}
 	return pedigree.OperatorKeyPath(d, a.dir)
+}
+
+// loadOperator loads the operator key: --operator-key FILE when given,
+// else the keys directory's. A key that is not there is said with where
+// it was looked for and what finds it.
+func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
+	if flagFile != "" {
+		s, err := registry.LoadSigner(flagFile)
+		if err != nil {
+			return nil, fmt.Errorf("--operator-key %s: %w", flagFile, err)
+		}
+		return s, nil
+	}
+	key, err := a.defaultOperatorKey()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(key); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: the operator key of %s is not at %s: it is looked for in the keys directory, $PEDIGREE_KEYS, else $XDG_CONFIG_HOME/pedigree/keys, else ~/.config/pedigree/keys (set PEDIGREE_KEYS as it was when 'init' ran), or pass --operator-key FILE", registry.ErrBadKey, a.dir, key)
+	}
+	return registry.LoadSigner(key)
 }
 
 // trustRootFile is the pinned trust root: --trust-root, else

@@ -36,14 +36,24 @@ It records each call and result as signed entries, follows memory written throug
 the reference memory server into later sessions, gates sensitive calls, and asks
 the human through the host when the policy says ask.
 
-Bootstrap (before 'registry freeze'):
-  pedigree init
-  pedigree registry add user:alice --tier user --new-key alice.key --approver
-  pedigree mcp add fs --tier external -- npx -y @modelcontextprotocol/server-filesystem ~/work
-  pedigree mcp add mem --tier internal -- npx -y @modelcontextprotocol/server-memory
-  pedigree registry freeze
+One line, with nothing set up: in the host's mcpServers entry, put 'pedigree mcp run --'
+in front of the server's command (see 'pedigree mcp run --help' for what it decides):
+  claude mcp add memory -- pedigree mcp run -- node /opt/mcp/server-memory/dist/index.js
 
-Then point the host at: pedigree --dir DIR mcp run --approver user:alice --approver-key alice.key`,
+By hand, deciding tiers, the catalog and the approver yourself (before 'registry freeze'):
+  export PEDIGREE_DIR=~/.local/share/pedigree/gateway
+  pedigree init
+  pedigree registry add user:alice --tier user --new-key ~/.config/pedigree/keys/alice.key --approver
+  pedigree mcp add fs --tier external -- node /opt/mcp/server-filesystem/dist/index.js ~/work
+  pedigree mcp add mem --tier internal -- npx --no-install @modelcontextprotocol/server-memory
+  $EDITOR "$PEDIGREE_DIR/tools.yaml"      # the drafted catalog entries
+  pedigree registry freeze
+Then point the host at: pedigree --dir "$PEDIGREE_DIR" mcp run --approver user:alice
+--approver-key ~/.config/pedigree/keys/alice.key
+
+Upstream commands should be installed ones (node .../dist/index.js, an installed
+binary, 'npx --no-install'): 'npx -y', 'uvx' and the like ask a registry at every
+start, and hang offline; 'mcp add' warns about them.`,
 		Args: noArgs,
 	}
 	cmd.AddCommand(newMCPAdd(a), newMCPList(a), newMCPUpdate(a), newMCPRun(a), newMCPImportMemory(a))
@@ -119,85 +129,25 @@ Example:
 				return err
 			}
 			defer e.Close()
-			reg, err := e.Registry(cmd.Context())
+			if w := registryOnStart(command); w != "" {
+				fmt.Fprintln(a.errw, "pedigree: warning: "+w)
+			}
+			out, err := a.addUpstream(cmd.Context(), e, gateway.Upstream{Name: name, Principal: "tool:" + name, Tier: t.String(), Command: command[0], Args: command[1:], Env: env}, true)
 			if err != nil {
 				return err
-			}
-			if reg.Frozen {
-				return fmt.Errorf("%w: MCP servers are added before 'registry freeze'", registry.ErrFrozen)
-			}
-			cfg, err := gateway.LoadConfig(a.dir)
-			if err != nil {
-				return err
-			}
-			if _, dup := cfg.Find(name); dup {
-				return fmt.Errorf("%w: an MCP server called %s is already added", registry.ErrDuplicate, name)
-			}
-			up := gateway.Upstream{Name: name, Principal: "tool:" + name, Tier: t.String(), Command: command[0], Args: command[1:], Env: env}
-			if _, dup := reg.Lookup(up.Principal); dup {
-				return fmt.Errorf("%w: %s", registry.ErrDuplicate, up.Principal)
-			}
-			// Read the tools first: nothing is registered for a server that
-			// does not start.
-			ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
-			defer cancel()
-			cs, tools, err := gateway.Connect(ctx, up, a.errw)
-			if err != nil {
-				return err
-			}
-			up.Metadata, err = gateway.ReadMetadata(ctx, cs, tools)
-			cs.Close()
-			if err != nil {
-				return fmt.Errorf("upstream %s: %w", name, err)
-			}
-			var known []string
-			for _, o := range cfg.Upstreams {
-				known = append(known, o.Tools...)
-			}
-			flagged := gateway.Suspicious(up.Metadata, known)
-			up.Memory = gateway.IsMemoryServer(tools)
-			for _, tl := range tools {
-				up.Tools = append(up.Tools, tl.Name)
-			}
-			var registered []string
-			for _, p := range []registry.Principal{
-				{ID: gateway.AgentPrincipal, Tier: registry.Internal},
-				{ID: gateway.UnverifiedPrincipal, Tier: registry.Unverified},
-				{ID: up.Principal, Tier: t},
-			} {
-				if _, ok := reg.Lookup(p.ID); ok {
-					continue
-				}
-				if err := addGatewayPrincipal(cmd.Context(), e, a.dir, p); err != nil {
-					return err
-				}
-				registered = append(registered, p.ID)
-			}
-			cfg.Upstreams = append(cfg.Upstreams, up)
-			if err := cfg.Save(a.dir); err != nil {
-				return err
-			}
-			added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(name, tools, up.Memory, t == registry.External))
-			if err != nil {
-				return err
-			}
-			out := mcpAddOutput{Version: 1, Name: name, Principal: up.Principal, Tier: t.String(), Memory: up.Memory,
-				Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered), Flagged: flagged}
-			if out.Flagged == nil {
-				out.Flagged = []gateway.Flag{}
 			}
 			return a.print(out, func(w io.Writer) {
-				fmt.Fprintf(w, "added MCP server %s (%s, %s tier): %d tools", name, up.Principal, t, len(tools))
-				if up.Memory {
+				fmt.Fprintf(w, "added MCP server %s (%s, %s tier): %d tools", name, out.Principal, t, len(out.Tools))
+				if out.Memory {
 					fmt.Fprint(w, ", followed as a memory server")
 				}
 				fmt.Fprintln(w)
-				if len(added) > 0 {
-					fmt.Fprintf(w, "drafted %d catalog entries in %s (review them before freeze)\n", len(added), filepath.Join(a.dir, pedigree.ToolsFile))
+				if len(out.CatalogAdded) > 0 {
+					fmt.Fprintf(w, "drafted %d catalog entries in %s (review them before freeze)\n", len(out.CatalogAdded), filepath.Join(a.dir, pedigree.ToolsFile))
 				}
-				if len(flagged) > 0 {
-					fmt.Fprintf(w, "read before freeze (freeze vouches for what the server says of itself): %d place(s) read like instructions to the model:\n", len(flagged))
-					for _, f := range flagged {
+				if len(out.Flagged) > 0 {
+					fmt.Fprintf(w, "read before freeze (freeze vouches for what the server says of itself): %d place(s) read like instructions to the model:\n", len(out.Flagged))
+					for _, f := range out.Flagged {
 						fmt.Fprintf(w, "  %s\n", f)
 					}
 				}
@@ -207,6 +157,90 @@ Example:
 	cmd.Flags().StringVar(&tier, "tier", "external", "the tier of what the server returns: internal, user, unverified or external")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "an environment variable for the server, K=V (repeatable)")
 	return cmd
+}
+
+// addUpstream registers an upstream before freeze: it starts the server
+// once to read its tools (nothing is registered for one that does not
+// start), registers its principal and, the first time, the gateway's own,
+// keeps the command and drafts catalog entries.
+// addUpstream reads the upstream's tools and metadata, registers what it
+// needs and drafts its catalog. vouchFlagged keeps metadata the scan flags
+// in what the seal will vouch for (mcp add: the operator reads the flags
+// before freeze); without it, flagged items are left out of the seal, so the
+// gateway records them as the upstream's content wherever they are listed.
+func (a *app) addUpstream(ctx context.Context, e *pedigree.Engine, up gateway.Upstream, vouchFlagged bool) (mcpAddOutput, error) {
+	var out mcpAddOutput
+	reg, err := e.Registry(ctx)
+	if err != nil {
+		return out, err
+	}
+	if reg.Frozen {
+		return out, fmt.Errorf("%w: MCP servers are added before 'registry freeze'", registry.ErrFrozen)
+	}
+	t, err := registry.ParseTier(up.Tier)
+	if err != nil {
+		return out, err
+	}
+	cfg, err := gateway.LoadConfig(a.dir)
+	if err != nil {
+		return out, err
+	}
+	if _, dup := cfg.Find(up.Name); dup {
+		return out, fmt.Errorf("%w: an MCP server called %s is already added", registry.ErrDuplicate, up.Name)
+	}
+	if _, dup := reg.Lookup(up.Principal); dup {
+		return out, fmt.Errorf("%w: %s", registry.ErrDuplicate, up.Principal)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cs, tools, err := gateway.Connect(cctx, up, a.errw)
+	if err != nil {
+		return out, err
+	}
+	up.Metadata, err = gateway.ReadMetadata(cctx, cs, tools)
+	cs.Close()
+	if err != nil {
+		return out, fmt.Errorf("upstream %s: %w", up.Name, err)
+	}
+	var known []string
+	for _, o := range cfg.Upstreams {
+		known = append(known, o.Tools...)
+	}
+	flagged := gateway.Suspicious(up.Metadata, known)
+	if flagged == nil {
+		flagged = []gateway.Flag{}
+	}
+	if !vouchFlagged {
+		up.Metadata = up.Metadata.Without(flagged)
+	}
+	up.Memory = gateway.IsMemoryServer(tools)
+	for _, tl := range tools {
+		up.Tools = append(up.Tools, tl.Name)
+	}
+	var registered []string
+	for _, p := range []registry.Principal{
+		{ID: gateway.AgentPrincipal, Tier: registry.Internal},
+		{ID: gateway.UnverifiedPrincipal, Tier: registry.Unverified},
+		{ID: up.Principal, Tier: t},
+	} {
+		if _, ok := reg.Lookup(p.ID); ok {
+			continue
+		}
+		if err := addGatewayPrincipal(ctx, e, a.dir, p); err != nil {
+			return out, err
+		}
+		registered = append(registered, p.ID)
+	}
+	cfg.Upstreams = append(cfg.Upstreams, up)
+	if err := cfg.Save(a.dir); err != nil {
+		return out, err
+	}
+	added, err := gateway.MergeCatalog(filepath.Join(a.dir, pedigree.ToolsFile), gateway.Draft(up.Name, tools, up.Memory, t == registry.External))
+	if err != nil {
+		return out, err
+	}
+	return mcpAddOutput{Version: 1, Name: up.Name, Principal: up.Principal, Tier: t.String(), Memory: up.Memory,
+		Tools: nonNilStrings(up.Tools), CatalogAdded: nonNilStrings(added), Registered: nonNilStrings(registered), Flagged: flagged}, nil
 }
 
 func nonNilStrings(xs []string) []string {
@@ -398,13 +432,29 @@ New tools get no catalog entry: the gate treats them as sensitive.`,
 }
 
 func newMCPRun(a *app) *cobra.Command {
-	var policies, mode, approver, approverKey, listen string
+	var policies, mode, approver, approverKey, listen, name string
 	var tools []string
 	cmd := &cobra.Command{
-		Use:   "run [--tools FILE] [--mode enforce|shadow] [--approver PRINCIPAL --approver-key FILE] [--listen 127.0.0.1:PORT]",
+		Use:   "run [--tools FILE] [--mode enforce|shadow] [--approver PRINCIPAL --approver-key FILE] [--listen 127.0.0.1:PORT] [-- COMMAND [ARGS...]]",
 		Short: "Run the gateway: one MCP server on stdio in front of every added server",
-		Long: `Serve MCP on stdio (or streamable HTTP with --listen, with a bearer token) in
-front of every server added with 'mcp add'. Tools keep their names when unique
+		Long: `The one-line form, for an mcpServers entry on a machine where nothing is set up:
+
+  pedigree mcp run -- node /opt/mcp/server-memory/dist/index.js
+
+The first run makes a directory for that command (--dir, else $PEDIGREE_DIR,
+else $XDG_DATA_HOME/pedigree/mcp/NAME-H, else ~/.local/share/pedigree/mcp/NAME-H,
+NAME from the command or --name, H from the whole command line) with the operator
+key in the keys directory (see 'pedigree init --help'), adds the command as 'mcp
+add NAME' would at tier external (everything it returns is untrusted), drafts its
+catalog from the tools' annotations, and freezes, which seals the catalog and the
+command. It says on stderr where it put everything and what it decided. Later
+runs serve what was sealed; a directory frozen without this command is refused.
+No approver is set: a call the policy asks about is refused, with the 'gate
+approve' command to run. To decide those things yourself, set the directory up
+by hand (see 'pedigree mcp --help') and run 'mcp run' without a command.
+
+Without a command, serve MCP on stdio (or streamable HTTP with --listen, with a
+bearer token) in front of every server added with 'mcp add'. Tools keep their names when unique
 across the servers, else become NAME__TOOL; their catalog keys are NAME.TOOL.
 
 Each MCP session is a pedigree session: every tools/call is a call entry signed
@@ -434,10 +484,17 @@ While it runs, other verbs and other gateways on the directory go through it
 (it serves the directory as 'pedigree serve' does), or it goes through a
 running 'pedigree serve'. Logs are JSON lines on stderr; stdout is MCP.
 
-Example (Claude Code):
-  claude mcp add pedigree -- pedigree --dir ~/.pedigree mcp run --approver user:alice --approver-key ~/alice.key`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+Examples (Claude Code):
+  claude mcp add memory -- pedigree mcp run -- node /opt/mcp/server-memory/dist/index.js
+  claude mcp add pedigree -- pedigree --dir ~/.local/share/pedigree/gateway mcp run \
+      --approver user:alice --approver-key ~/.config/pedigree/keys/alice.key`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				return usagef("unexpected argument %q: the upstream command of the one-line form goes after --", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, command []string) error {
 			m, err := gateway.ParseMode(mode)
 			if err != nil {
 				return usagef("--mode: %v", err)
@@ -450,12 +507,27 @@ Example (Claude Code):
 					return usagef("--listen: %v", err)
 				}
 			}
+			if len(command) > 0 {
+				if name == "" {
+					name = upstreamName(command)
+				} else if err := gateway.ValidateName(name); err != nil {
+					return usagef("--name: %v", err)
+				}
+				if a.dir, err = a.oneLineDir(cmd.Flag("dir").Changed, name, command); err != nil {
+					return err
+				}
+				if err := a.bootstrapOneLine(cmd.Context(), name, command); err != nil {
+					return err
+				}
+			} else if name != "" {
+				return usagef("--name names the upstream of the one-line form: pedigree mcp run --name NAME -- COMMAND")
+			}
 			cfg, err := gateway.LoadConfig(a.dir)
 			if err != nil {
 				return err
 			}
 			if len(cfg.Upstreams) == 0 {
-				return errors.New("no MCP servers are added: run 'pedigree mcp add NAME -- COMMAND' before freeze")
+				return errors.New("no MCP servers are added: run 'pedigree mcp add NAME -- COMMAND' before freeze, or use the one-line form 'pedigree mcp run -- COMMAND'")
 			}
 			// The log and every upstream's stderr share the one stderr.
 			errw := &syncWriter{w: a.errw}
@@ -529,13 +601,18 @@ Example (Claude Code):
 	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")
 	f.StringVar(&approverKey, "approver-key", "", "its private key file")
 	f.StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address instead of stdio")
+	f.StringVar(&name, "name", "", "the one-line form's upstream name (default: from the command)")
 	return cmd
 }
 
 // gatewaySigner loads the key the gateway keeps for principal and checks it
 // is the registered one.
 func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal string) (*registry.Signer, error) {
-	return signer(ctx, b, principal, gateway.KeyPath(a.dir, principal))
+	path := gateway.KeyPath(a.dir, principal)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: the gateway's key for %s is not at %s: it is kept in the data directory (--dir, else $PEDIGREE_DIR), written by 'mcp add'", registry.ErrBadKey, principal, path)
+	}
+	return signer(ctx, b, principal, path)
 }
 
 // gatewayBackend goes through a running server when there is one;
@@ -564,14 +641,16 @@ func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOption
 		ready := make(chan struct{})
 		served := make(chan error, 1)
 		go func() {
-			served <- server.Run(sctx, e, server.Options{Log: log, Ready: func(string, string) { close(ready) }})
+			served <- server.Run(sctx, e, server.Options{Log: log, RuntimeDir: a.runtimeDir(), Ready: func(string, string) { close(ready) }})
 		}()
 		select {
 		case <-ready:
 		case err := <-served:
-			// Serving is for others; the gateway itself needs only the engine.
-			log.Warn("the data directory could not be served to other processes", "error", err)
-			served <- err
+			// Never half-up: a gateway that holds the directory without
+			// serving it leaves every hook beside it waiting for the store.
+			cancel()
+			e.Close()
+			return nil, nil, fmt.Errorf("serving the data directory to other processes (hooks, verbs): %w", err)
 		}
 		return e, func() {
 			cancel()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -73,8 +74,17 @@ controls the source controls the value.
 				}
 				raw = b
 			}
+			if stepsFile == "" {
+				var list []json.RawMessage
+				if err := json.Unmarshal(raw, &list); err != nil {
+					return usagef("--steps: want a JSON array of steps: %v", err)
+				}
+			}
 			parsed, err := lineage.PlanSteps(raw)
 			if err != nil {
+				return err
+			}
+			if _, err := parentSpecs(parents); err != nil {
 				return err
 			}
 			e, s, err := a.backendAs(cmd.Context(), as, key)

@@ -91,7 +91,7 @@ func testPlans(t *testing.T, served bool) {
 		{"bad tool name", plan("--session", "s1", "--parent", prompt, "--steps", `[{"tool":"../x","args":{}}]`), ExitError, "tool"},
 		{"no parent", plan("--session", "s1", "--steps", steps), ExitUsage, "--parent is required"},
 		{"no session", plan("--parent", prompt, "--steps", steps), ExitUsage, "--session is required"},
-		{"plan through record", c.run("record", "--as", "agent:planner", "--key", c.key("agent_planner"), "--kind", "plan", "--content", "x"), ExitError, "plan record"},
+		{"plan through record", c.run("record", "--session", "s1", "--as", "agent:planner", "--key", c.key("agent_planner"), "--kind", "plan", "--content", "x"), ExitError, "plan record"},
 	}
 	for _, b := range bad {
 		if b.r.code != b.code || !strings.Contains(b.r.err+b.r.out, b.msg) {

@@ -60,7 +60,7 @@ Example:
 			}
 			t, err := registry.ParseTier(tier)
 			if err != nil {
-				return err
+				return usageError{fmt.Errorf("--tier: %w", err)}
 			}
 			if approver && t != registry.User {
 				return usagef("--approver: only a user-tier principal can approve, and %s is %s", id, t)
@@ -153,12 +153,6 @@ Example:
   pedigree registry freeze --operator-key /media/usb/pedigree-operator.key`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opKey == "" {
-				var err error
-				if opKey, err = a.defaultOperatorKey(); err != nil {
-					return err
-				}
-			}
 			e, err := a.openStore(cmd.Context(), "freeze the registry")
 			if err != nil {
 				return err
@@ -169,7 +163,7 @@ Example:
 			} else if reg.Frozen {
 				return registry.ErrFrozen
 			}
-			op, err := registry.LoadSigner(opKey)
+			op, err := a.loadOperator(opKey)
 			if err != nil {
 				return err
 			}
@@ -213,16 +207,10 @@ Example:
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if opKey == "" {
-				var err error
-				if opKey, err = a.defaultOperatorKey(); err != nil {
-					return err
-				}
-			}
 			if err := a.refuseIfServed(ctx, "seal the configuration"); err != nil {
 				return err
 			}
-			op, err := registry.LoadSigner(opKey)
+			op, err := a.loadOperator(opKey)
 			if err != nil {
 				return err
 			}

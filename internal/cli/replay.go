@@ -35,6 +35,9 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			var o replay.Options
+			if workers < 0 {
+				return usagef("--workers must not be negative (0: one per CPU)")
+			}
 			o.Workers = workers
 			var err error
 			if err := g.check(); err != nil {

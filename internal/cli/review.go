@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
@@ -147,8 +148,8 @@ func interactive(r io.Reader) bool {
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// Not a character device test: /dev/null is one, and nobody answers there.
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // confirm asks on w and reads y or yes from r.

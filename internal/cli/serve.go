@@ -13,6 +13,12 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/server"
 )
 
+// runtimeDir is where a socket goes whose data directory's path is too
+// long for one: $XDG_RUNTIME_DIR/pedigree, else /tmp/pedigree-UID.
+func (a *app) runtimeDir() string {
+	return server.DefaultRuntimeDir(a.getenv("XDG_RUNTIME_DIR"))
+}
+
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
 	var claudeHooks, withUI bool
@@ -24,7 +30,10 @@ func newServeCommand(a *app) *cobra.Command {
 		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks] [--nats URL]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
 		Long: `Open the data directory and serve it over HTTP/JSON on a unix socket (default
-DIR/pedigree.sock, mode 0600) and, with --addr, on a loopback TCP address. Badger
+DIR/pedigree.sock, mode 0600; when that path is longer than a unix socket path may
+be, 107 bytes, a socket named for the directory in $XDG_RUNTIME_DIR/pedigree, else
+/tmp/pedigree-UID, mode 0700; DIR/serve.json says where) and, with --addr, on a
+loopback TCP address. A socket that cannot be bound stops the start. Badger
 lets one process hold a data directory; while the server runs, every pedigree verb
 on the directory talks to it through the socket, with the same output and exit
 codes.
@@ -68,6 +77,9 @@ machine, no fault tolerance). A second node joins with:
 				if err := server.CheckLoopback(addr); err != nil {
 					return usagef("%v", err)
 				}
+			}
+			if len(socket) > server.MaxSocketPath {
+				return usagef("--socket %s is %d bytes, and a unix socket path may have at most %d", socket, len(socket), server.MaxSocketPath)
 			}
 			if err := g.check(); err != nil {
 				return err
@@ -120,7 +132,7 @@ machine, no fault tolerance). A second node joins with:
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, ClaudeHooks: claudeHooks, UI: uiOpts, Ready: func(s, t string) {
+			err = server.Run(ctx, e, server.Options{Socket: socket, RuntimeDir: a.runtimeDir(), Addr: addr, Log: log, ClaudeHooks: claudeHooks, UI: uiOpts, Ready: func(s, t string) {
 				if a.output == "json" {
 					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
@@ -137,7 +149,7 @@ machine, no fault tolerance). A second node joins with:
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
+	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock, or a per-user runtime directory when that is too long)")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
 	fl.add(cmd)
 	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")

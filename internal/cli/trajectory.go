@@ -314,6 +314,9 @@ Example:
 			if o.Sessions <= 0 {
 				return usagef("--sessions must be positive")
 			}
+			if !(o.AttackShare >= 0 && o.AttackShare <= 1) {
+				return usagef("--attack-share must be in [0, 1], not %v", o.AttackShare)
+			}
 			enc := jsonLines(a.out)
 			for _, s := range offline.Generate(o) {
 				if err := enc.Encode(s); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -323,7 +324,7 @@ func checkMediated(t *testing.T, w *world, session string, sealed map[string]boo
 				}
 			}
 			if by == nil {
-				t.Fatalf("%s reached the host, recorded nowhere in session %s before it: %s", c, session, clip(string(m.raw), 600))
+				t.Fatalf("%s reached the host, recorded nowhere in session %s before it: %s", c, session, func() string { s, _ := safetext.Clip(string(m.raw), 600); return s }())
 			}
 			checked++
 			if verified[by.id] {

@@ -285,3 +285,39 @@ func walkStrings(v any, path string, f func(field, s string)) {
 		}
 	}
 }
+
+// Without is m less every item a flag names: what an operator who did not
+// read the flags may vouch for. An item left out is not sealed, so the
+// gateway records it as the upstream's content in each session that
+// receives it.
+func (m *Metadata) Without(flags []Flag) *Metadata {
+	if m == nil || len(flags) == 0 {
+		return m
+	}
+	out := map[[2]string]bool{}
+	for _, f := range flags {
+		out[[2]string{f.Kind, f.Name}] = true
+	}
+	keep := &Metadata{Tools: []*mcp.Tool{}}
+	for _, t := range m.Tools {
+		if !out[[2]string{itemTool, t.Name}] {
+			keep.Tools = append(keep.Tools, t)
+		}
+	}
+	for _, p := range m.Prompts {
+		if !out[[2]string{itemPrompt, p.Name}] {
+			keep.Prompts = append(keep.Prompts, p)
+		}
+	}
+	for _, r := range m.Resources {
+		if !out[[2]string{itemResource, r.URI}] {
+			keep.Resources = append(keep.Resources, r)
+		}
+	}
+	for _, r := range m.Templates {
+		if !out[[2]string{itemTemplate, r.URITemplate}] {
+			keep.Templates = append(keep.Templates, r)
+		}
+	}
+	return keep
+}

@@ -30,7 +30,9 @@ import (
 // say nothing) and the challenge are open.
 //
 // A client trusts the server that serve.json names only when its socket is
-// in the data directory, is a socket owned by this user with mode 0600, and
+// in the data directory (or, for a directory whose path is too long for a
+// socket, the one named for it in a private runtime directory of this
+// user's: see socketPath), is a socket owned by this user with mode 0600, and
 // the server proves it holds the token before the client sends anything
 // else: the client sends a random nonce, the server answers
 // HMAC-SHA256(token, nonce), and the client checks it. Reading the token
@@ -261,8 +263,8 @@ func discover(dir string) (string, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return "", ErrNoServer
 	}
-	if err != nil || sockDir != absDir {
-		return "", untrusted("socket %s is not in the data directory", in.Socket)
+	if err != nil || !socketTrusted(dir, absDir, sockDir, filepath.Base(in.Socket)) {
+		return "", untrusted("socket %s is neither in the data directory nor the one named for it in a private directory of this user's", in.Socket)
 	}
 	socket := filepath.Join(sockDir, filepath.Base(in.Socket))
 	fi, err := os.Lstat(socket)

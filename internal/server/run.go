@@ -34,9 +34,12 @@ const (
 
 // Options say where to listen.
 type Options struct {
-	Socket string // default DIR/pedigree.sock
-	Addr   string // optional loopback host:port
-	Log    *slog.Logger
+	Socket string // default DIR/pedigree.sock, or a socket in RuntimeDir when that path is too long
+	// RuntimeDir is where the socket goes when DIR/pedigree.sock would
+	// exceed MaxSocketPath (see DefaultRuntimeDir); "" fails the start then.
+	RuntimeDir string
+	Addr       string // optional loopback host:port
+	Log        *slog.Logger
 	// ClaudeHooks answers Claude Code's http hooks (POST /v1/hooks/claude).
 	ClaudeHooks bool
 	// UI serves the page for people (pending decisions, the graph, the
@@ -77,9 +80,11 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	dir := e.Dir()
-	if o.Socket == "" {
-		o.Socket = filepath.Join(dir, SocketFile)
+	socket, err := socketPath(dir, o.Socket, o.RuntimeDir)
+	if err != nil {
+		return err
 	}
+	o.Socket = socket
 	if o.UI != nil && o.Addr == "" {
 		o.Addr = "127.0.0.1:0"
 	}

@@ -71,6 +71,12 @@ type Options struct {
 	MinFree int64
 }
 
+// Exists says whether dir holds a store (on disk).
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "db", "MANIFEST"))
+	return err == nil
+}
+
 // Create makes a new store in dir (which may not hold one already) and writes
 // the schema version.
 func Create(dir string, o Options) (*DB, error) {
@@ -78,7 +84,7 @@ func Create(dir string, o Options) (*DB, error) {
 		if err := checkDir(dir, true); err != nil {
 			return nil, err
 		}
-		if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err == nil {
+		if Exists(dir) {
 			return nil, fmt.Errorf("%s: %w", dir, ErrExists)
 		}
 	}
