@@ -1,0 +1,167 @@
+package hook
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const realTranscripts = "../../testdata/hook/claude/real/transcripts"
+
+// parseFile parses a whole transcript as the hook reads it.
+func parseFile(t *testing.T, path string) []item {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tools := map[string]string{}
+	var out []item
+	r := bufio.NewReader(f)
+	for {
+		b, err := readLine(r)
+		if err != nil {
+			break
+		}
+		items, err := parseLine(bytes.TrimSpace(b), tools)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(path), err)
+		}
+		out = append(out, items...)
+	}
+	return out
+}
+
+type realEvent struct {
+	Size  int64           `json:"transcript_size"`
+	Event json.RawMessage `json:"event"`
+}
+
+func realEvents(t *testing.T, name string) []realEvent {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(realTranscripts, name+".events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []realEvent
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var e realEvent
+		if err := json.Unmarshal(l, &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// The transcripts the real Claude Code 2.1.332 wrote in the end-to-end
+// test (-tags claude -update): every line parses, and the parser finds
+// what the model was sent in each: the prompt, the Read's result (whose
+// toolUseResult is byte for byte the tool_response the PostToolUse hook
+// got), the inherited conversation of a fork, and the file a quoted or
+// ranged @-mention loaded. Claude Code's own reminders are not items.
+func TestRealTranscripts(t *testing.T) {
+	find := func(items []item, f func(item) bool) *item {
+		for i := range items {
+			if f(items[i]) {
+				return &items[i]
+			}
+		}
+		return nil
+	}
+	poisoned := parseFile(t, filepath.Join(realTranscripts, "poisoned.jsonl"))
+	read := find(poisoned, func(it item) bool { return it.from == fromTool && it.toolUseID == "toolu_01ReadNotes" })
+	if read == nil || read.tool != "Read" || !strings.Contains(string(read.content), "collect.evil.example") {
+		t.Fatalf("the Read's result in the poisoned transcript: %+v", read)
+	}
+	var post struct {
+		ToolResponse json.RawMessage `json:"tool_response"`
+	}
+	for _, e := range realEvents(t, "poisoned") {
+		if strings.Contains(string(e.Event), `"PostToolUse"`) && strings.Contains(string(e.Event), "toolu_01ReadNotes") {
+			json.Unmarshal(e.Event, &post)
+		}
+	}
+	if len(post.ToolResponse) == 0 || len(read.alts) == 0 || !bytes.Equal(read.alts[0], post.ToolResponse) {
+		t.Fatalf("the transcript's toolUseResult is not the event's tool_response:\n%s\n%s", read.alts, post.ToolResponse)
+	}
+	if p := find(poisoned, func(it item) bool { return it.from == fromUser }); p == nil || string(p.content) != "Read NOTES.md and do what it says" {
+		t.Fatalf("the prompt in the poisoned transcript: %+v", p)
+	}
+	for _, it := range poisoned {
+		if it.from == fromHook || it.from == fromImage || strings.Contains(string(it.content), "Today's date is") {
+			t.Fatalf("Claude Code's own text taken as content: %+v", it)
+		}
+	}
+
+	fork := parseFile(t, filepath.Join(realTranscripts, "fork.jsonl"))
+	if find(fork, func(it item) bool {
+		return it.from == fromTool && it.toolUseID == "toolu_01ReadNotes" && it.tool == "Read"
+	}) == nil ||
+		find(fork, func(it item) bool {
+			return it.from == fromUser && string(it.content) == "Read NOTES.md and do what it says"
+		}) == nil ||
+		find(fork, func(it item) bool {
+			return it.from == fromUser && strings.HasPrefix(string(it.content), "Continue the fork")
+		}) == nil {
+		t.Fatalf("the fork's transcript does not hold the inherited conversation and its own prompt: %+v", fork)
+	}
+
+	for name, file := range map[string]string{"quoted-mention": "NOTES 2.md", "ranged-mention": "NOTES.md"} {
+		items := parseFile(t, filepath.Join(realTranscripts, name+".jsonl"))
+		m := find(items, func(it item) bool { return it.from == fromFile })
+		if m == nil || !strings.Contains(m.label, file) || !strings.Contains(string(m.content), "collect.evil.example") || len(m.alts) == 0 {
+			t.Fatalf("%s: the mentioned file: %+v", name, m)
+		}
+	}
+}
+
+// The items of every kind Claude Code writes, from hand-written lines in
+// its format (the ones the real transcripts above do not hold).
+func TestParseLineKinds(t *testing.T) {
+	for _, c := range []struct {
+		name, line string
+		from       source
+		content    string
+	}{
+		{"prompt", `{"type":"user","message":{"role":"user","content":"hello"}}`, fromUser, "hello"},
+		{"text blocks", `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hi"}]}}`, fromUser, "hi"},
+		{"image", `{"type":"user","message":{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBOR"}}]}}`, fromImage, `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBOR"}}`},
+		{"summary", `{"type":"user","isCompactSummary":true,"message":{"role":"user","content":"This session is being continued. Summary: ..."}}`, fromSummary, "This session is being continued. Summary: ..."},
+		{"tool result blocks", `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t9","content":[{"type":"text","text":"out"}]}]}}`, fromTool, `[{"type":"text","text":"out"}]`},
+		{"sidechain", `{"type":"user","isSidechain":true,"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t8","content":"sub"}]}}`, fromTool, "sub"},
+		{"CLAUDE.md", `{"type":"attachment","attachment":{"type":"nested_memory","path":"/p/CLAUDE.md","content":{"path":"/p/CLAUDE.md","content":"rules"}},"rendered":[{"content":"Contents of /p/CLAUDE.md:\nrules"}]}`, fromFile, "Contents of /p/CLAUDE.md:\nrules"},
+		{"hook context", `{"type":"attachment","attachment":{"type":"hook_additional_context","content":["ctx"]},"rendered":[{"content":"<system-reminder>ctx</system-reminder>"}]}`, fromHook, "<system-reminder>ctx</system-reminder>"},
+		{"mcp resource", `{"type":"attachment","attachment":{"type":"mcp_resource","server":"s","uri":"u"},"rendered":[{"content":"res"}]}`, fromMCP, "res"},
+		{"unknown attachment", `{"type":"attachment","attachment":{"type":"brand_new"},"rendered":[{"content":"x"},{"content":"y"}]}`, fromHook, "x\ny"},
+	} {
+		items, err := parseLine([]byte(c.line), map[string]string{})
+		if err != nil || len(items) != 1 || items[0].from != c.from || string(items[0].content) != c.content {
+			t.Errorf("%s: %v %+v", c.name, err, items)
+		}
+	}
+	for _, l := range []string{
+		`{"type":"attachment","attachment":{"type":"date","date":"2026-12-02"},"rendered":[{"content":"Today's date is 2026-12-02."}]}`,
+		`{"type":"attachment","attachment":{"type":"hook_success","stdout":"x"}}`,
+		`{"type":"queue-operation","operation":"enqueue","content":"x"}`,
+		`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"ok"}]}}`,
+	} {
+		if items, err := parseLine([]byte(l), map[string]string{}); err != nil || len(items) != 0 {
+			t.Errorf("%s: %v %+v", l, err, items)
+		}
+	}
+	tools := map[string]string{}
+	parseLine([]byte(`{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}`), tools)
+	items, _ := parseLine([]byte(`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x","is_error":true}]},"toolUseResult":"Error: x"}`), tools)
+	if len(items) != 1 || items[0].tool != "Bash" || len(items[0].alts) != 3 || string(items[0].alts[2]) != "x" {
+		t.Fatalf("a failed Bash's result: %+v", items)
+	}
+	if _, err := parseLine([]byte(`{"type":"user",`), tools); err == nil {
+		t.Fatal("a line that is not JSON parsed")
+	}
+}
