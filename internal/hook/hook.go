@@ -92,9 +92,12 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 			h.state.MarkUnrecorded(ev.SessionID, fmt.Sprintf("the result of %s (tool_use_id %s) was not recorded: %v", ev.ToolName, clip(ev.ToolUseID), err))
 		}
 		return nil, err
-	case SessionStart, SessionEnd:
+	case SessionStart:
 		// A resumed session keeps its ID and its context in the store:
-		// nothing is recorded again.
+		// nothing is recorded again. Its transcript is read again whole
+		// at the next event, as the model is sent it whole (sync.go).
+		return nil, h.state.forgetReads(ev.SessionID)
+	case SessionEnd:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: unknown hook_event_name %q", ErrEvent, ev.HookEventName)

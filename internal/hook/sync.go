@@ -83,15 +83,33 @@ func (r *readState) signed() []byte {
 	return append([]byte("pedigree hook transcript read state\n"), b...)
 }
 
-func (s *State) readPath(session string) string {
-	return filepath.Join(s.session(session), "transcript.json")
+// readPath is the read state of one transcript of a session (a
+// subagent's events may name its own).
+func (s *State) readPath(session, path string) string {
+	return filepath.Join(s.session(session), "transcript-"+digest(path)+".json")
+}
+
+// forgetReads drops what was read of the session's transcripts: Claude
+// Code sends the model the whole transcript again when it resumes, so the
+// next event reads it all, and what was edited on disk in between is seen.
+func (s *State) forgetReads(session string) error {
+	files, err := filepath.Glob(filepath.Join(s.session(session), "transcript-*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadRead returns the session's read state if it verifies under pub and
 // is of this session and path; else a state that reads from the start.
 func (s *State) loadRead(session, path string, pub ed25519.PublicKey) *readState {
 	fresh := &readState{Session: session, Path: path}
-	b, err := os.ReadFile(s.readPath(session))
+	b, err := os.ReadFile(s.readPath(session, path))
 	if err != nil {
 		return fresh
 	}
@@ -115,7 +133,7 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 	if err := os.MkdirAll(s.session(r.Session), 0o700); err != nil {
 		return err
 	}
-	p := s.readPath(r.Session)
+	p := s.readPath(r.Session, r.Path)
 	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
@@ -246,24 +264,10 @@ func tailDigest(f *os.File, off int64) (string, error) {
 
 // syncer records the items of one read.
 type syncer struct {
-	h   *Handler
-	ev  *Event
-	st  *readState
-	ctx map[string]bool // the session's context, read once when first needed
-}
-
-func (sy *syncer) inContext(ctx context.Context, id string) (bool, error) {
-	if sy.ctx == nil {
-		ids, err := sy.h.b.Context(ctx, sy.ev.SessionID)
-		if err != nil {
-			return false, err
-		}
-		sy.ctx = make(map[string]bool, len(ids))
-		for _, id := range ids {
-			sy.ctx[id] = true
-		}
-	}
-	return sy.ctx[id], nil
+	h        *Handler
+	ev       *Event
+	st       *readState
+	recalled map[string]bool
 }
 
 // record records one item unless the session's context holds it.
@@ -274,20 +278,18 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	}
 	var elsewhere []string
 	for _, c := range append([][]byte{it.content}, it.alts...) {
-		ids, err := h.matches(ctx, lineage.DigestContent(c))
+		hits, err := h.matches(ctx, lineage.DigestContent(c))
 		if err != nil {
 			return err
 		}
-		for _, id := range ids {
-			in, err := sy.inContext(ctx, id)
-			if err != nil {
-				return err
-			}
-			if in {
+		for _, m := range hits {
+			if m.session == sy.ev.SessionID || sy.recalled[m.id] {
+				// Recorded in this session (so in its context), or
+				// recalled into it by this read.
 				return nil
 			}
 			if len(elsewhere) < maxRecall {
-				elsewhere = append(elsewhere, id)
+				elsewhere = append(elsewhere, m.id)
 			}
 		}
 	}
@@ -296,8 +298,11 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 		if err := h.b.Recall(ctx, sy.ev.SessionID, elsewhere); err != nil {
 			return err
 		}
+		if sy.recalled == nil {
+			sy.recalled = map[string]bool{}
+		}
 		for _, id := range elsewhere {
-			sy.ctx[id] = true
+			sy.recalled[id] = true
 		}
 		return nil
 	}
@@ -313,9 +318,6 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 		Content: it.content, Parents: parents, StoreContent: len(it.content) <= MaxStoredContent})
 	if err != nil {
 		return err
-	}
-	if sy.ctx != nil {
-		sy.ctx[n.ID] = true
 	}
 	return h.state.label(n.ID, it.label+" (from the transcript)")
 }
@@ -396,9 +398,12 @@ func (s *State) addDigest(digest, id string) error {
 	return err
 }
 
+// match is a stored entry of a content, and the session it was recorded in.
+type match struct{ id, session string }
+
 // matches are the stored entries whose signed content digest is digest,
 // as far as the index knows them.
-func (h *Handler) matches(ctx context.Context, digest string) ([]string, error) {
+func (h *Handler) matches(ctx context.Context, digest string) ([]match, error) {
 	b, err := os.ReadFile(h.state.digestPath(digest))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -406,7 +411,7 @@ func (h *Handler) matches(ctx context.Context, digest string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []match
 	seen := map[string]bool{}
 	for _, id := range strings.Fields(string(b)) {
 		if seen[id] || !lineage.IsID(id) || len(seen) > 4*maxRecall {
@@ -421,7 +426,7 @@ func (h *Handler) matches(ctx context.Context, digest string) ([]string, error) 
 		if err != nil || st.ContentDigest != digest {
 			continue
 		}
-		out = append(out, id)
+		out = append(out, match{id: id, session: st.Session})
 	}
 	return out, nil
 }

@@ -156,9 +156,19 @@ func parseLine(b []byte, tools map[string]string) ([]item, error) {
 	return nil, nil
 }
 
+// harnessTexts are user turns Claude Code writes itself when the person
+// interrupts it: not content.
+var harnessTexts = map[string]bool{
+	"[Request interrupted by user]":              true,
+	"[Request interrupted by user for tool use]": true,
+}
+
 func userItems(l *line, tools map[string]string) []item {
 	var s string
 	if json.Unmarshal(l.Message.Content, &s) == nil {
+		if harnessTexts[s] {
+			return nil
+		}
 		from, label := fromUser, "a user turn of the transcript"
 		if l.IsCompactSummary {
 			from, label = fromSummary, "a compaction summary"
@@ -173,6 +183,9 @@ func userItems(l *line, tools map[string]string) []item {
 		json.Unmarshal(raw, &b)
 		switch b.Type {
 		case "text":
+			if harnessTexts[b.Text] {
+				continue
+			}
 			from, label := fromUser, "a user turn of the transcript"
 			if l.IsCompactSummary {
 				from, label = fromSummary, "a compaction summary"
