@@ -79,12 +79,14 @@ var harnessAttachments = map[string]bool{
 	"remote_session_change": true, "todo_reminder": true, "plan_mode": true,
 	"plan_mode_exit": true, "plan_mode_reentry": true, "token_usage": true,
 	"output_style": true, "critical_system_reminder": true,
+	// Only the name of the file the person has open in their IDE.
+	"opened_file_in_ide": true,
 }
 
 // fileAttachments load a file's text into the context.
 var fileAttachments = map[string]bool{
 	"file": true, "nested_memory": true, "compact_file_reference": true, "pdf_reference": true,
-	"selected_lines_in_ide": true, "opened_file_in_ide": true, "directory": true, "edited_text_file": true,
+	"selected_lines_in_ide": true, "directory": true, "edited_text_file": true,
 }
 
 type line struct {

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 const realTranscripts = "../../testdata/hook/claude/real/transcripts"
@@ -163,5 +167,110 @@ func TestParseLineKinds(t *testing.T) {
 	}
 	if _, err := parseLine([]byte(`{"type":"user",`), tools); err == nil {
 		t.Fatal("a line that is not JSON parsed")
+	}
+}
+
+// BenchmarkTranscriptRead is what reading the transcript adds to one
+// PreToolUse: what it gained since the last (the previous tool use's
+// result, which its PostToolUse recorded, Claude Code's reminder, the new
+// tool use) is read and found recorded, in a session whose transcript
+// already holds items tool uses. Only the tail gained is read,
+// so the cost does not grow with the transcript.
+//
+//	go test -run '^$' -bench TranscriptRead -benchtime 300x ./internal/hook
+func BenchmarkTranscriptRead(b *testing.B) {
+	for _, items := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("items=%d", items), func(b *testing.B) {
+			ctx := b.Context()
+			dir := b.TempDir()
+			op, _, err := registry.GenerateSigner(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e, err := pedigree.Init(ctx, dir, 0.5, pedigree.WithOperatorSigner(op))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := Init(ctx, e, DefaultMapping(DefaultUser)); err != nil {
+				b.Fatal(err)
+			}
+			e.Close()
+			if e, err = pedigree.Open(ctx, dir); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { e.Close() })
+			if err := e.Freeze(ctx, op); err != nil {
+				b.Fatal(err)
+			}
+			h, err := New(ctx, e, dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tp := filepath.Join(b.TempDir(), "t.jsonl")
+			f, err := os.OpenFile(tp, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			event := func(s string) *Event {
+				ev, err := ParseEvent([]byte(s))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ev.TranscriptPath = tp
+				return ev
+			}
+			// The model proposes tool use i (its line, then PreToolUse:
+			// the transcript read, then the check), it runs (PostToolUse),
+			// its result and Claude Code's reminder are written.
+			pre := func(i int) *Event {
+				return event(fmt.Sprintf(`{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Read","tool_use_id":"tu%d","tool_input":{"file_path":"f%d"}}`, i, i))
+			}
+			propose := func(i int) {
+				fmt.Fprintf(f, `{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"tu%d","name":"Read","input":{"file_path":"f%d"}}]}}`+"\n", i, i)
+			}
+			check := func(i int) {
+				if a, err := h.pre(ctx, pre(i)); err != nil || a != nil {
+					b.Fatalf("the Read: %v %+v", err, a)
+				}
+			}
+			run := func(i int) {
+				resp := fmt.Sprintf(`{"file":{"content":"line %d of a long file"}}`, i)
+				if _, err := h.Handle(ctx, event(fmt.Sprintf(`{"session_id":"s","hook_event_name":"PostToolUse","tool_name":"Read","tool_use_id":"tu%d","tool_input":{"file_path":"f%d"},"tool_response":%s}`, i, i, resp))); err != nil {
+					b.Fatal(err)
+				}
+				fmt.Fprintf(f, `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu%d","content":"1\tline %d of a long file"}]},"toolUseResult":%s}`+"\n", i, i, resp)
+				fmt.Fprintf(f, `{"type":"attachment","attachment":{"type":"total_tokens_reminder"},"rendered":[{"content":"<total_tokens>1</total_tokens>"}]}`+"\n")
+			}
+			if _, err := h.Handle(ctx, event(`{"session_id":"s","hook_event_name":"UserPromptSubmit","prompt":"read the files"}`)); err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(f, `{"type":"user","message":{"role":"user","content":"read the files"}}`+"\n")
+			for i := range items {
+				propose(i)
+				if _, err := h.Handle(ctx, pre(i)); err != nil {
+					b.Fatal(err)
+				}
+				run(i)
+			}
+			before, _ := e.Context(ctx, "s")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := items; i < items+b.N; i++ {
+				b.StopTimer()
+				propose(i)
+				b.StartTimer()
+				if err := h.transcript(ctx, pre(i)); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				check(i)
+				run(i)
+			}
+			b.StopTimer()
+			if after, _ := e.Context(ctx, "s"); len(after) != len(before)+b.N {
+				b.Fatalf("the context grew from %d to %d entries over %d tool uses: the transcript recorded what the events had", len(before), len(after), b.N)
+			}
+		})
 	}
 }
