@@ -184,7 +184,7 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 	if st.Tools == nil {
 		st.Tools = map[string]string{}
 	}
-	sy := &syncer{h: h, ev: ev, st: st}
+	sy := &syncer{h: h, ev: ev, st: st, continued: st.Offset > 0}
 	r := bufio.NewReaderSize(f, 64<<10)
 	off := st.Offset
 	for {
@@ -264,10 +264,13 @@ func tailDigest(f *os.File, off int64) (string, error) {
 
 // syncer records the items of one read.
 type syncer struct {
-	h        *Handler
-	ev       *Event
-	st       *readState
-	recalled map[string]bool
+	h  *Handler
+	ev *Event
+	st *readState
+	// continued: this read goes on from where an earlier one stopped, so
+	// the hook read what the transcript held before.
+	continued bool
+	recalled  map[string]bool
 }
 
 // record records one item unless the session's context holds it.
@@ -341,13 +344,12 @@ func (sy *syncer) principalOf(ctx context.Context, it item) (string, lineage.Kin
 			return h.m.MCP.Principal, lineage.KindToolOutput, none, nil
 		}
 	case fromSummary:
-		// The agent's summary of what the session held, when it holds
-		// something: it derives from all of it, with strong edges.
-		ids, err := h.b.Context(ctx, sy.ev.SessionID)
-		if err != nil {
-			return "", "", nil, err
-		}
-		if len(ids) > 0 {
+		// The agent's summary of what the session held, when the hook
+		// read what came before it in this transcript: it derives from
+		// the whole context, with strong edges. A summary a transcript
+		// starts with (a fork or a --continue of a compacted session, a
+		// resume) summarises what the hook may not have seen.
+		if sy.continued {
 			ps, err := h.contextParents(ctx, sy.ev.SessionID)
 			return h.m.Agent, lineage.KindSummary, ps, err
 		}

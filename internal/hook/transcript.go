@@ -43,7 +43,7 @@ const (
 	// not know: unverified.
 	fromHook
 	// fromSummary is a compaction summary: the agent's own words about
-	// what the session held, when the session's context holds that;
+	// what the session held, when the hook read the transcript before it;
 	// unverified otherwise (a fork or --continue that starts with it).
 	fromSummary
 	// fromImage is an image or document block: the hook cannot read what
