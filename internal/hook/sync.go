@@ -195,12 +195,9 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 		if err != nil {
 			return fmt.Errorf("reading the transcript %s: %w", clip(ev.TranscriptPath), err)
 		}
-		items, err := parseLine(bytes.TrimSpace(b), st.Tools)
-		if len(bytes.TrimSpace(b)) == 0 {
-			items, err = nil, nil
-		}
-		if err != nil {
-			return fmt.Errorf("the transcript %s at byte %d: %w", clip(ev.TranscriptPath), off, err)
+		var items []item
+		if l := bytes.TrimSpace(b); len(l) > 0 {
+			items = parseLine(l, st.Tools)
 		}
 		for _, it := range items {
 			if err := sy.record(ctx, it); err != nil {

@@ -368,7 +368,8 @@ func TestMentionForms(t *testing.T) {
 // with and without their PostToolUse, failed tools, skipped tools,
 // attachments of files, memory, hooks, MCP resources and unknown types,
 // Claude Code's own reminders, compaction summaries, subagents' results,
-// images, lines still being written when an event comes), read in pieces
+// images, lines still being written when an event comes, a line a crash
+// cut short), read in pieces
 // at the events in between: at the last PreToolUse every item the model
 // was sent is in the session's context (its content, or the form the event
 // path records), and a Bash call there is allowed only when the person's
@@ -418,7 +419,7 @@ func TestTranscriptCompleteness(t *testing.T) {
 			n := 3 + r.IntN(12)
 			for i := range n {
 				text := fmt.Sprintf("item %d of seed %d: %x", i, seed, r.Uint64())
-				switch k := r.IntN(12); k {
+				switch k := r.IntN(13); k {
 				case 0, 1: // a prompt the person typed
 					flush()
 					event(map[string]any{"session_id": s, "hook_event_name": "UserPromptSubmit", "prompt": text})
@@ -484,6 +485,14 @@ func TestTranscriptCompleteness(t *testing.T) {
 				case 10: // user text the hook never saw typed (a fork's, an edit)
 					add(userLine(text))
 					want = append(want, [][]byte{[]byte(text)})
+					untrusted = true
+				case 12: // a line cut short by a crash, then appended to
+					flush()
+					cut := fmt.Sprintf(`{"type":"user","message":{"role":"user","content":"%s`, text)
+					f, _ := os.OpenFile(tr.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+					f.WriteString(cut + "\n")
+					f.Close()
+					want = append(want, [][]byte{[]byte(cut)})
 					untrusted = true
 				case 11: // an event in between
 					flush()

@@ -122,13 +122,15 @@ type contentBlock struct {
 	Content   json.RawMessage `json:"content"`
 }
 
-// parseLine returns the items one transcript line holds, and the tool
-// uses an assistant line makes (tool_use_id to tool name). A line that is
-// not JSON is an error: the transcript is not what the parser knows.
-func parseLine(b []byte, tools map[string]string) ([]item, error) {
+// parseLine returns the items one transcript line holds, and notes the
+// tool uses an assistant line makes (tool_use_id to tool name) in tools.
+// A line that is not a JSON object (a write cut short by a crash, then
+// appended to) is one item of content nobody vouches for: recorded, never
+// skipped, and no reason to stop the session.
+func parseLine(b []byte, tools map[string]string) []item {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, fmt.Errorf("a transcript line is not a JSON object: %v", err)
+		return []item{{from: fromHook, content: b, label: "a transcript line that is not JSON"}}
 	}
 	switch l.Type {
 	case "assistant":
@@ -141,21 +143,21 @@ func parseLine(b []byte, tools map[string]string) ([]item, error) {
 				}
 			}
 		}
-		return nil, nil
+		return nil
 	case "user":
 		if l.Message == nil {
-			return nil, nil
+			return nil
 		}
-		return userItems(&l, tools), nil
+		return userItems(&l, tools)
 	case "attachment":
 		if l.Attachment == nil || len(l.Rendered) == 0 {
-			return nil, nil // not shown to the model (a hook's exit status, the system prompt's snapshot)
+			return nil // not shown to the model (a hook's exit status, the system prompt's snapshot)
 		}
-		return attachmentItems(&l), nil
+		return attachmentItems(&l)
 	}
 	// Claude Code's bookkeeping (queue operations, titles, costs, the API
 	// requests' digests) and its system lines: not sent as conversation.
-	return nil, nil
+	return nil
 }
 
 // harnessTexts are user turns Claude Code writes itself when the person
