@@ -276,22 +276,18 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	if it.from == fromTool && it.tool != "" && h.m.Output(it.tool).Skip {
 		return nil // the tool's output echoes the agent's own arguments (TodoWrite)
 	}
+	// Recorded if any form is in this session (the event path's entry
+	// usually is); else inherited if other sessions hold it.
 	var elsewhere []string
 	for _, c := range append([][]byte{it.content}, it.alts...) {
-		hits, err := h.matches(ctx, lineage.DigestContent(c))
+		in, others, err := h.matches(ctx, lineage.DigestContent(c), sy.ev.SessionID, sy.recalled)
 		if err != nil {
 			return err
 		}
-		for _, m := range hits {
-			if m.session == sy.ev.SessionID || sy.recalled[m.id] {
-				// Recorded in this session (so in its context), or
-				// recalled into it by this read.
-				return nil
-			}
-			if len(elsewhere) < maxRecall {
-				elsewhere = append(elsewhere, m.id)
-			}
+		if in {
+			return nil // recorded in this session (so in its context), or recalled into it by this read
 		}
+		elsewhere = append(elsewhere, others[:min(len(others), maxRecall-len(elsewhere))]...)
 	}
 	if len(elsewhere) > 0 {
 		// Inherited: the entries that hold this content, at their tiers.
@@ -397,26 +393,32 @@ func (s *State) addDigest(digest, id string) error {
 	return err
 }
 
-// match is a stored entry of a content, and the session it was recorded in.
-type match struct{ id, session string }
+// maxCandidates bounds the entries of one content read from the store:
+// the newest, as the index lists them oldest first.
+const maxCandidates = 4 * maxRecall
 
-// matches are the stored entries whose signed content digest is digest,
-// as far as the index knows them.
-func (h *Handler) matches(ctx context.Context, digest string) ([]match, error) {
+// matches looks up the stored entries whose signed content digest is
+// digest, as far as the index knows them, newest first: in says one was
+// recorded in session (or is in recalled), else others are the rest.
+func (h *Handler) matches(ctx context.Context, digest, session string, recalled map[string]bool) (in bool, others []string, err error) {
 	b, err := os.ReadFile(h.state.digestPath(digest))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return false, nil, err
 	}
-	var out []match
+	ids := strings.Fields(string(b))
 	seen := map[string]bool{}
-	for _, id := range strings.Fields(string(b)) {
-		if seen[id] || !lineage.IsID(id) || len(seen) > 4*maxRecall {
+	for i := len(ids) - 1; i >= 0 && len(seen) < maxCandidates; i-- {
+		id := ids[i]
+		if seen[id] || !lineage.IsID(id) {
 			continue
 		}
 		seen[id] = true
+		if recalled[id] {
+			return true, nil, nil
+		}
 		v, err := h.b.Show(ctx, id)
 		if err != nil || v.SignatureError != "" || v.Node == nil || v.Node.ID != id {
 			continue
@@ -425,9 +427,12 @@ func (h *Handler) matches(ctx context.Context, digest string) ([]match, error) {
 		if err != nil || st.ContentDigest != digest {
 			continue
 		}
-		out = append(out, match{id: id, session: st.Session})
+		if st.Session == session {
+			return true, nil, nil
+		}
+		others = append(others, id)
 	}
-	return out, nil
+	return false, others, nil
 }
 
 // indexing is the handler's backend: every entry the hook records is added
