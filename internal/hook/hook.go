@@ -66,15 +66,26 @@ func New(ctx context.Context, b pedigree.Backend, dir string) (*Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{b: b, m: m, dir: dir, state: NewState(filepath.Join(dir, StateDir)), signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
+	state := NewState(filepath.Join(dir, StateDir))
+	return &Handler{b: indexing{b, state}, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
 }
 
 // Handle answers one event. An error means the event must be blocked.
 func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 	switch ev.HookEventName {
 	case UserPromptSubmit:
-		return nil, h.prompt(ctx, ev)
+		// The prompt first: a transcript that already holds it then finds
+		// it recorded as the person's (sync.go).
+		if err := h.prompt(ctx, ev); err != nil {
+			return nil, err
+		}
+		return nil, h.transcript(ctx, ev)
 	case PreToolUse:
+		// What the transcript gained since the last event: the model was
+		// sent it before it proposed this call.
+		if err := h.transcript(ctx, ev); err != nil {
+			return nil, err
+		}
 		return h.pre(ctx, ev)
 	case PostToolUse, PostToolUseFailure:
 		err := h.post(ctx, ev)
@@ -82,9 +93,12 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 			h.state.MarkUnrecorded(ev.SessionID, fmt.Sprintf("the result of %s (tool_use_id %s) was not recorded: %v", ev.ToolName, clip(ev.ToolUseID), err))
 		}
 		return nil, err
-	case SessionStart, SessionEnd:
+	case SessionStart:
 		// A resumed session keeps its ID and its context in the store:
-		// nothing is recorded again.
+		// nothing is recorded again. Its transcript is read again whole
+		// at the next event, as the model is sent it whole (sync.go).
+		return nil, h.state.forgetReads(ev.SessionID)
+	case SessionEnd:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: unknown hook_event_name %q", ErrEvent, ev.HookEventName)
@@ -123,7 +137,13 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 // mentionPat finds @-mentions: Claude Code puts a mentioned file's content
 // (or an MCP resource, @server:uri) into the context along with the prompt,
 // without a tool call, so no PostToolUse would ever record it.
-var mentionPat = regexp.MustCompile(`(?:^|\s)@([^\s"'<>]+)`)
+// A name with a space is quoted (@"NOTES 2.md", as Claude Code's file
+// picker inserts it); a line range follows a file's name (@NOTES.md#L1-2).
+var mentionPat = regexp.MustCompile(`(?:^|\s)@(?:"([^"\n]+)"|([^\s"'<>]+))`)
+
+// rangePat is a mention's line range, which loads part of the file: the
+// whole file is recorded.
+var rangePat = regexp.MustCompile(`#L[0-9]+(?:-[0-9]+)?$`)
 
 // mentions records what a prompt's @-mentions bring in, each signed as the
 // tool that would have read it: a file by the Read tool's principal, an MCP
@@ -134,13 +154,16 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 		return fmt.Errorf("%w: the prompt has %d @-mentions, more than the %d the hook records", ErrEvent, len(found), maxMentions)
 	}
 	for _, m := range found {
-		ref := strings.TrimRight(m[1], ".,;:!?)]}")
+		ref := m[1]
+		if ref == "" {
+			ref = strings.TrimRight(m[2], ".,;:!?)]}")
+		}
 		var principal string
 		var content []byte
-		if server, _, ok := strings.Cut(ref, ":"); ok && server != "" && !strings.ContainsAny(server, "/\\.~") {
+		if server, _, ok := strings.Cut(ref, ":"); ok && m[1] == "" && server != "" && !strings.ContainsAny(server, "/\\.~") {
 			principal, content = h.m.MCP.Principal, []byte(ref)
 		} else {
-			path := ref
+			path := rangePat.ReplaceAllString(ref, "")
 			if strings.HasPrefix(path, "~/") {
 				home, err := os.UserHomeDir()
 				if err != nil {
