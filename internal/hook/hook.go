@@ -282,7 +282,11 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if ev.HookEventName == PostToolUseFailure {
 		content = []byte(*ev.Error)
 	}
-	if u != nil && h.recorded(ctx, ev, u.Output, out.Principal, content) {
+	o, err := h.origin(ctx, ev, out.Principal)
+	if err != nil {
+		return err
+	}
+	if u != nil && h.recorded(ctx, ev, u.Output, o.principal, content) {
 		return nil // delivered twice: recorded once
 	}
 	if u == nil {
@@ -295,26 +299,23 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 			return err
 		}
 	}
-	s, err := h.signer(ctx, out.Principal)
+	s, err := h.signer(ctx, o.principal)
 	if err != nil {
 		return err
 	}
-	en := pedigree.Entry{Principal: out.Principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-		Content: content, StoreContent: len(content) <= MaxStoredContent}
-	var n *lineage.Node
-	if u.CallID != "" {
-		en.Parents = []lineage.Parent{{ID: u.CallID, Weight: 1}}
-		n, err = h.b.Record(ctx, s, en)
+	base, err := h.callParents(ctx, ev, u)
+	if err != nil {
+		return err
 	}
-	if u.CallID == "" || errors.Is(err, lineage.ErrUnknownParent) {
-		// No call was recorded for it (the hook was installed mid-session,
-		// or the call failed closed before it was stored): the output
-		// derives from everything the session held.
-		if en.Parents, err = h.contextParents(ctx, ev.SessionID); err != nil {
+	if o.written != nil {
+		w, err := h.recordWritten(ctx, ev, o, base)
+		if err != nil {
 			return err
 		}
-		n, err = h.b.Record(ctx, s, en)
+		o.parents = append(o.parents, lineage.Parent{ID: w.ID, Weight: 1})
 	}
+	n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: o.principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+		Content: content, StoreContent: len(content) <= MaxStoredContent, Parents: dedupeParents(append(base, o.parents...))})
 	if err != nil {
 		return err
 	}
@@ -322,7 +323,19 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if err := h.state.Put(u); err != nil {
 		return err
 	}
-	return h.state.describeOutput(n.ID, ev)
+	return h.state.describeOutput(n.ID, ev, o.rule)
+}
+
+// callParents is what a tool use's output derives from: its call, when the
+// store holds it, else everything the session held (the hook was installed
+// mid-session, or the call failed closed before it was stored).
+func (h *Handler) callParents(ctx context.Context, ev *Event, u *Use) ([]lineage.Parent, error) {
+	if lineage.IsID(u.CallID) {
+		if v, err := h.b.Show(ctx, u.CallID); err == nil && v.Node != nil && v.Node.Kind == lineage.KindCall && v.Node.Session == ev.SessionID {
+			return []lineage.Parent{{ID: u.CallID, Weight: 1}}, nil
+		}
+	}
+	return h.contextParents(ctx, ev.SessionID)
 }
 
 // recorded says whether the store holds id as this very output already: a
@@ -527,7 +540,7 @@ func shrink(v any) any {
 
 // describeOutput keeps a line saying which tool use an output entry came
 // from, for the reasons of later decisions. It only ever labels.
-func (s *State) describeOutput(id string, ev *Event) error {
+func (s *State) describeOutput(id string, ev *Event, rule string) error {
 	what := ev.ToolName
 	var in map[string]any
 	if json.Unmarshal(ev.ToolInput, &in) == nil {
@@ -537,6 +550,9 @@ func (s *State) describeOutput(id string, ev *Event) error {
 				break
 			}
 		}
+	}
+	if rule != "" {
+		what += ": " + rule
 	}
 	return s.label(id, what)
 }
