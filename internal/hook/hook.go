@@ -232,15 +232,19 @@ func deny(reason string) *Answer {
 // person can do about it.
 func (h *Handler) reason(ev *Event, d *gate.Decision) string {
 	var b strings.Builder
-	verb := "denied"
 	if d.Decision == gate.Ask {
-		verb = "asks before running"
-	}
-	fmt.Fprintf(&b, "pedigree %s this %s call: ", verb, ev.ToolName)
-	if len(d.Untrusted) == 0 {
-		b.WriteString(strings.Join(d.Reasons, "; "))
+		fmt.Fprintf(&b, "pedigree asks before this %s call %s", ev.ToolName, action(ev))
 	} else {
-		b.WriteString("the session it was decided in holds content from ")
+		fmt.Fprintf(&b, "pedigree denied this %s call, which %s", ev.ToolName, action(ev))
+	}
+	if len(d.Untrusted) == 0 {
+		why := make([]string, len(d.Reasons))
+		for i, r := range d.Reasons {
+			why[i] = ruleless(r)
+		}
+		b.WriteString(": " + strings.Join(why, "; "))
+	} else {
+		b.WriteString(": it follows content from ")
 		for i, src := range d.Untrusted {
 			if i == maxReasonSources {
 				fmt.Fprintf(&b, " and %d more", len(d.Untrusted)-i)

@@ -116,7 +116,10 @@ func DefaultCatalog() *gate.Catalog {
 	act := gate.Tool{Sensitive: &yes, Irreversible: true, AskOnUntrusted: true, Role: trajectory.Other}
 	read := gate.Tool{Sensitive: &no, Role: trajectory.Other}
 	c := &gate.Catalog{Tools: map[string]gate.Tool{
-		"Bash":     {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		// A Bash call's description is the words Claude shows beside the
+		// command: it does nothing, so it may come from anywhere.
+		"Bash": {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other,
+			Args: map[string]gate.ArgRule{"description": {Trusted: false}}},
 		"WebFetch": {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
 	}}
 	for _, t := range []string{"Write", "Edit", "MultiEdit", "NotebookEdit"} {
