@@ -72,7 +72,7 @@ the block 'pedigree hook claude settings' prints into .claude/settings.json.
 			return nil
 		},
 	}
-	cmd.AddCommand(newHookClaudeInit(a), newHookClaudeSettings(a))
+	cmd.AddCommand(newHookClaudeInit(a), newHookClaudeSettings(a), newHookClaudeTrustWorkspace(a))
 	return cmd
 }
 
@@ -136,6 +136,8 @@ that signs its output). Run it before 'pedigree registry freeze'.
   tool:claude-mcp               every MCP tool's output              tier external
   tool:claude-local             Read, Grep, Glob, Bash, Edit... and  tier unverified
                                 every other tool's output
+  repo:claude-workspace-user,   the files of a workspace declared    tier user,
+  repo:claude-workspace-internal  with 'hook claude trust-workspace'   internal
 
 tools.yaml: Bash, Write, Edit, MultiEdit, NotebookEdit and WebFetch are sensitive (ask
 when the context is untrusted); Read, Grep, Glob, LS, WebSearch, TodoWrite, Task are

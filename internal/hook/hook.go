@@ -167,6 +167,9 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 				if err != nil {
 					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
 				}
+				if p, _ := h.vouched(path, content); p != "" {
+					principal = p
+				}
 			}
 		}
 		if principal == "" {

@@ -48,6 +48,12 @@ type Mapping struct {
 	// Code's own permission rules. Off by default: a clean context is left
 	// to Claude Code.
 	AllowClean bool `json:"allow_clean"`
+	// Repository maps a tier (user, internal) to the principal that signs
+	// the content of the workspaces the operator declared at that tier.
+	Repository map[string]string `json:"repository,omitempty"`
+	// Workspaces are the repositories the operator vouches for
+	// ('pedigree hook claude trust-workspace'; see workspace.go).
+	Workspaces []Workspace `json:"workspaces,omitempty"`
 }
 
 // Principal is one principal the hook signs for.
@@ -84,7 +90,10 @@ func DefaultMapping(user string) *Mapping {
 			ToolWeb:      {Tier: registry.External.String()},
 			ToolLocal:    {Tier: registry.Unverified.String()},
 			ToolMCP:      {Tier: registry.External.String()},
+			RepoUser:     {Tier: registry.User.String()},
+			RepoInternal: {Tier: registry.Internal.String()},
 		},
+		Repository: map[string]string{registry.User.String(): RepoUser, registry.Internal.String(): RepoInternal},
 		Tools: map[string]ToolOutput{
 			"WebFetch": {Principal: ToolWeb}, "WebSearch": {Principal: ToolWeb},
 			"TodoWrite": {Skip: true}, "ExitPlanMode": {Skip: true},
@@ -209,6 +218,9 @@ func (m *Mapping) validate() error {
 		if t != registry.Unverified && t != registry.External {
 			return fmt.Errorf("tool output signed by %s, a principal of tier %s: a tool's output must be unverified or external", o.Principal, t)
 		}
+	}
+	if err := m.validateWorkspaces(); err != nil {
+		return err
 	}
 	for id, p := range m.Principals {
 		if err := registry.ValidateID(id); err != nil {

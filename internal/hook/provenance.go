@@ -55,8 +55,14 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 			return o, nil
 		}
 		ids, err := h.ownContent(ctx, content)
-		if err != nil || len(ids) == 0 {
-			return o, err
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			if p, rule := h.vouched(filePath(ev), content); p != "" {
+				o.principal, o.rule = p, rule
+			}
+			return o, nil
 		}
 		o.principal, o.rule = h.m.Agent, "content the agent wrote itself (entry "+short(ids[0])+")"
 		for _, id := range ids {
@@ -125,7 +131,10 @@ func (h *Handler) sourceOf(ctx context.Context, ev *Event, before []byte) ([]lin
 		return nil, err
 	}
 	if len(ids) == 0 {
-		p := h.m.Output("Read").Principal
+		p, rule := h.vouched(filePath(ev), before)
+		if p == "" {
+			p, rule = h.m.Output("Read").Principal, "of unknown origin"
+		}
 		s, err := h.signer(ctx, p)
 		if err != nil {
 			return nil, err
@@ -135,7 +144,7 @@ func (h *Handler) sourceOf(ctx context.Context, ev *Event, before []byte) ([]lin
 		if err != nil {
 			return nil, err
 		}
-		if err := h.state.label(n.ID, fmt.Sprintf("%s before the %s", clip(filePath(ev)), ev.ToolName)); err != nil {
+		if err := h.state.label(n.ID, fmt.Sprintf("%s before the %s: %s", clip(filePath(ev)), ev.ToolName, rule)); err != nil {
 			return nil, err
 		}
 		ids = []string{n.ID}
