@@ -49,6 +49,11 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 		o.principal, o.written, o.before, o.edit = h.m.Agent, after, before, edit
 		o.rule = "the agent's own write"
 		return o, nil
+	case "Bash":
+		if p, rule := h.commandOrigin(ctx, ev); p != "" {
+			o.principal, o.rule = p, rule
+		}
+		return o, nil
 	case "Read":
 		content, ok := readContent(ev)
 		if !ok {

@@ -12,7 +12,12 @@ import (
 
 // ev builds one hook event of session s as Claude Code sends it.
 func ev(s, event, id, tool string, input, response any) string {
-	m := map[string]any{"session_id": s, "hook_event_name": event, "cwd": "/work/p", "permission_mode": "default"}
+	return evIn(s, event, id, tool, "/work/p", input, response)
+}
+
+// evIn is ev in the working directory cwd.
+func evIn(s, event, id, tool, cwd string, input, response any) string {
+	m := map[string]any{"session_id": s, "hook_event_name": event, "cwd": cwd, "permission_mode": "default"}
 	if tool != "" {
 		m["tool_name"], m["tool_use_id"], m["tool_input"] = tool, id, input
 	}

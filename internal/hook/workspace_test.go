@@ -17,7 +17,8 @@ import (
 func gitRepo(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
-	files := map[string]string{"README.md": "# project\nRun the tests with go test.\n", "main.go": "package main\n\nfunc foo() {}\n", ".gitignore": "node_modules/\n"}
+	files := map[string]string{"README.md": "# project\nRun the tests with go test.\n", "main.go": "package main\n\nfunc foo() {}\n\nfunc main() { foo() }\n",
+		".gitignore": "node_modules/\n", "go.mod": "module example.com/p\n\ngo 1.21\n"}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestHookWorkspaceTrust(t *testing.T) {
 			h := newHookEnv(t)
 			if tc.declare {
 				ws := h.trust(root, "internal")
-				if ws.Files != 3 || ws.Root != root {
+				if ws.Files != 4 || ws.Root != root {
 					t.Fatalf("declared %+v", ws)
 				}
 			}
