@@ -101,6 +101,37 @@ func (h *Handler) commandOrigin(ctx context.Context, ev *Event) (principal, rule
 	return h.m.Repository[ws.Tier], fmt.Sprintf("a local command reading workspace %s (commit %s, trusted at tier %s), which holds only declared files and the agent's own", ws.Root, short(ws.Commit), ws.Tier)
 }
 
+// searchOrigin is who signs the output of Claude Code's own search tools
+// (Grep, Glob, LS), as for the commands: a search of a declared workspace
+// (not of an ignored path in it) that holds only declared content and the
+// agent's own is the workspace's.
+func (h *Handler) searchOrigin(ctx context.Context, ev *Event) (principal, rule string) {
+	var in struct {
+		Path string `json:"path"`
+	}
+	json.Unmarshal(ev.ToolInput, &in)
+	path := in.Path
+	if path == "" {
+		path = ev.CWD
+	}
+	if path == "" || !filepath.IsAbs(path) {
+		return "", ""
+	}
+	ws, rel := h.workspaceOf(path)
+	if ws == nil {
+		return "", ""
+	}
+	if rel != "." {
+		if _, err := git(ctx, ws.Root, "check-ignore", "-q", "--", rel); err == nil {
+			return "", ""
+		}
+	}
+	if why := h.workspaceDrift(ctx, ws); why != "" {
+		return "", ""
+	}
+	return h.m.Repository[ws.Tier], fmt.Sprintf("a search of workspace %s (commit %s, trusted at tier %s), which holds only declared files and the agent's own", ws.Root, short(ws.Commit), ws.Tier)
+}
+
 // networkCommand names the first command of a command line that reaches
 // the network. A line it cannot split is searched word by word.
 func networkCommand(line string, cmds [][]string) string {

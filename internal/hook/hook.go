@@ -321,6 +321,13 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 		}
 		o.parents = append(o.parents, lineage.Parent{ID: w.ID, Weight: 1})
 	}
+	if o.items != nil {
+		ps, err := h.recordItems(ctx, ev, o.items, base)
+		if err != nil {
+			return err
+		}
+		o.parents = append(o.parents, ps...)
+	}
 	n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: o.principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
 		Content: content, StoreContent: len(content) <= MaxStoredContent, Parents: dedupeParents(append(base, o.parents...))})
 	if err != nil {

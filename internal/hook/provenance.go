@@ -29,6 +29,9 @@ type origin struct {
 	// before is the content an Edit changed, whose sources it keeps.
 	written, before []byte
 	edit            bool
+	// items are what an MCP memory write stored, each recorded as the
+	// agent's memory entry before the output.
+	items []string
 	// rule says, in the output's label, why this principal signs it.
 	rule string
 }
@@ -49,9 +52,35 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 		o.principal, o.written, o.before, o.edit = h.m.Agent, after, before, edit
 		o.rule = "the agent's own write"
 		return o, nil
+	case "Task", "Agent":
+		// A subagent's report is a model's words over what the subagent
+		// read, and its tool uses came through these hooks in this
+		// session: it derives from the whole context.
+		ps, err := h.contextParents(ctx, ev.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		o.principal, o.parents, o.rule = h.m.Agent, ps, "a subagent's report, derived from the session's context"
+		return o, nil
+	case "Grep", "Glob", "LS":
+		if p, rule := h.searchOrigin(ctx, ev); p != "" {
+			o.principal, o.rule = p, rule
+		}
+		return o, nil
 	case "Bash":
 		if p, rule := h.commandOrigin(ctx, ev); p != "" {
 			o.principal, o.rule = p, rule
+		}
+		return o, nil
+	default:
+		if items, write := memoryItems(ev); write && len(items) > 0 {
+			o.principal, o.items, o.rule = h.m.Agent, items, "the agent's own memory write"
+		} else if len(items) > 0 {
+			ps, ok, err := h.ownItems(ctx, items)
+			if err != nil || !ok {
+				return o, err
+			}
+			o.principal, o.parents, o.rule = h.m.Agent, ps, "memory the agent wrote itself"
 		}
 		return o, nil
 	case "Read":
