@@ -184,7 +184,32 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 	if len(body) > MaxResultBytes {
 		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
 	}
-	outputID, err := g.recordOutput(ctx, t, s, body, parents)
+	signer, principal := t.up.signer, t.up.cfg.Principal
+	if confirms(t.name, canon, res) {
+		// Nothing in it but the call's arguments (confirm.go); what was
+		// written is the agent's memory, found again when it is read.
+		signer, principal = g.o.Agent, AgentPrincipal
+		if text, ok := writtenText(t.name, canon); ok {
+			if _, err := g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindMemory,
+				Session: s.id, Content: []byte(text), StoreContent: len(text) <= maxStoredWrite, Parents: []lineage.Parent{{ID: d.CallID, Weight: 1}}}); err != nil {
+				return g.failed(t, d, "the file written could not be recorded: "+err.Error()), nil
+			}
+		}
+	} else if text, ok := fileText(t.name, canon, res); ok {
+		// A file the agent wrote itself, read back whole: its output
+		// derives from what wrote it, by digest, as memory does.
+		ids, err := g.o.Backend.ByContent(ctx, lineage.DigestContent([]byte(text)))
+		if err != nil {
+			return g.failed(t, d, "the file read could not be attributed: "+err.Error()), nil
+		}
+		if len(ids) > 0 && len(ids) < lineage.MaxParents/2 {
+			signer, principal = g.o.Agent, AgentPrincipal
+			for _, id := range ids {
+				parents = append(parents, lineage.Parent{ID: id, Weight: 1})
+			}
+		}
+	}
+	outputID, err := g.recordOutput(ctx, t, s, body, parents, signer, principal)
 	switch {
 	case err == nil:
 	case g.o.Mode == Shadow:

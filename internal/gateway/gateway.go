@@ -395,17 +395,18 @@ type insertSigned interface {
 	InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error)
 }
 
-// recordOutput signs a tool's output entry and commits it while the result
+// recordOutput signs a tool's output entry (by signer, as principal: the
+// upstream's, or the agent's for a write's confirmation) and commits it while the result
 // goes back to the host; the session's next request waits until it is
 // stored (settled). It returns the entry's ID. An output that cannot be
 // stored is logged, and, in enforce mode, refuses the session from then on.
-func (g *Gateway) recordOutput(ctx context.Context, t tool, s *session, body []byte, parents []lineage.Parent) (string, error) {
-	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
+func (g *Gateway) recordOutput(ctx context.Context, t tool, s *session, body []byte, parents []lineage.Parent, signer *registry.Signer, principal string) (string, error) {
+	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput,
 		Session: s.id, Content: body, Parents: parents}, g.o.Now())
 	if err != nil {
 		return "", err
 	}
-	signed, err := lineage.SignStatement(t.up.signer, st)
+	signed, err := lineage.SignStatement(signer, st)
 	if err != nil {
 		return "", err
 	}

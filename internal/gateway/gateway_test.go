@@ -337,9 +337,41 @@ func TestCleanSessionWrites(t *testing.T) {
 	if err != nil || len(edges) != 1 || edges[0].Parent != d.CallID || !edges[0].Strong {
 		t.Fatalf("the output's parents: %+v %v", edges, err)
 	}
+	// The confirmation holds nothing but the call's arguments: the agent's.
 	n, err := w.E.UnsafeGraph().Node(d.OutputID)
-	if err != nil || n.Principal != "tool:fs" || n.Kind != lineage.KindToolOutput {
+	if err != nil || n.Principal != AgentPrincipal || n.Kind != lineage.KindToolOutput {
 		t.Fatalf("output node: %+v %v", n, err)
+	}
+}
+
+// A file server does not poison its own writes: with the filesystem
+// server at tier external, the confirmation of a first write_file does not
+// deny the second, nor does reading back what the agent wrote; a read of
+// a file it did not write, or of one changed since, still does.
+func TestFileServerWritesDoNotPoisonTheSession(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	c := w.connect(t, "2025-11-25", "")
+	for i, name := range []string{"a.txt", "b.txt"} {
+		res := c.call("write_file", map[string]any{"path": filepath.Join(w.work, "out", name), "content": "note " + name})
+		if res.IsError {
+			t.Fatalf("write %d in one session: %q", i+1, text(res))
+		}
+	}
+	res := c.call("read_text_file", map[string]any{"path": filepath.Join(w.work, "out", "a.txt")})
+	if res.IsError || text(res) != "note a.txt" {
+		t.Fatalf("read back: %v %q", res.IsError, text(res))
+	}
+	if res := c.call("write_file", map[string]any{"path": filepath.Join(w.work, "out", "c.txt"), "content": "note c"}); res.IsError {
+		t.Fatalf("a write after reading back the agent's own file: %q", text(res))
+	}
+	if err := os.WriteFile(filepath.Join(w.work, "out", "b.txt"), []byte("note b.txt\n"+poison), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := c.call("read_text_file", map[string]any{"path": filepath.Join(w.work, "out", "b.txt")}); res.IsError {
+		t.Fatalf("read of the changed file: %q", text(res))
+	}
+	if res := c.call("write_file", map[string]any{"path": filepath.Join(w.work, "out", "d.txt"), "content": "KEY"}); !res.IsError {
+		t.Fatal("a write after reading a file changed behind the agent's back was let through")
 	}
 }
 

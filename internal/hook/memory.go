@@ -59,11 +59,12 @@ func (gr memGraph) items() []string {
 // stores (write true), or what a read returned. A read whose answer is not
 // a knowledge graph has no items.
 func memoryItems(ev *Event) (items []string, write bool) {
+	// mcp__SERVER__TOOL, or through the gateway mcp__SERVER__UPSTREAM__TOOL.
 	parts := strings.Split(ev.ToolName, "__")
-	if len(parts) != 3 || parts[0] != "mcp" || ev.HookEventName != PostToolUse {
+	if len(parts) < 3 || parts[0] != "mcp" || ev.HookEventName != PostToolUse {
 		return nil, false
 	}
-	switch tool := parts[2]; {
+	switch tool := parts[len(parts)-1]; {
 	case memoryWriteTools[tool]:
 		var in struct {
 			memGraph

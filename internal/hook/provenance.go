@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -73,6 +74,16 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 		}
 		return o, nil
 	default:
+		if text, ok := fileConfirmation(ev); ok {
+			o.principal, o.rule = h.m.Agent, "a file server's confirmation of the agent's write"
+			var in struct {
+				Content *string `json:"content"`
+			}
+			if json.Unmarshal(ev.ToolInput, &in) == nil && in.Content != nil && strings.HasPrefix(text, "Successfully wrote to ") {
+				o.written = []byte(*in.Content)
+			}
+			return o, nil
+		}
 		if items, write := memoryItems(ev); write && len(items) > 0 {
 			o.principal, o.items, o.rule = h.m.Agent, items, "the agent's own memory write"
 		} else if len(items) > 0 {
@@ -106,8 +117,11 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 	return o, nil
 }
 
-// ownContent lists the memory entries the hook's agent signed over content
-// (by its digest), each checked against its signed statement.
+// ownContent lists the memory entries over content (by its digest), each
+// checked against its signed statement: what the agent wrote through the
+// hook, or through the gateway (a write_file, a memory server's write).
+// Whoever signed one, its labels are what the content inherits: an entry
+// of an untrusted tier taints the read as surely as the file would have.
 func (h *Handler) ownContent(ctx context.Context, content []byte) ([]string, error) {
 	digest := lineage.DigestContent(content)
 	ids, err := h.b.ByContent(ctx, digest)
@@ -121,7 +135,7 @@ func (h *Handler) ownContent(ctx context.Context, content []byte) ([]string, err
 			continue
 		}
 		st, _, _, err := lineage.Open(v.Envelope)
-		if err != nil || st.Kind != lineage.KindMemory || st.Principal != h.m.Agent || st.ContentDigest != digest {
+		if err != nil || st.Kind != lineage.KindMemory || st.ContentDigest != digest {
 			continue
 		}
 		out = append(out, id)
@@ -258,6 +272,27 @@ func writtenFile(ev *Event) (after, before []byte, edit, ok bool) {
 		}
 	}
 	return []byte(text), []byte(*out.OriginalFile), true, true
+}
+
+// fileConfirmation is an MCP file server's confirmation of a write (see
+// gateway.Confirmation): the tool's whole response is one text block made
+// of the call's own arguments.
+func fileConfirmation(ev *Event) (string, bool) {
+	parts := strings.Split(ev.ToolName, "__")
+	if len(parts) < 3 || parts[0] != "mcp" || ev.HookEventName != PostToolUse {
+		return "", false
+	}
+	canon, err := lineage.CanonicalArgs(ev.ToolInput)
+	if err != nil {
+		return "", false
+	}
+	want := gateway.Confirmation(parts[len(parts)-1], canon)
+	var blocks []map[string]any
+	if want == "" || json.Unmarshal(ev.ToolResponse, &blocks) != nil || len(blocks) != 1 || len(blocks[0]) != 2 ||
+		blocks[0]["type"] != "text" || blocks[0]["text"] != want {
+		return "", false
+	}
+	return want, true
 }
 
 // readContent is a Read's whole file content: a Read of part of a file
