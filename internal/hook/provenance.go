@@ -73,6 +73,25 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 			o.principal, o.rule = p, rule
 		}
 		return o, nil
+	case "Read":
+		content, ok := readContent(ev)
+		if !ok {
+			return o, nil
+		}
+		ids, err := h.ownContent(ctx, content)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			if p, rule := h.vouched(filePath(ev), content); p != "" {
+				o.principal, o.rule = p, rule
+			}
+			return o, nil
+		}
+		o.principal, o.rule = h.m.Agent, "content the agent wrote itself (entry "+short(ids[0])+")"
+		for _, id := range ids {
+			o.parents = append(o.parents, lineage.Parent{ID: id, Weight: 1})
+		}
 	default:
 		if text, ok := fileConfirmation(ev); ok {
 			o.principal, o.rule = h.m.Agent, "a file server's confirmation of the agent's write"
@@ -94,25 +113,6 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 			o.principal, o.parents, o.rule = h.m.Agent, ps, "memory the agent wrote itself"
 		}
 		return o, nil
-	case "Read":
-		content, ok := readContent(ev)
-		if !ok {
-			return o, nil
-		}
-		ids, err := h.ownContent(ctx, content)
-		if err != nil {
-			return nil, err
-		}
-		if len(ids) == 0 {
-			if p, rule := h.vouched(filePath(ev), content); p != "" {
-				o.principal, o.rule = p, rule
-			}
-			return o, nil
-		}
-		o.principal, o.rule = h.m.Agent, "content the agent wrote itself (entry "+short(ids[0])+")"
-		for _, id := range ids {
-			o.parents = append(o.parents, lineage.Parent{ID: id, Weight: 1})
-		}
 	}
 	return o, nil
 }
