@@ -272,7 +272,7 @@ func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResu
 	}
 	fmt.Fprintf(&b, " Decision %s (trace it: pedigree lineage trace %s).", d.ID, short(d.CallID))
 	if g.o.ApproveHint != "" {
-		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", d.ID))
+		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", short(d.ID)))
 	}
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny

@@ -990,3 +990,23 @@ func TestResourcesAndPrompts(t *testing.T) {
 		t.Fatalf("the prompt was not recorded in session %s", session)
 	}
 }
+
+// The drafts `mcp add` writes ask on an untrusted context for every
+// sensitive tool (so --approver, elicitation and the host's dialog come
+// into play), and leave read-only tools ungated.
+func TestDraftAsksOnUntrusted(t *testing.T) {
+	yes, no := true, false
+	d := Draft("fs", []*mcp.Tool{
+		{Name: "read_text_file", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		{Name: "write_file", Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}},
+		{Name: "unannotated"},
+	}, false)
+	if r := d["fs.read_text_file"]; r.AskOnUntrusted || r.IsSensitive() {
+		t.Errorf("read_text_file: %+v", r)
+	}
+	for _, k := range []string{"fs.write_file", "fs.unannotated"} {
+		if r := d[k]; !r.AskOnUntrusted || !r.IsSensitive() {
+			t.Errorf("%s drafted without ask_on_untrusted: %+v", k, r)
+		}
+	}
+}
