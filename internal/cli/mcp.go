@@ -356,6 +356,9 @@ Example (Claude Code):
 				return err
 			}
 			o.ApproveHint = fmt.Sprintf("pedigree --dir %s gate approve DECISION_ID --as %s", hook.ShellQuote(dir), who)
+			// Behind Claude Code with the hook on this directory, a call
+			// the hook checked is decided and recorded in its session.
+			o.Bind = func(name string, canon []byte) string { return hook.GatewaySession(dir, name, canon) }
 			g, err := gateway.New(ctx, cfg.Upstreams, o)
 			if err != nil {
 				return err

@@ -32,7 +32,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 		// Bad input: a protocol error, and nothing is recorded.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: the arguments of %s are refused: %v", t.exposed.Name, err)}
 	}
-	s := g.session(req.Session)
+	s := g.callSession(req.Session, t, canon)
 	if err := g.settled(s); err != nil {
 		return g.refused(t, nil, err.Error()), nil
 	}

@@ -74,6 +74,11 @@ type Options struct {
 	Now func() time.Time
 	// Version is the gateway's version, as it introduces itself.
 	Version string
+	// Bind, when set, names the host's own session a call (the tool's
+	// exposed name and canonical arguments) belongs to, or "": the Claude Code hook
+	// binds each call it checked (hook.GatewaySession), so that the
+	// gateway decides on, and records into, the same session as the hook.
+	Bind func(key string, canon []byte) string
 }
 
 // Gateway is one MCP server in front of every upstream.
@@ -90,7 +95,9 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
-	used     map[string]time.Time // request-state nonces already used
+	// bound are the host's sessions calls were bound to (Options.Bind).
+	bound map[string]*session
+	used  map[string]time.Time // request-state nonces already used
 	// progress maps the token the gateway gave an upstream call to the
 	// host's request that asked for progress (passthrough.go).
 	progress map[string]progressRoute
@@ -144,7 +151,7 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, bound: map[string]*session{}, used: map[string]time.Time{},
 		progress: map[string]progressRoute{}, subs: map[string]map[*mcp.ServerSession]bool{}, owners: newOwners()}
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
@@ -339,6 +346,25 @@ type session struct {
 	settle  *sync.Cond
 	pending int
 	lost    error
+}
+
+// callSession is the session a call belongs to: the host's own, when the
+// host's hook bound the call to it (Options.Bind), else the connection's.
+func (g *Gateway) callSession(ss *mcp.ServerSession, t tool, canon []byte) *session {
+	if g.o.Bind != nil {
+		if id := g.o.Bind(t.exposed.Name, canon); id != "" && len(id) <= lineage.MaxSessionLen {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if s, ok := g.bound[id]; ok {
+				return s
+			}
+			s := &session{id: id}
+			s.settle = sync.NewCond(&s.outMu)
+			g.bound[id] = s
+			return s
+		}
+	}
+	return g.session(ss)
 }
 
 func (g *Gateway) session(ss *mcp.ServerSession) *session {

@@ -214,6 +214,11 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 	if err := h.state.Put(&Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName, CallID: d.CallID, DecisionID: d.ID, Decision: d.Decision}); err != nil {
 		return nil, err
 	}
+	if name, ok := h.m.gatewayTool(ev.ToolName); ok && d.Decision != gate.Deny {
+		if err := h.bind(ev, name); err != nil {
+			return nil, err
+		}
+	}
 	switch d.Decision {
 	case gate.Allow:
 		if !h.m.AllowClean {
@@ -304,6 +309,17 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 		// user's approval, and the log should say so.
 		if err := h.approve(ctx, ev, u); err != nil {
 			return err
+		}
+	}
+	if name, ok := h.m.gatewayTool(ev.ToolName); ok && ev.HookEventName == PostToolUse {
+		if id := h.gatewayOutput(ctx, ev, name, u.CallID); id != "" {
+			// The gateway recorded this result in this session, with its
+			// own provenance: one record (gateway.go).
+			u.Output = id
+			if err := h.state.Put(u); err != nil {
+				return err
+			}
+			return h.state.describeOutput(id, ev, "recorded by the gateway")
 		}
 	}
 	s, err := h.signer(ctx, o.principal)

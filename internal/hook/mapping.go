@@ -51,6 +51,10 @@ type Mapping struct {
 	// Repository maps a tier (user, internal) to the principal that signs
 	// the content of the workspaces the operator declared at that tier.
 	Repository map[string]string `json:"repository,omitempty"`
+	// Gateway is the name of pedigree's MCP gateway among Claude Code's MCP
+	// servers: the hook defers to the gateway's record of its tools'
+	// results (gateway.go). "" turns that off.
+	Gateway string `json:"gateway,omitempty"`
 	// Workspaces are the repositories the operator vouches for
 	// ('pedigree hook claude trust-workspace'; see workspace.go).
 	Workspaces []Workspace `json:"workspaces,omitempty"`
@@ -94,6 +98,7 @@ func DefaultMapping(user string) *Mapping {
 			RepoInternal: {Tier: registry.Internal.String()},
 		},
 		Repository: map[string]string{registry.User.String(): RepoUser, registry.Internal.String(): RepoInternal},
+		Gateway:    DefaultGateway,
 		Tools: map[string]ToolOutput{
 			"WebFetch": {Principal: ToolWeb}, "WebSearch": {Principal: ToolWeb},
 			"TodoWrite": {Skip: true}, "ExitPlanMode": {Skip: true},
@@ -218,6 +223,9 @@ func (m *Mapping) validate() error {
 		if t != registry.Unverified && t != registry.External {
 			return fmt.Errorf("tool output signed by %s, a principal of tier %s: a tool's output must be unverified or external", o.Principal, t)
 		}
+	}
+	if m.Gateway != "" && (strings.Contains(m.Gateway, "__") || !toolPat.MatchString(m.Gateway)) {
+		return fmt.Errorf("gateway %q: an MCP server name of [A-Za-z0-9._:-], without \"__\"", m.Gateway)
 	}
 	if err := m.validateWorkspaces(); err != nil {
 		return err
