@@ -95,9 +95,11 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
-	// bound are the host's sessions calls were bound to (Options.Bind).
-	bound map[string]*session
-	used  map[string]time.Time // request-state nonces already used
+	// bound are the host's sessions calls were bound to (Options.Bind),
+	// and pinned the one each connection's latest bound call went to.
+	bound  map[string]*session
+	pinned map[*mcp.ServerSession]*session
+	used   map[string]time.Time // request-state nonces already used
 	// progress maps the token the gateway gave an upstream call to the
 	// host's request that asked for progress (passthrough.go).
 	progress map[string]progressRoute
@@ -151,7 +153,7 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, bound: map[string]*session{}, used: map[string]time.Time{},
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, bound: map[string]*session{}, pinned: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
 		progress: map[string]progressRoute{}, subs: map[string]map[*mcp.ServerSession]bool{}, owners: newOwners()}
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
@@ -349,22 +351,52 @@ type session struct {
 }
 
 // callSession is the session a call belongs to: the host's own, when the
-// host's hook bound the call to it (Options.Bind), else the connection's.
+// host's hook bound the call to it (Options.Bind), or bound an earlier call
+// of this connection to it; else the connection's. A connection that has
+// recorded in a session of its own is never bound: a host whose context is
+// tainted cannot move its calls into a cleaner one by repeating a call the
+// hook bound.
 func (g *Gateway) callSession(ss *mcp.ServerSession, t tool, canon []byte) *session {
-	if g.o.Bind != nil {
-		if id := g.o.Bind(t.exposed.Name, canon); id != "" && len(id) <= lineage.MaxSessionLen {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if s, ok := g.bound[id]; ok {
-				return s
-			}
-			s := &session{id: id}
-			s.settle = sync.NewCond(&s.outMu)
-			g.bound[id] = s
-			return s
+	if g.o.Bind == nil {
+		return g.session(ss)
+	}
+	g.mu.Lock()
+	own, hasOwn := g.sessions[ss]
+	pinned := g.pinned[ss]
+	g.mu.Unlock()
+	if hasOwn {
+		own.mu.Lock()
+		started := own.started
+		own.mu.Unlock()
+		if started {
+			return own
 		}
 	}
-	return g.session(ss)
+	id := g.o.Bind(t.exposed.Name, canon)
+	if id == "" || len(id) > lineage.MaxSessionLen {
+		if pinned == nil {
+			return g.session(ss)
+		}
+		return pinned
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.bound[id]
+	if !ok {
+		s = &session{id: id}
+		s.settle = sync.NewCond(&s.outMu)
+		g.bound[id] = s
+	}
+	if _, ok := g.pinned[ss]; !ok {
+		go func() { // forget the pin when the connection ends
+			ss.Wait()
+			g.mu.Lock()
+			delete(g.pinned, ss)
+			g.mu.Unlock()
+		}()
+	}
+	g.pinned[ss] = s
+	return s
 }
 
 func (g *Gateway) session(ss *mcp.ServerSession) *session {

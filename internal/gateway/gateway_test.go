@@ -259,6 +259,7 @@ type decision struct {
 	DecisionID string           `json:"decision_id"`
 	CallID     string           `json:"call_id"`
 	OutputID   string           `json:"output_id"`
+	Session    string           `json:"session"`
 	Untrusted  []lineage.Source `json:"untrusted"`
 }
 
@@ -1009,4 +1010,55 @@ func TestDraftAsksOnUntrusted(t *testing.T) {
 			t.Errorf("%s drafted without ask_on_untrusted: %+v", k, r)
 		}
 	}
+}
+
+// A call the host's hook bound to its own session (Options.Bind) is decided
+// and recorded there, and the connection's next calls follow it; a
+// connection that has recorded in a session of its own is never moved into
+// a bound one, so a host with a tainted context cannot escape it by
+// repeating a call some hook bound.
+func TestBoundCallsStayInTheHostSession(t *testing.T) {
+	w := newWorld(t, catalogDeny)
+	write := map[string]any{"path": filepath.Join(w.work, "out", "x.txt"), "content": "hello"}
+	canonWrite, _ := lineage.CanonicalArgs(mustJSON(t, write))
+	var bindings atomic.Int32
+	w.g.o.Bind = func(name string, canon []byte) string {
+		if name == "write_file" && string(canon) == string(canonWrite) {
+			bindings.Add(1)
+			return "claude-host-1"
+		}
+		return ""
+	}
+	ctx := context.Background()
+
+	tainted := w.connect(t, "2025-11-25", "")
+	w.readPoison(tainted)
+	res := tainted.call("write_file", write)
+	if d := meta(t, res); !res.IsError || d.Session == "claude-host-1" {
+		t.Fatalf("a tainted connection's bound-looking call: error %v, session %q", res.IsError, d.Session)
+	}
+
+	host := w.connect(t, "2025-11-25", "")
+	res = host.call("write_file", write)
+	if res.IsError || meta(t, res).Session != "claude-host-1" {
+		t.Fatalf("the bound call: %v %q, session %q", res.IsError, text(res), meta(t, res).Session)
+	}
+	res = host.call("read_text_file", map[string]any{"path": filepath.Join(w.work, "out", "x.txt")})
+	if res.IsError || meta(t, res).Session != "claude-host-1" {
+		t.Fatalf("the connection's next call left the host's session: %q", meta(t, res).Session)
+	}
+	w.settle()
+	ids, err := w.E.Context(ctx, "claude-host-1")
+	if err != nil || len(ids) < 3 {
+		t.Fatalf("the host session's context: %v %v", ids, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
