@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
@@ -116,12 +117,38 @@ func GatewaySession(dir, name string, canon []byte) string {
 // gatewayOutput is the gateway's output entry for the tool use ev in ev's
 // session: among the latest entries of the session's context, an output
 // deriving from the gateway agent's call of the same tool with the same
-// arguments, made no earlier than the call the hook checked (call). The
-// gateway may still be committing it: it is waited for, briefly. "" when
-// there is none.
-func (h *Handler) gatewayOutput(ctx context.Context, ev *Event, name, call string) string {
+// arguments, made no earlier than the hook's latest logged check of this
+// call in the session (from the decision log, not from the state file a
+// writer of the directory could point at an older check). The gateway may
+// still be committing it: it is waited for, briefly. "" when there is none.
+func (h *Handler) gatewayOutput(ctx context.Context, ev *Event, name string) string {
 	canon, err := lineage.CanonicalArgs(ev.ToolInput)
-	if err != nil || !lineage.IsID(call) {
+	if err != nil {
+		return ""
+	}
+	args, err := boundArgs(ev.ToolInput)
+	if err != nil {
+		return ""
+	}
+	checkedArgs, err := lineage.CanonicalArgs(args)
+	if err != nil {
+		return ""
+	}
+	ds, err := h.b.Decisions(ctx, pedigree.DecisionQuery{Session: ev.SessionID, Limit: maxGatewayScan})
+	if err != nil {
+		return ""
+	}
+	var since time.Time
+	action := lineage.ActionDigest(ev.ToolName, checkedArgs)
+	for i := len(ds) - 1; i >= 0; i-- {
+		if d := ds[i]; d.Principal == h.m.Agent && d.Tool == ev.ToolName && d.ArgsDigest == action && d.Session == ev.SessionID {
+			if since, err = time.Parse(time.RFC3339Nano, d.Time); err != nil {
+				return ""
+			}
+			break
+		}
+	}
+	if since.IsZero() {
 		return ""
 	}
 	open := func(id string) *lineage.Statement {
@@ -134,14 +161,6 @@ func (h *Handler) gatewayOutput(ctx context.Context, ev *Event, name, call strin
 			return nil
 		}
 		return st
-	}
-	checked := open(call)
-	if checked == nil || checked.Kind != lineage.KindCall || checked.Session != ev.SessionID {
-		return ""
-	}
-	since, err := time.Parse(time.RFC3339Nano, checked.Time)
-	if err != nil {
-		return ""
 	}
 	seen := map[string]bool{}
 	for try := 0; try < 40; try++ {

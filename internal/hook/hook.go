@@ -312,7 +312,7 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 		}
 	}
 	if name, ok := h.m.gatewayTool(ev.ToolName); ok && ev.HookEventName == PostToolUse {
-		if id := h.gatewayOutput(ctx, ev, name, u.CallID); id != "" {
+		if id := h.gatewayOutput(ctx, ev, name); id != "" {
 			// The gateway recorded this result in this session, with its
 			// own provenance: one record (gateway.go).
 			u.Output = id
