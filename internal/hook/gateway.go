@@ -25,9 +25,9 @@ import (
 // and records the call and its result there, with its own precise
 // provenance (a memory read derives from the memory it returns). The hook
 // then defers to that record instead of signing the result again as an
-// MCP server's output: it looks in its own session's context, after the
-// call it checked, for the gateway's call of the same action and its
-// output. A binding is only a hint: when the hook finds no such record
+// MCP server's output: it looks in its own session's context for the
+// output of the gateway's call of the same tool and arguments, made after
+// the hook's latest logged check of that call. A binding is only a hint: when the hook finds no such record
 // (no gateway, a binding lost or redirected) it records the result as the
 // mapping says, so nothing the model sees is left out of the context.
 
