@@ -154,7 +154,8 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 // index), verified against the frozen registry, by a principal with approval
 // authority, for a logged decision whose record hashes to its ID and was
 // made on a call by the same proposer, in the same session, of the same
-// action, with the same justification; within the approval cap, and not
+// action, with a justification the call's still holds whole (it may have
+// grown since: see grant.go); within the approval cap, and not
 // expired by the signed expiry (see grant.go).
 func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.Time) ([]gate.Approval, error) {
 	action := lineage.ActionDigest(call.Tool, call.Args)

@@ -3,6 +3,7 @@ package pedigree
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/kv"
@@ -144,14 +145,17 @@ func (e *Engine) earlierCalls(t kv.Txn, st *lineage.Statement, callID string, f 
 // sameJustification reports whether call relies on what the call of
 // decision d relied on, for an approval of d to allow it. Without a plan,
 // or under a plan that gave no authority, d's justification is its call's
-// parents. Under a plan with authority, d's justification is the control
+// parents, and call's must hold them all (it may hold more: see grant.go).
+// Under a plan with authority, d's justification is the control
 // part alone (the plan), so the parents of the call d decided on are read
 // (inside t, verified) and must be call's, with the same plan step: the
 // sources of its data arguments, a delegated value's included, are bound
 // too.
 func (e *Engine) sameJustification(t kv.Txn, d *gate.Decision, call *lineage.Statement) (bool, error) {
 	if d.Plan == nil || !d.Plan.Authority {
-		return sameSet(d.Justification, parentIDs(call)), nil
+		// The context may have grown since the ask ("I approved it,
+		// retry"): it must still hold every source the person was shown.
+		return within(d.Justification, parentIDs(call)), nil
 	}
 	st, err := e.graph.StatementIn(t, d.CallID)
 	if err != nil {
@@ -161,4 +165,12 @@ func (e *Engine) sameJustification(t kv.Txn, d *gate.Decision, call *lineage.Sta
 		return false, nil
 	}
 	return sameSet(parentIDs(st), parentIDs(call)), nil
+}
+
+// sameSet reports whether a and b hold the same IDs.
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
 }

@@ -144,6 +144,13 @@ pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # agai
 	{"pedigree claude uninstall", `
 D=$(mktemp -d); pedigree --dir "$D/data" claude install --settings "$D/settings.json" >/dev/null
 pedigree claude uninstall --settings "$D/settings.json"                   # pedigree's hooks removed, the rest kept`},
+	{"pedigree hook claude trust-workspace", `
+D=$(mktemp -d); pedigree --dir "$D/data" init; pedigree --dir "$D/data" hook claude init
+pedigree --dir "$D/data" registry freeze
+git init -q "$D/repo" && echo hello > "$D/repo/README.md" && git -C "$D/repo" add README.md
+git -C "$D/repo" -c user.name=me -c user.email=me@example.com commit -qm first
+pedigree --dir "$D/data" hook claude trust-workspace "$D/repo" --tier internal   # sealed with the operator key
+pedigree --dir "$D/data" hook claude trust-workspace --list`},
 	{"pedigree hook claude settings", `
 pedigree hook claude settings > "$Q/hooks.json"  # the block for .claude/settings.json`},
 	{"pedigree replay", `

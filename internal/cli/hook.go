@@ -48,7 +48,13 @@ func newHookClaude(a *app) *cobra.Command {
                     gate allows (Claude Code's own permissions then apply)
   PostToolUse       tool_response is recorded as a tool_output entry signed by the
                     tool's principal, derived from the call its PreToolUse checked;
-                    after an asked call ran, the user's approval is recorded too
+                    after an asked call ran, the user's approval is recorded too.
+                    Where the content came from decides the principal: what the
+                    agent wrote itself (Write, Edit, a memory or file server's write)
+                    is found again by digest; a file of a trusted workspace (see
+                    trust-workspace), and a local command or search reading only
+                    it, is the workspace's; a call to pedigree's MCP gateway is
+                    the gateway's record, in the same session
   SessionStart/End  accepted; nothing is recorded (a resumed session keeps its context)
 
 Exit 0, or 2 with the reason on stderr on any error (malformed input, an unknown
@@ -76,7 +82,7 @@ freeze', then the block 'pedigree hook claude settings' prints, merged into
 			return nil
 		},
 	}
-	cmd.AddCommand(newHookClaudeInit(a), newHookClaudeSettings(a))
+	cmd.AddCommand(newHookClaudeInit(a), newHookClaudeSettings(a), newHookClaudeTrustWorkspace(a))
 	return cmd
 }
 
@@ -140,6 +146,8 @@ that signs its output). Run it before 'pedigree registry freeze'.
   tool:claude-mcp               every MCP tool's output              tier external
   tool:claude-local             Read, Grep, Glob, Bash, Edit... and  tier unverified
                                 every other tool's output
+  repo:claude-workspace-user,   the files of a workspace declared    tier user,
+  repo:claude-workspace-internal  with 'hook claude trust-workspace'   internal
 
 tools.yaml: Bash, Write, Edit, MultiEdit, NotebookEdit and WebFetch are sensitive (ask
 when the context is untrusted); Read, Grep, Glob, LS, WebSearch, TodoWrite, Task are

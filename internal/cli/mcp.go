@@ -22,6 +22,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
+	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/internal/server"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -580,9 +581,22 @@ Examples (Claude Code):
 					log.Warn("the --approver holds no approval authority: every approval it signs will be refused (register a user-tier principal with 'registry add ... --approver')", "approver", approver)
 				}
 				o.ApproverID = approver
-				who = approver + " --key FILE"
+				// The key the gateway was started with: a command with
+				// nothing left to fill in.
+				k, err := filepath.Abs(approverKey)
+				if err != nil {
+					return err
+				}
+				who = approver + " --key " + hook.ShellQuote(k)
 			}
-			o.ApproveHint = fmt.Sprintf("pedigree --dir %s gate approve DECISION_ID --as %s", a.dir, who)
+			dir, err := filepath.Abs(a.dir)
+			if err != nil {
+				return err
+			}
+			o.ApproveHint = fmt.Sprintf("pedigree --dir %s gate approve DECISION_ID --as %s", hook.ShellQuote(dir), who)
+			// Behind Claude Code with the hook on this directory, a call
+			// the hook checked is decided and recorded in its session.
+			o.Bind = func(name string, canon []byte) string { return hook.GatewaySession(dir, name, canon) }
 			g, err := gateway.New(ctx, cfg.Upstreams, o)
 			if err != nil {
 				return err

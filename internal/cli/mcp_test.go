@@ -237,6 +237,16 @@ func TestMCPGateway(t *testing.T) {
 	if !strings.Contains(log, "fs.write_file") {
 		t.Fatalf("gate log: %s", log)
 	}
+	// The drafts ask on an untrusted context; a client that cannot be
+	// asked is told one command that approves the call, with nothing to
+	// fill in: the approver and the key the gateway was started with.
+	g1.call(t, "read_text_file", map[string]any{"path": filepath.Join(work, "poisoned.txt")})
+	res = g1.call(t, "write_file", map[string]any{"path": filepath.Join(work, "out", "leak.txt"), "content": "KEY"})
+	key, _ := filepath.Abs(c.key("user_alice"))
+	if !res.IsError || !strings.Contains(res.text(), "needs a person's approval") || !strings.Contains(res.text(), "--as user:alice --key "+key) ||
+		strings.Contains(res.text(), "FILE") || strings.Contains(res.text(), "DECISION_ID") {
+		t.Fatalf("the ask a client cannot answer: %s", res.text())
+	}
 	g2.stop(t)
 	g1.stop(t)
 	if _, err := os.Stat(filepath.Join(work, "out", "leak.txt")); err == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func (g *Gateway) handler(t tool) mcp.ToolHandler {
@@ -34,7 +35,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 		// Bad input: a protocol error, and nothing is recorded.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: the arguments of %s are refused: %v", t.exposed.Name, err)}
 	}
-	s := g.session(req.Session)
+	s := g.callSession(req.Session, t, canon)
 	if err := g.settled(s); err != nil {
 		return g.refused(t, nil, err.Error()), nil
 	}
@@ -190,7 +191,34 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 			parents = append(parents, mem...)
 		}
 	}
-	outputID, err := g.admit(ctx, admission{up: t.up, s: s, kind: lineage.KindToolOutput, body: res, parents: parents, later: true})
+	var as *registry.Signer
+	principal := ""
+	if confirms(t.name, canon, res) {
+		// Nothing in it but the call's arguments (confirm.go); what was
+		// written is the agent's memory, found again when it is read.
+		as, principal = g.o.Agent, AgentPrincipal
+		if text, ok := writtenText(t.name, canon); ok {
+			if _, err := g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindMemory,
+				Session: s.id, Content: []byte(text), StoreContent: len(text) <= maxStoredWrite, Parents: []lineage.Parent{{ID: d.CallID, Weight: 1}}}); err != nil {
+				return g.failed(t, d, "the file written could not be recorded: "+err.Error()), nil
+			}
+		}
+	} else if text, ok := fileText(t.name, canon, res); ok {
+		// A file the agent wrote itself, read back whole: its output
+		// derives from what wrote it, by digest, as memory does.
+		ids, err := g.o.Backend.ByContent(ctx, lineage.DigestContent([]byte(text)))
+		if err != nil {
+			return g.failed(t, d, "the file read could not be attributed: "+err.Error()), nil
+		}
+		if len(ids) > 0 && len(ids) < lineage.MaxParents/2 {
+			as, principal = g.o.Agent, AgentPrincipal
+			for _, id := range ids {
+				parents = append(parents, lineage.Parent{ID: id, Weight: 1})
+			}
+		}
+	}
+	outputID, err := g.admit(ctx, admission{up: t.up, s: s, kind: lineage.KindToolOutput, body: res, parents: parents, later: true,
+		signer: as, principal: principal})
 	switch {
 	case err == nil:
 	case g.o.Mode == Shadow && !errors.Is(err, errTooLarge):
@@ -253,7 +281,7 @@ func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResu
 	}
 	fmt.Fprintf(&b, " Decision %s (trace it: pedigree lineage trace %s).", d.ID, short(d.CallID))
 	if g.o.ApproveHint != "" {
-		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", d.ID))
+		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", short(d.ID)))
 	}
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny

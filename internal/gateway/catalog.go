@@ -37,7 +37,9 @@ func CatalogKey(upstream, tool string) string { return upstream + "." + tool }
 // annotations, which the operator reviews: a tool the server says is
 // read-only is not sensitive; anything else is. Absent hints take the MCP
 // defaults (destructive and open-world unless said otherwise), so a tool
-// that says nothing is treated as irreversible and an external sink.
+// that says nothing is treated as irreversible and an external sink. A
+// sensitive tool asks (ask_on_untrusted) instead of being denied on an
+// untrusted context.
 //
 // An external upstream's annotations are that party's own claims: every
 // tool of an external upstream is an external sink (what is sent to it
@@ -58,6 +60,10 @@ func Draft(upstream string, tools []*mcp.Tool, memory, external bool) map[string
 		if sensitive {
 			e.Irreversible = a.DestructiveHint == nil || *a.DestructiveHint
 			e.ExternalSink = a.OpenWorldHint == nil || *a.OpenWorldHint
+			// Ask rather than deny where a person can tell: through the
+			// host's elicitation with --approver, else the refusal names
+			// the command that approves it.
+			e.AskOnUntrusted = true
 		}
 		if external {
 			e.ExternalSink = true

@@ -81,6 +81,11 @@ type Options struct {
 	// differs from the metadata the operator sealed (at start, and after
 	// a list_changed).
 	Drift func(upstream string, now *Metadata, changes []Change)
+	// Bind, when set, names the host's own session a call (the tool's
+	// exposed name and canonical arguments) belongs to, or "": the Claude Code hook
+	// binds each call it checked (hook.GatewaySession), so that the
+	// gateway decides on, and records into, the same session as the hook.
+	Bind func(key string, canon []byte) string
 }
 
 // Gateway is one MCP server in front of every upstream.
@@ -97,7 +102,11 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
-	used     map[string]time.Time // request-state nonces already used
+	// bound are the host's sessions calls were bound to (Options.Bind),
+	// and pinned the one each connection's latest bound call went to.
+	bound  map[string]*session
+	pinned map[*mcp.ServerSession]*session
+	used   map[string]time.Time // request-state nonces already used
 	// progress maps the token the gateway gave an upstream call to the
 	// host's request that asked for progress (passthrough.go).
 	progress map[string]progressRoute
@@ -159,7 +168,7 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, bound: map[string]*session{}, pinned: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
 		progress: map[string]progressRoute{}, subs: map[string]map[*mcp.ServerSession]bool{}, owners: newOwners()}
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
@@ -410,6 +419,55 @@ type session struct {
 	settle  *sync.Cond
 	pending int
 	lost    error
+}
+
+// callSession is the session a call belongs to: the host's own, when the
+// host's hook bound the call to it (Options.Bind), or bound an earlier call
+// of this connection to it; else the connection's. A connection that has
+// recorded in a session of its own is never bound: a host whose context is
+// tainted cannot move its calls into a cleaner one by repeating a call the
+// hook bound.
+func (g *Gateway) callSession(ss *mcp.ServerSession, t tool, canon []byte) *session {
+	if g.o.Bind == nil {
+		return g.session(ss)
+	}
+	g.mu.Lock()
+	own, hasOwn := g.sessions[ss]
+	pinned := g.pinned[ss]
+	g.mu.Unlock()
+	if hasOwn {
+		own.mu.Lock()
+		started := own.started
+		own.mu.Unlock()
+		if started {
+			return own
+		}
+	}
+	id := g.o.Bind(t.exposed.Name, canon)
+	if id == "" || len(id) > lineage.MaxSessionLen {
+		if pinned == nil {
+			return g.session(ss)
+		}
+		return pinned
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.bound[id]
+	if !ok {
+		s = &session{id: id}
+		s.settle = sync.NewCond(&s.outMu)
+		g.bound[id] = s
+	}
+	if _, ok := g.pinned[ss]; !ok {
+		go func() { // forget the pin when the connection ends
+			ss.Wait()
+			g.mu.Lock()
+			delete(g.pinned, ss)
+			g.mu.Unlock()
+		}()
+	}
+	g.pinned[ss] = s
+	return s
 }
 
 func (g *Gateway) session(ss *mcp.ServerSession) *session {

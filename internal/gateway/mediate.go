@@ -11,6 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // Complete mediation: every message an upstream sends toward the host
@@ -55,6 +56,11 @@ type admission struct {
 	// later commits the entry while the message goes back (a tool's
 	// result or error); otherwise it is stored before admit returns.
 	later bool
+	// signer and principal sign the entry instead of the upstream's: the
+	// agent's, for a write's bare confirmation or a file it wrote, read
+	// back (confirm.go).
+	signer    *registry.Signer
+	principal string
 }
 
 // admit records what an upstream's message carries in the host's session
@@ -74,12 +80,16 @@ func (g *Gateway) admit(ctx context.Context, a admission) (string, error) {
 	if parents == nil {
 		parents = []lineage.Parent{} // what it derives from is said, never the whole context
 	}
-	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: a.up.cfg.Principal, Kind: a.kind,
+	signer, principal := a.up.signer, a.up.cfg.Principal
+	if a.signer != nil {
+		signer, principal = a.signer, a.principal
+	}
+	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: principal, Kind: a.kind,
 		Session: a.s.id, Content: body, Parents: parents}, g.o.Now())
 	if err != nil {
 		return "", err
 	}
-	signed, err := lineage.SignStatement(a.up.signer, st)
+	signed, err := lineage.SignStatement(signer, st)
 	if err != nil {
 		return "", err
 	}

@@ -191,6 +191,9 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 				if err != nil {
 					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
 				}
+				if p, _ := h.vouched(path, content); p != "" {
+					principal = p
+				}
 			}
 		}
 		if principal == "" {
@@ -235,6 +238,11 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 	if err := h.state.Put(&Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName, CallID: d.CallID, DecisionID: d.ID, Decision: d.Decision}); err != nil {
 		return nil, err
 	}
+	if name, ok := h.m.gatewayTool(ev.ToolName); ok && d.Decision != gate.Deny {
+		if err := h.bind(ev, name); err != nil {
+			return nil, err
+		}
+	}
 	switch d.Decision {
 	case gate.Allow:
 		if !h.m.AllowClean {
@@ -278,15 +286,19 @@ func (h *Handler) ask(ctx context.Context, ev *Event, d *gate.Decision, args []b
 // person can do about it.
 func (h *Handler) reason(ev *Event, d *gate.Decision) string {
 	var b strings.Builder
-	verb := "denied"
 	if d.Decision == gate.Ask {
-		verb = "asks before running"
-	}
-	fmt.Fprintf(&b, "pedigree %s this %s call: ", verb, ev.ToolName)
-	if len(d.Untrusted) == 0 {
-		b.WriteString(strings.Join(d.Reasons, "; "))
+		fmt.Fprintf(&b, "pedigree asks before this %s call %s", ev.ToolName, action(ev))
 	} else {
-		b.WriteString("the session it was decided in holds content from ")
+		fmt.Fprintf(&b, "pedigree denied this %s call, which %s", ev.ToolName, action(ev))
+	}
+	if len(d.Untrusted) == 0 {
+		why := make([]string, len(d.Reasons))
+		for i, r := range d.Reasons {
+			why[i] = ruleless(r)
+		}
+		b.WriteString(": " + strings.Join(why, "; "))
+	} else {
+		b.WriteString(": it follows content from ")
 		for i, src := range d.Untrusted {
 			if i == maxReasonSources {
 				fmt.Fprintf(&b, " and %d more", len(d.Untrusted)-i)
@@ -328,7 +340,11 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if ev.HookEventName == PostToolUseFailure {
 		content = []byte(*ev.Error)
 	}
-	if u != nil && h.recorded(ctx, ev, u.Output, out.Principal, content) {
+	o, err := h.origin(ctx, ev, out.Principal)
+	if err != nil {
+		return err
+	}
+	if u != nil && h.recorded(ctx, ev, u.Output, o.principal, content) {
 		return nil // delivered twice: recorded once
 	}
 	if u == nil {
@@ -341,26 +357,41 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 			return err
 		}
 	}
-	s, err := h.signer(ctx, out.Principal)
+	if name, ok := h.m.gatewayTool(ev.ToolName); ok && ev.HookEventName == PostToolUse {
+		if id := h.gatewayOutput(ctx, ev, name); id != "" {
+			// The gateway recorded this result in this session, with its
+			// own provenance: one record (gateway.go).
+			u.Output = id
+			if err := h.state.Put(u); err != nil {
+				return err
+			}
+			return h.state.describeOutput(id, ev, "recorded by the gateway")
+		}
+	}
+	s, err := h.signer(ctx, o.principal)
 	if err != nil {
 		return err
 	}
-	en := pedigree.Entry{Principal: out.Principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-		Content: content, StoreContent: len(content) <= MaxStoredContent}
-	var n *lineage.Node
-	if u.CallID != "" {
-		en.Parents = []lineage.Parent{{ID: u.CallID, Weight: 1}}
-		n, err = h.b.Record(ctx, s, en)
+	base, err := h.callParents(ctx, ev, u)
+	if err != nil {
+		return err
 	}
-	if u.CallID == "" || errors.Is(err, lineage.ErrUnknownParent) {
-		// No call was recorded for it (the hook was installed mid-session,
-		// or the call failed closed before it was stored): the output
-		// derives from everything the session held.
-		if en.Parents, err = h.contextParents(ctx, ev.SessionID); err != nil {
+	if o.written != nil {
+		w, err := h.recordWritten(ctx, ev, o, base)
+		if err != nil {
 			return err
 		}
-		n, err = h.b.Record(ctx, s, en)
+		o.parents = append(o.parents, lineage.Parent{ID: w.ID, Weight: 1})
 	}
+	if o.items != nil {
+		ps, err := h.recordItems(ctx, ev, o.items, base)
+		if err != nil {
+			return err
+		}
+		o.parents = append(o.parents, ps...)
+	}
+	n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: o.principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+		Content: content, StoreContent: len(content) <= MaxStoredContent, Parents: dedupeParents(append(base, o.parents...))})
 	if err != nil {
 		return err
 	}
@@ -368,7 +399,19 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if err := h.state.Put(u); err != nil {
 		return err
 	}
-	return h.state.describeOutput(n.ID, ev)
+	return h.state.describeOutput(n.ID, ev, o.rule)
+}
+
+// callParents is what a tool use's output derives from: its call, when the
+// store holds it, else everything the session held (the hook was installed
+// mid-session, or the call failed closed before it was stored).
+func (h *Handler) callParents(ctx context.Context, ev *Event, u *Use) ([]lineage.Parent, error) {
+	if lineage.IsID(u.CallID) {
+		if v, err := h.b.Show(ctx, u.CallID); err == nil && v.Node != nil && v.Node.Kind == lineage.KindCall && v.Node.Session == ev.SessionID {
+			return []lineage.Parent{{ID: u.CallID, Weight: 1}}, nil
+		}
+	}
+	return h.contextParents(ctx, ev.SessionID)
 }
 
 // recorded says whether the store holds id as this very output already: a
@@ -573,7 +616,7 @@ func shrink(v any) any {
 
 // describeOutput keeps a line saying which tool use an output entry came
 // from, for the reasons of later decisions. It only ever labels.
-func (s *State) describeOutput(id string, ev *Event) error {
+func (s *State) describeOutput(id string, ev *Event, rule string) error {
 	what := ev.ToolName
 	var in map[string]any
 	if json.Unmarshal(ev.ToolInput, &in) == nil {
@@ -583,6 +626,9 @@ func (s *State) describeOutput(id string, ev *Event) error {
 				break
 			}
 		}
+	}
+	if rule != "" {
+		what += ": " + rule
 	}
 	return s.label(id, what)
 }

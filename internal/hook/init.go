@@ -103,8 +103,9 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 		written = append(written, path)
 		// The user answers Claude Code's permission prompt: when an asked
 		// call then runs, the hook records that as the user's approval, so
-		// the user principal holds approval authority.
-		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: tier == registry.User})
+		// the user principal holds approval authority (and only it: the
+		// repository principal of tier user approves nothing).
+		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: id == m.User})
 	}
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {
