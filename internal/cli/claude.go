@@ -382,28 +382,27 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string) ([]strin
 // trustWorkspace declares trust in the repository's files, with the store
 // closed (the declaration opens it, and seals it again after freeze).
 //
-// WIRE AFTER MERGE (branch clean): hook.TrustWorkspace is the declaration.
-// Replace the body with:
-//
-//	op, err := a.loadOperator("")
-//	if err != nil {
-//		return "", err
-//	}
-//	root, err := a.trustRootOption()
-//	if err != nil {
-//		return "", err
-//	}
-//	ws, err := hook.TrustWorkspace(ctx, a.dir, repo, registry.Internal.String(), op,
-//		append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...)
-//	if err != nil {
-//		return "", err
-//	}
-//	return fmt.Sprintf("trusted the workspace %s at commit %s (%d tracked files, tier %s)", ws.Root, ws.Commit, ws.Files, ws.Tier), nil
-//
-// Until then the declaration is not made, and install says so rather than
-// claim it.
-func (a *app) trustWorkspace(_ context.Context, repo string) (string, error) {
-	return "workspace trust in " + repo + " was asked for, but this build cannot declare it yet (pedigree hook claude trust-workspace will): its files stay unverified", nil
+// The declaration is hook.TrustWorkspace, at tier internal, signed and
+// sealed with the operator key (see 'pedigree hook claude trust-workspace').
+func (a *app) trustWorkspace(ctx context.Context, repo string) (string, error) {
+	op, err := a.loadOperator("")
+	if err != nil {
+		return "", err
+	}
+	root, err := a.trustRootOption()
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.Abs(a.dir)
+	if err != nil {
+		return "", err
+	}
+	ws, err := hook.TrustWorkspace(ctx, dir, repo, registry.Internal.String(), op,
+		append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("trusted the workspace %s at commit %s (%d tracked files, tier %s)", ws.Root, ws.Commit, ws.Files, ws.Tier), nil
 }
 
 // selfTest feeds the installed hook command a clean session and a poisoned

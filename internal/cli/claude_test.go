@@ -333,3 +333,32 @@ func TestClaudeInstallMCP(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// --trust-workspace declares the repository (clean's hook.TrustWorkspace),
+// sealed; without it, and without a terminal, nothing is declared.
+func TestClaudeInstallTrustWorkspace(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c, home, _, repo := claudeHome(t)
+	os.RemoveAll(filepath.Join(repo, ".git"))
+	for _, args := range [][]string{{"init", "-q"}, {"-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "i"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	mapping := filepath.Join(home, ".local", "share", "pedigree", hook.MappingFile)
+	if r := c.runNoDir("claude", "install", "--command", bin); r.code != 0 {
+		t.Fatal(r.err)
+	}
+	if b, _ := os.ReadFile(mapping); strings.Contains(string(b), repo) {
+		t.Fatal("install declared the workspace without being asked")
+	}
+	if r := c.runNoDir("claude", "install", "--trust-workspace", "--command", bin); r.code != 0 || !strings.Contains(r.out, "trusted the workspace "+repo) {
+		t.Fatalf("install --trust-workspace: %d %s%s", r.code, r.out, r.err)
+	}
+	if b, _ := os.ReadFile(mapping); !strings.Contains(string(b), repo) {
+		t.Fatalf("the declaration is not in the mapping:\n%s", b)
+	}
+	if r := c.run("--dir", filepath.Join(home, ".local", "share", "pedigree"), "verify"); r.code != 0 {
+		t.Fatalf("verify after the declaration (sealed?): %d %s", r.code, r.err)
+	}
+}
