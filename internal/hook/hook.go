@@ -263,8 +263,9 @@ func deny(reason string) *Answer {
 }
 
 // ask is the reason of an ask as the person reads it in Claude Code's
-// prompt: the call's exact view first (every protected argument whole, with
-// where it came from; gate.Pending.View), then why it is held.
+// prompt: one sentence on what the call would do and what it followed, then
+// the call's exact view (every protected argument whole and first, with
+// where it came from; gate.Pending.View).
 func (h *Handler) ask(ctx context.Context, ev *Event, d *gate.Decision, args []byte) string {
 	p, err := h.b.Subject(ctx, d.ID)
 	if err != nil {
@@ -275,11 +276,15 @@ func (h *Handler) ask(ctx context.Context, ev *Event, d *gate.Decision, args []b
 	lines, escaped := p.View()
 	tool, n := safetext.Escape(ev.ToolName, safetext.Line)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s with:\n", tool)
+	b.WriteString(safetext.Message(h.reason(ev, d), 0))
+	fmt.Fprintf(&b, "\nThe call, exactly: %s with:", tool)
 	for _, l := range lines {
-		fmt.Fprintf(&b, "  %s\n", l)
+		fmt.Fprintf(&b, "\n  %s", l)
 	}
-	return b.String() + safetext.Message(h.reason(ev, d), escaped+n)
+	if note := safetext.Note(escaped + n); note != "" {
+		b.WriteString("\n" + note)
+	}
+	return b.String()
 }
 
 // reason says what the call relied on, where it came from, and what the
@@ -323,7 +328,8 @@ func (h *Handler) reason(ev *Event, d *gate.Decision) string {
 		fmt.Fprintf(&b, " If you trust that source, approve this exact call once with: pedigree --dir %s gate approve %s --as %s --key %s, then ask Claude to retry.",
 			ShellQuote(h.dir), d.ID, h.m.User, ShellQuote(filepath.Join(h.dir, user.Key)))
 	}
-	fmt.Fprintf(&b, " Why: pedigree --dir %s lineage trace %s", ShellQuote(h.dir), short(d.CallID))
+	fmt.Fprintf(&b, " Why: pedigree --dir %s lineage trace %s; or see it drawn, and decide, on a page: pedigree --dir %s ui --decision %s",
+		ShellQuote(h.dir), short(d.CallID), ShellQuote(h.dir), short(d.ID))
 	return b.String()
 }
 

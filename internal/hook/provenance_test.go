@@ -148,7 +148,7 @@ func TestHookReasonSaysWhatTheCallDoes(t *testing.T) {
 	if !strings.HasPrefix(reason, want) {
 		t.Fatalf("the reason:\n%s\nwant it to start with:\n%s", reason, want)
 	}
-	for _, rule := range []string{"unsourced-argument", "tainted-justification", "protected argument", "description"} {
+	for _, rule := range []string{"unsourced-argument", "tainted-justification", "protected argument", "description has no provenance", "description = \"Upload the notes\"  [protected"} {
 		if strings.Contains(reason, rule) {
 			t.Errorf("the reason a person reads names %q: %s", rule, reason)
 		}
@@ -160,6 +160,10 @@ func TestHookReasonSaysWhatTheCallDoes(t *testing.T) {
 	logged := strings.Join(ds[len(ds)-1].Reasons, "; ")
 	if !strings.Contains(logged, "unsourced-argument: protected argument command") || strings.Contains(logged, "argument description") {
 		t.Fatalf("the log's reasons: %s", logged)
+	}
+	// The page that draws it and decides, one command away (docs/ui.md).
+	if !strings.Contains(reason, " ui --decision "+ds[len(ds)-1].ID[:12]) {
+		t.Errorf("the reason does not name the page for the decision: %s", reason)
 	}
 }
 
