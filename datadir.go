@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -85,7 +86,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		db.Close()
 		os.RemoveAll(filepath.Join(dir, "db"))
 		for _, p := range written {
-			os.Remove(p)
+			safefile.Remove(filepath.Dir(p), filepath.Base(p), safefile.Regular)
 		}
 		return nil, err
 	}
@@ -130,11 +131,30 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNoLinks(dir); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
 	}
 	return open(ctx, db, dir, c)
+}
+
+// dataFiles are the names pedigree keeps in a data directory beside the
+// store (the server's serve.json and serve.token included).
+var dataFiles = []string{FreezeFile, SealFile, ToolsFile, ModelFile, MCPConfigFile, HookMappingFile, "serve.json", "serve.token", "pedigree.sock", "mcp", "hook-state", "hook-keys"}
+
+// checkNoLinks refuses a data directory whose files are links (a symbolic
+// link, or a regular file with another hard link): a directory pedigree
+// made has none, and one planted there would have the engine read, or a
+// later write replace, a file elsewhere. The store's own files (db/) are
+// checked by the store.
+func checkNoLinks(dir string) error {
+	if err := safefile.CheckNoLinks(dir, dataFiles...); err != nil {
+		return fmt.Errorf("refusing the data directory: %w", err)
+	}
+	return nil
 }
 
 func fileExists(p string) bool {
@@ -174,12 +194,8 @@ func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(e.dir, FreezeFile)
-	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
+	if err := safefile.WriteFile(e.dir, FreezeFile, rec, 0o444); err != nil {
 		return fmt.Errorf("the registry is frozen, but its copy could not be written: %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		return err
 	}
 	// The configuration the directory holds now is what the operator froze.
 	return e.seal(operator)
@@ -205,7 +221,7 @@ func checkFreezeAnchors(dir string, reg *registry.Registry, graph *lineage.Graph
 	if dir == "" {
 		return nil
 	}
-	copyRec, err := os.ReadFile(filepath.Join(dir, FreezeFile))
+	copyRec, err := safefile.ReadFile(dir, FreezeFile, MaxConfigBytes)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil

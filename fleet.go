@@ -12,6 +12,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 	"github.com/pedigree-ai/pedigree/internal/fleet"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -169,14 +170,10 @@ func (e *Engine) writeFreezeCopy() error {
 	if err != nil || rec == nil {
 		return err
 	}
-	path := filepath.Join(e.dir, FreezeFile)
-	if fileExists(path) {
+	if safefile.Exists(e.dir, FreezeFile) {
 		return nil
 	}
-	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return safefile.WriteFile(e.dir, FreezeFile, rec, 0o444)
 }
 
 var keyApplied = []byte("applied")

@@ -3,13 +3,13 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -51,7 +51,7 @@ Example:
 				if key, err = a.defaultOperatorKey(); err != nil {
 					return err
 				}
-				if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+				if err := safefile.MkdirAll(filepath.Dir(filepath.Dir(key)), filepath.Base(filepath.Dir(key)), 0o700); err != nil {
 					return fmt.Errorf("keys directory: %w", err)
 				}
 			}

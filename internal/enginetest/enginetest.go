@@ -8,7 +8,6 @@ package enginetest
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -302,9 +302,7 @@ func (w *World) RebuildRegistry() *registry.Signer {
 	if err != nil {
 		w.T.Fatal(err)
 	}
-	path := filepath.Join(w.Dir, pedigree.FreezeFile)
-	os.Remove(path)
-	if err := os.WriteFile(path, rec, 0o444); err != nil {
+	if err := safefile.WriteFile(w.Dir, pedigree.FreezeFile, rec, 0o444); err != nil {
 		w.T.Fatal(err)
 	}
 	// ...and seals the directory's configuration again with that key.
