@@ -661,3 +661,67 @@ func refuseOverwrite(t kv.Txn, k, b []byte) error {
 	}
 	return nil
 }
+
+// ErrGap: the log's rows disagree (a leaf missing in the middle, one beyond
+// its size, an index row that names another leaf): something was deleted or
+// rewritten. A reader that finds it fails closed.
+var ErrGap = errors.New("the log's rows disagree: a leaf or its index was deleted or rewritten")
+
+// LeafIndex returns, inside t, the index of the leaf that logs id (of
+// kind), after checking that the leaf at that index names it.
+func LeafIndex(t kv.Txn, kind byte, id string) (uint64, error) {
+	b, err := t.Get(indexKey(kind, id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return 0, fmt.Errorf("%s %s: %w", KindName(kind), id, ErrNotLogged)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%s %s: %w", KindName(kind), id, ErrGap)
+	}
+	i := binary.BigEndian.Uint64(b)
+	leaf, err := t.Get(leafKey(i))
+	if err != nil {
+		return 0, fmt.Errorf("leaf %d: %w", i, ErrGap)
+	}
+	want, err := LeafData(kind, id)
+	if err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(leaf, append([]byte{kind}, want[len(leafPrefix)+1:]...)) {
+		return 0, fmt.Errorf("leaf %d does not name %s %s: %w", i, KindName(kind), id, ErrGap)
+	}
+	return i, nil
+}
+
+// LeavesFrom calls fn, inside t, with every leaf from index from to the end
+// of the log, in order. A leaf missing below the log's size, or one stored
+// at or beyond it, is ErrGap: the caller must not take the leaves it saw
+// for the whole of that stretch.
+func LeavesFrom(t kv.Txn, from uint64, fn func(index uint64, kind byte, id string) error) error {
+	st, err := readLogState(t)
+	if err != nil {
+		return err
+	}
+	if from > st.size {
+		return fmt.Errorf("leaf %d is beyond the log's size %d: %w", from, st.size, ErrGap)
+	}
+	for i := from; i < st.size; i++ {
+		v, err := t.Get(leafKey(i))
+		if errors.Is(err, kv.ErrNotFound) || (err == nil && len(v) != 33) {
+			return fmt.Errorf("leaf %d: %w", i, ErrGap)
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(i, v[0], hex.EncodeToString(v[1:])); err != nil {
+			return err
+		}
+	}
+	// A leaf past the size is a log whose state was cut back.
+	if _, err := t.Get(leafKey(st.size)); !errors.Is(err, kv.ErrNotFound) {
+		return fmt.Errorf("a leaf is stored at %d, past the log's size: %w", st.size, ErrGap)
+	}
+	return nil
+}
