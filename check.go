@@ -208,6 +208,13 @@ func (e *Engine) unspent(logT, dt *store.Txn, approval string) error {
 		return err
 	}
 	return tlog.LeavesFrom(logT, at+1, func(i uint64, kind byte, id string) error {
+		if !e.cfg.fleetNode {
+			// Leaves renumbered after one was dropped are not the
+			// engine's.
+			if err := e.checkAttestation(logT, i, kind, id); err != nil {
+				return fmt.Errorf("leaf %d: %w", i, err)
+			}
+		}
 		if kind != tlog.LeafDecision {
 			return nil
 		}

@@ -76,9 +76,19 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 			}
 		}
 	}
+	engine, enginePriv, err := newEngineKey(&c)
+	if err != nil {
+		return nil, err
+	}
+	engineFile := c.engineKeyFileFor(dir)
 	db, err := store.Create(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
+	}
+	if enginePriv != nil && fileExists(engineFile) {
+		db.Close()
+		os.RemoveAll(filepath.Join(dir, "db"))
+		return nil, fmt.Errorf("%s: %w", engineFile, os.ErrExist)
 	}
 	// Anything that fails from here leaves no half-made store behind.
 	var written []string
@@ -103,7 +113,41 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		}
 		written = append(written, TrustRootPath(c.operatorKeyFile))
 	}
+	if enginePriv != nil {
+		if err := registry.WritePrivateKeyFile(engineFile, enginePriv); err != nil {
+			return undo(err)
+		}
+		written = append(written, engineFile)
+	}
+	if err := registerEngine(ctx, db, engine); err != nil {
+		return undo(err)
+	}
 	return open(ctx, db, dir, c)
+}
+
+// newEngineKey is the engine key Init registers: the one given
+// (WithEngineSigner), else a new one, whose private half the caller
+// writes (returned).
+func newEngineKey(c *config) (*registry.Signer, ed25519.PrivateKey, error) {
+	if c.engine != nil {
+		return c.engine, nil, nil
+	}
+	s, priv, err := registry.GenerateSigner(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.engine = s
+	return s, priv, nil
+}
+
+// registerEngine registers the engine key as EnginePrincipal in a new
+// store's registry: freeze certifies it with the other principals.
+func registerEngine(ctx context.Context, db *store.DB, s *registry.Signer) error {
+	reg, err := registry.Load(db.Space(store.Registry))
+	if err != nil {
+		return err
+	}
+	return reg.Add(ctx, registry.Principal{ID: EnginePrincipal, Tier: registry.External, PublicKey: s.Public()})
 }
 
 // NewInMemory makes a fresh in-memory engine whose operator is the given
@@ -118,6 +162,15 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 		return nil, err
 	}
 	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// An in-memory engine's key lives as long as it does.
+	engine, _, err := newEngineKey(&c)
+	if err == nil {
+		err = registerEngine(ctx, db, engine)
+	}
+	if err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -55,8 +55,12 @@ Example:
 					return fmt.Errorf("keys directory: %w", err)
 				}
 			}
+			ek := a.engineKeyFile()
+			if err := safefile.MkdirAll(filepath.Dir(filepath.Dir(ek)), filepath.Base(filepath.Dir(ek)), 0o700); err != nil {
+				return fmt.Errorf("keys directory: %w", err)
+			}
 			e, err := pedigree.Init(cmd.Context(), a.dir, tau, pedigree.WithClock(a.clock),
-				pedigree.WithOperatorKeyFile(key), pedigree.WithMaxApprovalTTL(maxTTL))
+				pedigree.WithOperatorKeyFile(key), pedigree.WithEngineKeyFile(ek), pedigree.WithMaxApprovalTTL(maxTTL))
 			if err != nil {
 				return err
 			}

@@ -180,6 +180,22 @@ func (w *World) Check(principal string, c pedigree.Call) *gate.Decision {
 	return d
 }
 
+// TryCheck checks a call as principal and returns the error too.
+func (w *World) TryCheck(principal string, c pedigree.Call) (*gate.Decision, error) {
+	c.Principal = principal
+	return w.E.Check(context.Background(), w.Keys[principal], c)
+}
+
+// Crash closes the engine as a killed process would leave it: without the
+// checkpoint it hands its witnesses at close.
+func (w *World) Crash() {
+	w.T.Helper()
+	if err := w.E.UnsafeAbandon(); err != nil {
+		w.T.Fatal(err)
+	}
+	w.E = nil
+}
+
 // NewOnDisk is New on a data directory in t.TempDir(), made with Init, so
 // that tests can close the engine, change the store behind its back
 // (Tamper) and reopen it.

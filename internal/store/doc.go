@@ -70,6 +70,11 @@
 //	l/         n/<level><index>            tlog                 derived: every subtree hash is recomputed
 //	l/         i/<kind><id>, state         tlog                 derived: recomputed from the leaves
 //	l/         cp/<size>                   tlog                 signed by the operator key
+//	l/         a/<index>                   tlog                 signed by the engine key (certified in the frozen
+//	                                                            registry as engine:local): the leaf's index, kind
+//	                                                            and ID, so a leaf dropped, added, moved or
+//	                                                            rewritten before the last is named; the log's
+//	                                                            tail is held by the engine's witnesses
 //	dec/       g/<decision id>             decisionlog          logged: the record hashes to its ID, a leaf
 //	dec/       gi/<decision id>            decisionlog          derived: hashes to the record's input digest
 //	dec/       gq/<seq>                    decisionlog          logged: seq is the decision's leaf index + 1
