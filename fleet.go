@@ -42,6 +42,10 @@ type FleetOptions struct {
 	PinServers bool
 	// Name names the node in logs.
 	Name string
+	// NATSUser and NATSPassword, or NATSCreds (a NATS credentials file),
+	// authenticate the node to the fleet's servers.
+	NATSUser, NATSPassword string
+	NATSCreds              string
 }
 
 // ErrFleet: the node cannot join the fleet as asked.
@@ -72,7 +76,7 @@ func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) 
 		o.TrustRoot = c.trustRoot.Key
 	}
 	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
-		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log})
+		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds})
 	if err != nil {
 		return nil, err
 	}
