@@ -38,14 +38,17 @@ type Engine struct {
 	refusals atomic.Uint64
 	// engine signs every leaf the engine logs (enginekey.go); nil, with
 	// engineErr saying why, when the engine cannot write.
-	engine    *registry.Signer
-	engineErr error
+	engine        *registry.Signer
+	engineErr     error
+	verifiersOnce sync.Once
+	verifiers     []*registry.Verifier
 	// The witnesses' state (witness.go).
 	witnessMu     sync.Mutex
 	witnessedSize uint64
 	pending       int
 	lastWitness   time.Time
-	witnessErr    error
+	witnessErr    error      // guarded by witnessErrMu too: read at every leaf
+	witnessErrMu  sync.Mutex // never held across I/O
 	stopWitness   chan struct{}
 	witnessDone   chan struct{}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"bytes"
+	"encoding/base64"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
@@ -103,6 +105,19 @@ func (e *Engine) loadEngineKey() {
 	e.engine = s
 }
 
+// engineVerifiers verify the engine keys' signatures (made once: the
+// registry is frozen).
+func (e *Engine) engineVerifiers() []*registry.Verifier {
+	e.verifiersOnce.Do(func() {
+		for _, p := range e.engineKeys() {
+			if v, err := registry.NewVerifier(p.PublicKey); err == nil {
+				e.verifiers = append(e.verifiers, v)
+			}
+		}
+	})
+	return e.verifiers
+}
+
 // engineKeyList are the public halves of engineKeys.
 func (e *Engine) engineKeyList() []ed25519.PublicKey {
 	var out []ed25519.PublicKey
@@ -162,6 +177,9 @@ func (e *Engine) appendLeaf(t *store.Txn, kind byte, id string) (uint64, error) 
 		return 0, err
 	}
 	env, err := e.engine.SignEnvelope(enginePayloadType, payload)
+	if err == nil {
+		env, err = canonicalEnvelope(env)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -175,12 +193,13 @@ func (e *Engine) checkAttestation(lt *store.Txn, index uint64, kind byte, id str
 	if err != nil {
 		return fmt.Errorf("the leaf is not signed by the engine: %w", err)
 	}
+	// Only the bytes the engine wrote: an envelope re-spelt (a key's case,
+	// base64's spare bits) is not one it made, even when it still verifies.
+	if c, err := canonicalEnvelope(env); err != nil || !bytes.Equal(c, env) {
+		return errors.New("the leaf's engine attestation is not as the engine wrote it")
+	}
 	var payload []byte
-	for _, p := range e.engineKeys() {
-		v, verr := registry.NewVerifier(p.PublicKey)
-		if verr != nil {
-			continue
-		}
+	for _, v := range e.engineVerifiers() {
 		if payload, err = v.VerifyEnvelope(env, enginePayloadType); err == nil {
 			break
 		}
@@ -196,4 +215,37 @@ func (e *Engine) checkAttestation(lt *store.Txn, index uint64, kind byte, id str
 		return fmt.Errorf("the engine signed %s %s at leaf %d, not this: a leaf was added, dropped, moved or rewritten", a.Kind, a.ID, a.Index)
 	}
 	return nil
+}
+
+// envelope is a DSSE envelope as the engine stores it.
+type envelope struct {
+	PayloadType string `json:"payloadType"`
+	Payload     string `json:"payload"`
+	Signatures  []struct {
+		KeyID string `json:"keyid"`
+		Sig   string `json:"sig"`
+	} `json:"signatures"`
+}
+
+// canonicalEnvelope is env spelt one way: its fields in one order, base64
+// re-encoded from the decoded bytes.
+func canonicalEnvelope(env []byte) ([]byte, error) {
+	var v envelope
+	if err := json.Unmarshal(env, &v); err != nil {
+		return nil, err
+	}
+	reenc := func(s string) (string, error) {
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
+		return base64.StdEncoding.EncodeToString(b), err
+	}
+	var err error
+	if v.Payload, err = reenc(v.Payload); err != nil {
+		return nil, err
+	}
+	for i := range v.Signatures {
+		if v.Signatures[i].Sig, err = reenc(v.Signatures[i].Sig); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(v)
 }

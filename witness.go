@@ -90,12 +90,12 @@ func (e *Engine) checkWitnesses() {
 	}
 	cps, err := e.witnessed()
 	if err != nil {
-		e.witnessErr = fmt.Errorf("%w: %v", ErrWitness, err)
+		e.refuseWrites(fmt.Errorf("%w: %v", ErrWitness, err))
 		return
 	}
 	for _, cp := range cps {
 		if err := e.extends(&cp); err != nil {
-			e.witnessErr = err
+			e.refuseWrites(err)
 			return
 		}
 		e.witnessedSize = max(e.witnessedSize, cp.Size)
@@ -106,9 +106,16 @@ func (e *Engine) checkWitnesses() {
 // witnessRefusal is why nothing may be logged: the store is not an
 // extension of what its witnesses hold (nil when it is).
 func (e *Engine) witnessRefusal() error {
-	e.witnessMu.Lock()
-	defer e.witnessMu.Unlock()
+	e.witnessErrMu.Lock()
+	defer e.witnessErrMu.Unlock()
 	return e.witnessErr
+}
+
+// refuseWrites records why nothing more may be logged.
+func (e *Engine) refuseWrites(err error) {
+	e.witnessErrMu.Lock()
+	e.witnessErr = err
+	e.witnessErrMu.Unlock()
 }
 
 // extends checks that the log extends cp.
@@ -162,18 +169,18 @@ func (e *Engine) Witness(ctx context.Context) error {
 	}
 	e.witnessMu.Lock()
 	defer e.witnessMu.Unlock()
-	if e.witnessErr != nil {
-		return e.witnessErr
-	}
-	if e.engine == nil {
-		return e.engineErr
+	if err := e.witnessRefusal(); err != nil {
+		return err
 	}
 	size, root, err := e.log.Head()
 	if err != nil {
 		return err
 	}
 	if size == e.witnessedSize && e.pending == 0 {
-		return nil
+		return nil // nothing new: a reader never writes its witness
+	}
+	if e.engine == nil {
+		return e.engineErr
 	}
 	cp, err := tlog.SignCheckpoint(e.engine, size, root, e.cfg.clock())
 	if err != nil {
@@ -193,7 +200,7 @@ func (e *Engine) Witness(ctx context.Context) error {
 		}
 		if old != nil {
 			if err := e.extends(old); err != nil {
-				e.witnessErr = err
+				e.refuseWrites(err)
 				return err
 			}
 			if old.Size > size {

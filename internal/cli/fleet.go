@@ -109,7 +109,7 @@ func (a *app) embeddedNATSCredentials() (string, string, error) {
 		}
 		c := natsCredentials{User: "pedigree", Password: hex.EncodeToString(r[:])}
 		b, _ = json.Marshal(c)
-		if err := safefile.MkdirAll(filepath.Dir(d), filepath.Base(d), 0o700); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return "", "", err
 		}
 		if err := safefile.Create(d, file, b, 0o600); err != nil {
