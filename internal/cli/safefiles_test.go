@@ -12,6 +12,8 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/internal/server"
+	"github.com/pedigree-ai/pedigree/internal/tampertest"
+	"strings"
 )
 
 // outsideTree is every file under dir with its mode and content: what a
@@ -185,5 +187,34 @@ func TestDataDirectoryWithLinksRefused(t *testing.T) {
 				t.Fatalf("exit %d: %s", r.code, r.err)
 			}
 		})
+	}
+}
+
+// TestVerifyReportsTheWitness: every verb that writes hands a signed
+// checkpoint to the witness file in the keys directory; verify reports
+// how much of the log it vouches for, and names a tail cut behind it.
+func TestVerifyReportsTheWitness(t *testing.T) {
+	c := newEnv(t)
+	c.bootstrap()
+	c.taint()
+	m := c.must("-o", "json", "verify").json(t)
+	if m["log_size"] != 3.0 || m["witnessed"] != 3.0 || m["unwitnessed"] != 0.0 {
+		t.Fatalf("verify: %v", m)
+	}
+	ws, _ := filepath.Glob(filepath.Join(c.tmp, "keys", "witness-*.json"))
+	if len(ws) != 1 {
+		t.Fatalf("no witness file in the keys directory: %v", ws)
+	}
+	// The last entry cut from the log, everything else rebuilt to match.
+	last := c.rec("user:alice", "--session", "s1", "--kind", "prompt", "--content", "one more")
+	if _, err := tampertest.Rebuild(t.Context(), c.dir, tampertest.Edit{Drop: map[string]bool{last: true}}); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("verify", "--witness", ws[0])
+	if r.code != ExitNegative || !strings.Contains(r.out, "behind the checkpoint kept elsewhere") {
+		t.Fatalf("verify after the tail was cut: exit %d\n%s%s", r.code, r.out, r.err)
+	}
+	if r := c.run("record", "--as", "user:alice", "--key", c.key("user_alice"), "--session", "s1", "--content", "after"); r.code == ExitOK {
+		t.Fatal("a store behind its witness took a write")
 	}
 }

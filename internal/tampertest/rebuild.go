@@ -19,7 +19,8 @@ import (
 // Edit is what an attacker who can write the data directory, but holds no
 // key, changes in the log when it rebuilds the store (Rebuild).
 type Edit struct {
-	// Drop removes these decisions from the log.
+	// Drop removes these leaves from the log: decisions, or entries
+	// (whose rows stay: only an entry at the log's end is cut cleanly).
 	Drop map[string]bool
 	// Allow rewrites these logged decisions (denies or asks) as allows:
 	// a new record, so a new ID.
@@ -102,7 +103,7 @@ func Rebuild(ctx context.Context, dir string, ed Edit) (map[string]string, error
 		}
 		dl := decisionlog.New(nil, nil)
 		for _, l := range leaves {
-			if l.kind == tlog.LeafDecision && ed.Drop[l.id] {
+			if ed.Drop[l.id] {
 				continue
 			}
 			id := l.id
