@@ -200,10 +200,11 @@ func ExampleInit() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// The principals are alice and the engine's own key (engine:local).
 	fmt.Println("frozen:", reg.Frozen, "principals:", len(reg.Principals))
 	fmt.Println("entry:", shown.Node.Principal, shown.Node.Kind, "signature valid:", shown.SignatureError == "")
 	// Output:
-	// frozen: true principals: 1
+	// frozen: true principals: 2
 	// entry: user:alice prompt signature valid: true
 }
 

@@ -193,6 +193,10 @@ func TestForgedApprovalRowsAllowNothing(t *testing.T) {
 				if err := tx.In(store.Lineage).Set([]byte("e/"+id), env); err != nil {
 					return err
 				}
+				// An approval counts only once logged: the leaf too.
+				if _, err := tlog.Append(tx.In(store.Log), tlog.LeafEntry, id); err != nil {
+					return err
+				}
 				return tx.In(store.Decisions).Set([]byte("a/s\x00"+d.ArgsDigest+"\x00"+id), []byte("2999-01-01T00:00:00Z"))
 			})
 			if err := w.Reopen(); err != nil {

@@ -60,7 +60,11 @@ func modes(t *testing.T, test func(t *testing.T, served bool)) {
 // function that stops it (it is stopped at cleanup in any case).
 func (c *cliEnv) serve() (stop func()) {
 	c.t.Helper()
-	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock))
+	ek, err := pedigree.EngineKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock), pedigree.WithEngineKeyFile(ek))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -89,6 +93,21 @@ func (c *cliEnv) serve() (stop func()) {
 	}
 	c.t.Cleanup(stop)
 	return stop
+}
+
+// openEngine opens the data directory in-process with its engine key, as
+// the CLI does.
+func (c *cliEnv) openEngine() *pedigree.Engine {
+	c.t.Helper()
+	ek, err := pedigree.EngineKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithEngineKeyFile(ek))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return e
 }
 
 func newEnv(t *testing.T) *cliEnv {
@@ -280,7 +299,8 @@ func testRegistryListJSON(t *testing.T, served bool) {
 	}
 	m := c.must("-o", "json", "registry", "list").json(t)
 	ps := m["principals"].([]any)
-	if m["version"] != 1.0 || m["frozen"] != true || m["tau"] != 0.5 || len(ps) != 4 {
+	// The four principals, and the engine's key (engine:local).
+	if m["version"] != 1.0 || m["frozen"] != true || m["tau"] != 0.5 || len(ps) != 5 {
 		t.Fatalf("%v", m)
 	}
 	p := ps[0].(map[string]any)
@@ -593,7 +613,13 @@ func TestServeVerb(t *testing.T) {
 	var out, errw bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+		keysOnly := func(k string) string {
+			if k == "PEDIGREE_KEYS" {
+				return c.getenv(k)
+			}
+			return ""
+		}
+		a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: keysOnly, clock: c.clock}
 		done <- a.run(ctx, []string{"--dir", c.dir, "serve"})
 	}()
 	sock := filepath.Join(c.dir, server.SocketFile)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
+	"strings"
 )
 
 // The operator key of a data directory lives outside it, in the keys
@@ -115,4 +116,45 @@ func (a *app) pinnedKind() (string, error) {
 		return pedigree.TrustRootDigest, nil
 	}
 	return pedigree.TrustRootKey, nil
+}
+
+// engineKeyFile is the data directory's engine key, which signs every
+// record the engine logs: in the keys directory beside the operator key
+// (init writes it there). Without a keys directory it is the library's
+// default, beside the data directory (pedigree.DefaultEngineKeyFile).
+func (a *app) engineKeyFile() string {
+	d, err := a.keysDir()
+	if err != nil {
+		return pedigree.DefaultEngineKeyFile(a.dir)
+	}
+	p, err := pedigree.EngineKeyPath(d, a.dir)
+	if err != nil {
+		return pedigree.DefaultEngineKeyFile(a.dir)
+	}
+	return p
+}
+
+// witnessFile is where the engine hands its checkpoints (a file witness
+// in the keys directory, outside the data directory); "" without a keys
+// directory.
+func (a *app) witnessFile() string {
+	d, err := a.keysDir()
+	if err != nil {
+		return ""
+	}
+	name, err := pedigree.KeyFileName(a.dir)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "witness-"+strings.TrimSuffix(strings.TrimPrefix(name, "operator-"), ".key")+".json")
+}
+
+// storeKeys are the options every verb that opens the store passes: the
+// engine key and the witness.
+func (a *app) storeKeys() []pedigree.Option {
+	opts := []pedigree.Option{pedigree.WithEngineKeyFile(a.engineKeyFile())}
+	if w := a.witnessFile(); w != "" {
+		opts = append(opts, pedigree.WithWitnessFile(w))
+	}
+	return opts
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/internal/hook"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/server"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -256,7 +257,11 @@ func nonNilStrings(xs []string) []string {
 // for a principal that could not be registered.
 func addGatewayPrincipal(ctx context.Context, e *pedigree.Engine, dir string, p registry.Principal) error {
 	path := gateway.KeyPath(dir, p.ID)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	rel, err := filepath.Rel(dir, filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	if err := safefile.MkdirAll(dir, rel, 0o700); err != nil {
 		return err
 	}
 	s, priv, err := registry.GenerateSigner(nil)
@@ -268,7 +273,7 @@ func addGatewayPrincipal(ctx context.Context, e *pedigree.Engine, dir string, p 
 	}
 	p.PublicKey = s.Public()
 	if err := e.AddPrincipal(ctx, p); err != nil {
-		os.Remove(path)
+		safefile.Remove(filepath.Dir(path), filepath.Base(path), safefile.Regular)
 		return err
 	}
 	return nil
@@ -686,7 +691,7 @@ func (a *app) serveMCPHTTP(ctx context.Context, g *gateway.Gateway, addr string,
 		}
 		token = hex.EncodeToString(b)
 		path := filepath.Join(a.dir, "mcp", "token")
-		if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		if err := safefile.WriteFile(a.dir, filepath.Join("mcp", "token"), []byte(token+"\n"), 0o600); err != nil {
 			return err
 		}
 		log.Info("bearer token written", "file", path)

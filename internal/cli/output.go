@@ -166,6 +166,12 @@ type (
 		TrustRoot string `json:"trust_root"`
 		// Checkpoints is how many checkpoints kept elsewhere were checked.
 		Checkpoints int `json:"checkpoints"`
+		// LogSize is the log's leaves; Witnessed how many of them a
+		// checkpoint kept elsewhere (a witness) vouches for; Unwitnessed
+		// the tail after it, which only a later checkpoint protects.
+		LogSize     uint64 `json:"log_size"`
+		Witnessed   uint64 `json:"witnessed"`
+		Unwitnessed uint64 `json:"unwitnessed"`
 	}
 	refusalsOutput struct {
 		v

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
+	"path/filepath"
 )
 
 func newRegistryCommand(a *app) *cobra.Command {
@@ -112,7 +113,7 @@ Example:
 			}
 			if err := e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub, Approver: approver}); err != nil {
 				if newKey != "" {
-					os.Remove(newKey) // nothing half-written: no key for a principal that is not registered
+					safefile.Remove(filepath.Dir(newKey), filepath.Base(newKey), safefile.Regular) // nothing half-written: no key for a principal that is not registered
 				}
 				return err
 			}

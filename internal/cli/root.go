@@ -230,7 +230,7 @@ func (a *app) openOnce(ctx context.Context, opts ...pedigree.Option) (*pedigree.
 	if err != nil {
 		return nil, err
 	}
-	opts = append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...), opts...)
+	opts = append(append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, a.storeKeys()...), root...), opts...)
 	return pedigree.Open(ctx, a.dir, opts...)
 }
 

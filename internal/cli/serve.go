@@ -67,9 +67,12 @@ applies the stream, in order and verifying every record, into its store. The
 stream's first record is the frozen registry: serve a frozen directory with no
 entries first (it seeds the stream), then start other nodes on empty
 directories with --trust-root, the operator's public key. /readyz fails
-while the node lags or is cut off; /metrics has pedigree_fleet_* series.
+while the node lags, is cut off, or its stream is gone; /metrics has
+pedigree_fleet_* series. --nats-creds FILE (a NATS credentials file, mode
+0600) authenticates the node to external servers.
 --nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
-machine, no fault tolerance). A second node joins with:
+machine, no fault tolerance) that takes only the user and password kept in the
+keys directory (nats-<h>.json, 0600, made at first start). A second node joins with:
   pedigree --dir /srv/node2 serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --trust-root operator.pub`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

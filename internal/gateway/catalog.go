@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -109,9 +110,5 @@ func MergeCatalog(path string, drafts map[string]gate.Tool) ([]string, error) {
 	if _, err := gate.ParseCatalog(b); err != nil {
 		return nil, fmt.Errorf("the drafted catalog does not load: %w", err)
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return nil, err
-	}
-	return added, os.Rename(tmp, path)
+	return added, safefile.WriteFile(filepath.Dir(path), filepath.Base(path), b, 0o600)
 }

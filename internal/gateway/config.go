@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -77,7 +78,7 @@ func ValidateName(name string) error {
 // LoadConfig reads DIR/mcp/upstreams.json; a directory without one has no
 // upstreams.
 func LoadConfig(dir string) (*Config, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	b, err := safefile.ReadFile(dir, ConfigFile, pedigree.MaxConfigBytes)
 	return configFrom(b, err)
 }
 
@@ -118,18 +119,11 @@ func configFrom(b []byte, err error) (*Config, error) {
 
 // Save writes the configuration (mode 0600), replacing the file at once.
 func (c *Config) Save(dir string) error {
-	path := filepath.Join(dir, ConfigFile)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return safefile.WriteFile(dir, ConfigFile, append(b, '\n'), 0o600)
 }
 
 // Find returns the upstream called name.

@@ -640,11 +640,7 @@ func (s *State) describeOutput(id string, ev *Event, rule string) error {
 }
 
 func (s *State) label(id, what string) error {
-	dir := filepath.Join(s.dir, "outputs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, id), []byte(what), 0o600)
+	return s.write(filepath.Join(s.dir, "outputs", id), []byte(what))
 }
 
 // describe is the label of an output entry, or "".
@@ -652,7 +648,7 @@ func (h *Handler) describe(id string) string {
 	if !lineage.IsID(id) {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(h.state.dir, "outputs", id))
+	b, err := h.state.read(filepath.Join(h.state.dir, "outputs", id))
 	if err != nil {
 		return ""
 	}

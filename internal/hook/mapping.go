@@ -11,6 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
@@ -159,7 +160,7 @@ func (m *Mapping) Output(tool string) ToolOutput {
 
 // LoadMapping reads the data directory's mapping, strictly.
 func LoadMapping(dir string) (*Mapping, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MappingFile))
+	b, err := safefile.ReadFile(dir, MappingFile, pedigree.MaxConfigBytes)
 	return mappingFrom(dir, b, err)
 }
 

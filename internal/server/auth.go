@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"mime"
 	"net"
 	"net/http"
@@ -62,23 +63,7 @@ func makeToken(dir string) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(b[:])
-	f, err := os.CreateTemp(dir, ".serve.token-*")
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	err = f.Chmod(0o600) // CreateTemp makes 0600 already; say it
-	if err == nil {
-		_, err = f.WriteString(tok)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, TokenFile))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := safefile.WriteFile(dir, TokenFile, []byte(tok), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", TokenFile, err)
 	}
 	return tok, nil
@@ -95,7 +80,7 @@ func ReadToken(dir string) (string, error) {
 	if err := ownedPrivate(fi, false); err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(dir, TokenFile, 1024)
 	if err != nil {
 		return "", err
 	}
@@ -240,7 +225,7 @@ func (c *Client) authorize(req *http.Request) {
 // socket, this user's, mode 0600. No serve.json, or a socket that is gone,
 // is ErrNoServer; anything else that is wrong is ErrUntrustedServer.
 func discover(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	b, err := safefile.ReadFile(dir, InfoFile, 1<<20)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return "", ErrNoServer // no directory, or no server: the caller says which
 	}

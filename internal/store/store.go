@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/kv"
 )
 
@@ -114,6 +115,11 @@ func Open(dir string, o Options) (*DB, error) {
 		if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, ErrNotInitialized)
 		}
+		// Badger follows links: a store file that is one would have it
+		// write somewhere else.
+		if err := safefile.CheckTree(dir, "db"); err != nil {
+			return nil, fmt.Errorf("refusing the store: %w", err)
+		}
 	}
 	d, err := open(dir, o)
 	if err != nil {
@@ -157,13 +163,11 @@ func checkDir(dir string, create bool) error {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	if create {
-		probe := filepath.Join(dir, ".pedigree-write-probe")
-		f, err := os.OpenFile(probe, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
-		if err != nil {
+		const probe = ".pedigree-write-probe"
+		if err := safefile.Create(dir, probe, nil, 0o600); err != nil {
 			return fmt.Errorf("data directory %s is not writable: %w", dir, err)
 		}
-		f.Close()
-		os.Remove(probe)
+		safefile.Remove(dir, probe, safefile.Regular)
 	}
 	return nil
 }
