@@ -31,8 +31,8 @@ import (
 // localCommands are the commands whose output is made of what they read
 // from the working directory, with the subcommands allowed ("" for any).
 var localCommands = map[string][]string{
-	"git":    {"status", "diff", "log", "show", "branch", "rev-parse", "ls-files", "blame", "add", "commit", "grep"},
-	"go":     {"test", "build", "vet", "list", "fmt"},
+	"git":    {"status", "diff", "log", "show", "rev-parse", "ls-files", "add", "commit"},
+	"go":     {"test", "build", "vet", "fmt"},
 	"gofmt":  nil,
 	"ls":     nil,
 	"pwd":    nil,
@@ -41,7 +41,6 @@ var localCommands = map[string][]string{
 	"head":   nil,
 	"tail":   nil,
 	"grep":   nil,
-	"rg":     nil,
 	"echo":   nil,
 	"true":   nil,
 	"cd":     nil,
@@ -49,6 +48,81 @@ var localCommands = map[string][]string{
 	"uniq":   nil,
 	"diff":   nil,
 	"printf": nil,
+}
+
+// localFlags are the flags each local command may carry and still read
+// only what its operands name (red team: diff --from-file, git blame
+// --contents, grep -d recurse, git log --all, go test -exec, git grep
+// --no-index each read what no operand named). Any other flag leaves the
+// output unverified. A flag ending in "=" takes its value joined ("-run=X")
+// or as the next word; one ending in "#" takes a number.
+var localFlags = map[string][]string{
+	"ls":            {"-l", "-a", "-A", "-h", "-1", "-t", "-S", "-r", "-d", "-F", "-la", "-al", "-lh", "-lah", "-alh", "-ltr", "-lt", "--color", "--color="},
+	"wc":            {"-l", "-w", "-c", "-m"},
+	"cat":           {"-n", "-A", "-v", "-e", "-t"},
+	"head":          {"-n#", "-c#"},
+	"tail":          {"-n#", "-c#"},
+	"grep":          {"-n", "-i", "-l", "-c", "-v", "-w", "-x", "-E", "-F", "-H", "-h", "-o", "-q", "-s", "-in", "-ni", "-il", "-li", "-e=", "--color", "--color="},
+	"sort":          {"-n", "-r", "-u", "-k#", "-t="},
+	"uniq":          {"-c", "-d", "-u"},
+	"diff":          {"-u", "-q", "--brief", "-U#"},
+	"gofmt":         {"-l", "-d", "-s"},
+	"git status":    {"-s", "--short", "-b", "--branch", "--porcelain", "--porcelain=v1", "--porcelain=v2", "-uno", "-unormal", "--untracked-files=no", "--untracked-files=normal"},
+	"git diff":      {"--stat", "--name-only", "--name-status", "--numstat", "--shortstat", "-U#", "--color", "--color=", "--no-color", "-w", "--check"},
+	"git log":       {"--oneline", "-n#", "--stat", "-p", "--patch", "--format=", "--pretty=", "--graph", "--decorate", "--no-decorate", "--color", "--no-color", "--name-only", "--name-status", "--reverse"},
+	"git show":      {"--stat", "-p", "--patch", "--format=", "--pretty=", "--oneline", "--name-only", "--name-status", "--no-color", "--color"},
+	"git rev-parse": {"--short", "--abbrev-ref", "--show-toplevel", "--verify", "--git-dir", "--is-inside-work-tree"},
+	"git ls-files":  {"-z"},
+	"git add":       {"-A", "--all", "-u", "--update"},
+	"git commit":    {"-m=", "-am=", "-a", "--all", "-q", "--quiet"},
+	"go test":       {"-v", "-run=", "-count#", "-race", "-short", "-cover", "-bench=", "-benchtime=", "-timeout=", "-failfast", "-json", "-shuffle="},
+	"go build":      {"-v", "-race"},
+	"go vet":        {"-v"},
+	"go fmt":        {"-n"},
+}
+
+// flagOK says whether flag (and, when it takes a value as the next word,
+// that word, reported by skip) is one the command may carry.
+func flagOK(cmd, flag, next string) (ok, skip bool) {
+	for _, f := range localFlags[cmd] {
+		switch {
+		case strings.HasSuffix(f, "#"):
+			base := strings.TrimSuffix(f, "#")
+			if flag == base {
+				return isNumber(next), true
+			}
+			if rest, found := strings.CutPrefix(flag, base); found && (isNumber(rest) || isNumber(strings.TrimPrefix(rest, "="))) {
+				return true, false
+			}
+		case strings.HasSuffix(f, "="):
+			base := strings.TrimSuffix(f, "=")
+			if flag == base {
+				return next != "", true
+			}
+			if strings.HasPrefix(flag, f) {
+				return true, false
+			}
+		case flag == f:
+			return true, false
+		}
+	}
+	// git log -5, head -20: a count.
+	if (cmd == "git log" || cmd == "head" || cmd == "tail") && isNumber(strings.TrimPrefix(flag, "-")) {
+		return true, false
+	}
+	return false, false
+}
+
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // networkCommands reach another machine; with subcommands, only those do.
@@ -121,10 +195,8 @@ func (h *Handler) searchOrigin(ctx context.Context, ev *Event) (principal, rule 
 	if ws == nil {
 		return "", ""
 	}
-	if rel != "." {
-		if _, err := git(ctx, ws.Root, "check-ignore", "-q", "--", rel); err == nil {
-			return "", ""
-		}
+	if !h.declaredPath(ctx, ws, rel) {
+		return "", ""
 	}
 	if why := h.workspaceDrift(ctx, ws); why != "" {
 		return "", ""
@@ -178,24 +250,46 @@ func (h *Handler) localCommand(ctx context.Context, ws *Workspace, cwd string, w
 		}
 		sub, args = args[0], args[1:]
 	}
-	searches := name == "grep" || name == "rg" || sub == "grep"
+	key := name
+	if sub != "" {
+		key = name + " " + sub
+	}
+	searches := name == "grep"
 	var paths []string
-	for i, a := range args {
+	operands := 0
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		switch {
 		case a == "--":
-		case strings.HasPrefix(a, "-"):
-			short := !strings.HasPrefix(a, "--")
-			if name == "grep" && (short && strings.ContainsAny(a, "rR") || a == "--recursive" || a == "--dereference-recursive") {
-				return cwd, false // grep -r reads ignored directories too
+		case strings.HasPrefix(a, "-") && a != "-":
+			if name == "echo" || name == "printf" {
+				continue // the agent's own words
 			}
-			if name == "ls" && short && strings.Contains(a, "R") {
+			next := ""
+			if i+1 < len(args) {
+				next = args[i+1]
+			}
+			ok, skip := flagOK(key, a, next)
+			if !ok {
 				return cwd, false
 			}
-		case name == "go" || name == "echo" || name == "printf" || sub == "commit":
-			// packages (go.sum pins what they import), the agent's own words
+			if skip {
+				if searches && a == "-e" {
+					operands++ // the pattern
+				}
+				i++
+			}
+		case name == "echo" || name == "printf":
+			// the agent's own words
+		case name == "go":
+			// packages of this module, checked below
+			if !strings.HasPrefix(a, ".") || strings.Contains(a, "..") && a != "./..." && !strings.HasSuffix(a, "/...") {
+				return cwd, false // another module's packages, or one outside
+			}
+			paths = append(paths, strings.TrimSuffix(strings.TrimSuffix(a, "/..."), "..."))
 		case name == "git" && headish(a):
-		case searches && i == firstOperand(args):
-			// the pattern
+		case searches && operands == 0:
+			operands++ // the pattern
 		default:
 			if name == "git" {
 				p := a
@@ -208,6 +302,32 @@ func (h *Handler) localCommand(ctx context.Context, ws *Workspace, cwd string, w
 			}
 			paths = append(paths, a)
 		}
+	}
+	if name == "git" && (sub == "log" || sub == "show") && !h.ownHistory(ctx, ws) {
+		return cwd, false
+	}
+	if name == "git" && sub == "commit" {
+		// What a commit prints is git's, but hooks run on it: a
+		// workspace with any hook (.git/hooks, core.hooksPath) is not
+		// read by git alone (red team: a pre-commit hook's output).
+		if hooked(ctx, ws) {
+			return cwd, false
+		}
+		paths = nil // what it commits is checked by the drift below
+	}
+	if name == "go" {
+		// go test ./... compiles and runs every package under the
+		// directory, ignored ones (node_modules, vendor) included.
+		if len(paths) == 0 {
+			paths = []string{"."}
+		}
+		out, err := git(ctx, ws.Root, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--", "*.go")
+		if err != nil || len(out) > 0 {
+			return cwd, false
+		}
+	}
+	if sub == "add" {
+		paths = nil // what it stages is checked by the drift below, not read out
 	}
 	if name == "cd" {
 		if len(paths) != 1 {
@@ -230,17 +350,55 @@ func (h *Handler) localCommand(ctx context.Context, ws *Workspace, cwd string, w
 			p = filepath.Join(cwd, p)
 		}
 		w, rel := h.workspaceOf(p)
-		if w != ws {
+		if w != ws || !h.declaredPath(ctx, ws, rel) {
 			return cwd, false
-		}
-		if rel == "." {
-			continue
-		}
-		if _, err := git(ctx, ws.Root, "check-ignore", "-q", "--", rel); err == nil {
-			return cwd, false // ignored: node_modules, vendor, build output
 		}
 	}
 	return cwd, true
+}
+
+// declaredPath says whether what is under rel in the workspace is what the
+// declaration vouches for: not ignored (node_modules, vendor, build
+// output), not in .git (hooks, config, objects), not in or above a
+// submodule (another repository, whose files the manifest does not hold).
+func (h *Handler) declaredPath(ctx context.Context, ws *Workspace, rel string) bool {
+	if rel != "." {
+		for _, part := range strings.Split(rel, "/") {
+			if part == ".git" {
+				return false
+			}
+		}
+		if _, err := git(ctx, ws.Root, "check-ignore", "-q", "--", rel); err == nil {
+			return false
+		}
+	}
+	subs, err := submodules(ctx, ws)
+	if err != nil {
+		return false
+	}
+	for _, s := range subs {
+		if rel == "." || rel == s || strings.HasPrefix(rel, s+"/") || strings.HasPrefix(s, rel+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+// submodules lists the workspace's gitlinks (mode 160000 in the index).
+func submodules(ctx context.Context, ws *Workspace) ([]string, error) {
+	out, err := git(ctx, ws.Root, "ls-files", "-s", "-z")
+	if err != nil {
+		return nil, err
+	}
+	var subs []string
+	for _, rec := range splitZ(out) {
+		if strings.HasPrefix(rec, "160000 ") {
+			if _, path, ok := strings.Cut(rec, "\t"); ok {
+				subs = append(subs, path)
+			}
+		}
+	}
+	return subs, nil
 }
 
 // firstOperand is the index of the first argument that is not a flag.
@@ -273,8 +431,20 @@ func (h *Handler) workspaceDrift(ctx context.Context, ws *Workspace) string {
 		if m.Files[rel] == hex.EncodeToString(sum[:]) {
 			return true
 		}
-		ids, err := h.ownContent(ctx, content)
-		return err == nil && len(ids) > 0
+		// The agent's own write counts only when it was trusted: a
+		// write made on the strength of a web page keeps its taint
+		// (red team: read back with cat, it was the repository's).
+		return h.trustedOwn(ctx, content)
+	}
+	// Files git status cannot see: skip-worktree and assume-unchanged.
+	if out, err := git(ctx, ws.Root, "ls-files", "-v", "-z"); err != nil {
+		return err.Error()
+	} else {
+		for _, rec := range splitZ(out) {
+			if len(rec) > 2 && rec[0] != 'H' {
+				return "git hides changes to " + rec[2:] + " (skip-worktree or assume-unchanged)"
+			}
+		}
 	}
 	head, err := git(ctx, ws.Root, "rev-parse", "--verify", "HEAD^{commit}")
 	if err != nil {
@@ -307,6 +477,14 @@ func (h *Handler) workspaceDrift(ctx context.Context, ws *Workspace) string {
 			return "git status: " + rec
 		}
 		rel := rec[3:]
+		if rec[0] != ' ' && rec[0] != '?' && rec[0] != 'D' {
+			// Staged: what the index holds is what git diff --cached
+			// and a commit show.
+			b, err := git(ctx, ws.Root, "show", ":"+rel)
+			if err != nil || !ok(rel, b) {
+				return "the index's " + rel + " is neither declared nor the agent's"
+			}
+		}
 		b, err := os.ReadFile(filepath.Join(ws.Root, filepath.FromSlash(rel)))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -407,4 +585,93 @@ func splitCommand(line string) ([][]string, bool) {
 		return nil, false
 	}
 	return cmds, true
+}
+
+// ownHistory says whether every commit since the declared one is the
+// agent's own: with a message the agent itself wrote in a git commit -m it ran in a trusted context (recorded as
+// its memory at PostToolUse, see commitMessage). Commit messages and
+// authors are not file content: the drift check does not see them (red
+// team: an empty or net-zero commit since carried an outsider's message).
+func (h *Handler) ownHistory(ctx context.Context, ws *Workspace) bool {
+	head, err := git(ctx, ws.Root, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return false
+	}
+	if strings.TrimSpace(string(head)) == ws.Commit {
+		return true
+	}
+	out, err := git(ctx, ws.Root, "log", "-z", "--format=%B", ws.Commit+"..HEAD")
+	if err != nil {
+		return false
+	}
+	for _, msg := range splitZ(out) {
+		if !h.trustedOwn(ctx, []byte(strings.TrimSpace(msg))) {
+			return false
+		}
+	}
+	return true
+}
+
+// trustedOwn says whether content is something the agent wrote itself in a
+// trusted context (an entry of its own, trusted effective and reach tiers).
+func (h *Handler) trustedOwn(ctx context.Context, content []byte) bool {
+	ids, err := h.ownContent(ctx, content)
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		if v, err := h.b.Show(ctx, id); err == nil && v.Node != nil && v.Node.Effective.Trusted() && v.Node.Reach.Trusted() {
+			return true
+		}
+	}
+	return false
+}
+
+// hooked says whether git may run a hook in the workspace.
+func hooked(ctx context.Context, ws *Workspace) bool {
+	if out, err := git(ctx, ws.Root, "config", "core.hooksPath"); err == nil && strings.TrimSpace(string(out)) != "" {
+		return true
+	}
+	dir, err := git(ctx, ws.Root, "rev-parse", "--git-path", "hooks")
+	if err != nil {
+		return true
+	}
+	hooks := strings.TrimSpace(string(dir))
+	if !filepath.IsAbs(hooks) {
+		hooks = filepath.Join(ws.Root, hooks)
+	}
+	entries, err := os.ReadDir(hooks)
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sample") {
+			return true
+		}
+	}
+	return false
+}
+
+// commitMessage is the message of a command line that is one git commit
+// with one -m (or -am), as git stores it (trimmed), or nil.
+func commitMessage(line string) []byte {
+	cmds, ok := splitCommand(line)
+	if !ok || len(cmds) != 1 {
+		return nil
+	}
+	w := cmds[0]
+	if len(w) < 2 || w[0] != "git" || w[1] != "commit" {
+		return nil
+	}
+	var msg []byte
+	for i := 2; i < len(w); i++ {
+		if (w[i] == "-m" || w[i] == "-am") && i+1 < len(w) {
+			if msg != nil {
+				return nil // several paragraphs: not matched
+			}
+			msg = []byte(strings.TrimSpace(w[i+1]))
+			i++
+		}
+	}
+	return msg
 }

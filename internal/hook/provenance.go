@@ -69,6 +69,14 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 		}
 		return o, nil
 	case "Bash":
+		var in struct {
+			Command string `json:"command"`
+		}
+		if json.Unmarshal(ev.ToolInput, &in) == nil {
+			// A commit's message is the agent's own words: recorded as
+			// its memory, so that git log can show it back (ownHistory).
+			o.written = commitMessage(in.Command)
+		}
 		if p, rule := h.commandOrigin(ctx, ev); p != "" {
 			o.principal, o.rule = p, rule
 		}
