@@ -86,6 +86,9 @@ func New(e *pedigree.Engine, log *slog.Logger) *Server {
 // EnableUI serves the page (see ui.go) under /ui/ and the login-link API.
 // origin is where the browser reaches it: "http://127.0.0.1:PORT".
 func (s *Server) EnableUI(origin string, o UIOptions) error {
+	if o.Dir == "" {
+		o.Dir = s.e.Dir()
+	}
 	u, err := newUI(s.e, o)
 	if err != nil {
 		return err

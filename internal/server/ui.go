@@ -60,12 +60,23 @@ type UIOptions struct {
 	// ApprovalTTL is how long an approval made on the page lasts (0: the
 	// engine's default).
 	ApprovalTTL time.Duration
+	// Dir is the data directory, named in the command the page shows when
+	// it holds no approver key.
+	Dir string
 }
 
 type uiSession struct {
-	csrf    string
+	csrf string
+	// path is the secret that the session's pages live under
+	// (/ui/s/PATH/) and its cookie is scoped to: browsers send a cookie
+	// to every port of a host, so a cookie scoped to /ui/ alone reached
+	// any other local user's server on 127.0.0.1 (red team).
+	path    string
 	expires time.Time
 }
+
+// base is where the session's pages live.
+func (s uiSession) base() string { return uiPrefix + "s/" + s.path + "/" }
 
 // ui serves the page.
 type ui struct {
@@ -189,6 +200,13 @@ func (u *ui) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess, ok := u.session(r)
+	if ok {
+		rest, found := strings.CutPrefix(r.URL.Path, sess.base())
+		if !found {
+			ok = false
+		}
+		path = rest
+	}
 	if !ok {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -228,7 +246,9 @@ func (u *ui) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(status)
-		u.render(w, "error.html", map[string]any{"Error": err.Error(), "CSRF": sess.csrf})
+		if t, terr := u.forSession(sess); terr == nil {
+			t.ExecuteTemplate(w, "error.html", map[string]any{"Error": err.Error(), "CSRF": sess.csrf})
+		}
 	}
 }
 
@@ -251,13 +271,14 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 			delete(u.sessions, k)
 		}
 	}
-	u.sessions[v] = uiSession{csrf: randomToken(), expires: now.Add(uiSessionTTL)}
+	sess := uiSession{csrf: randomToken(), path: randomToken()[:32], expires: now.Add(uiSessionTTL)}
+	u.sessions[v] = sess
 	u.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: v, Path: uiPrefix, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: v, Path: sess.base(), HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(uiSessionTTL / time.Second)})
-	next := uiPrefix
-	if n := r.URL.Query().Get("next"); strings.HasPrefix(n, uiPrefix) && !strings.ContainsAny(n, "\\\r\n") && !strings.HasPrefix(n, "//") {
-		next = n
+	next := sess.base()
+	if n := r.URL.Query().Get("next"); strings.HasPrefix(n, uiPrefix) && !strings.ContainsAny(n, "\\\r\n") && !strings.Contains(n, "//") && !strings.Contains(n, "..") {
+		next += strings.TrimPrefix(n, uiPrefix)
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -285,8 +306,15 @@ func (u *ui) checkPost(r *http.Request, sess uiSession) error {
 	return nil
 }
 
+// render draws a page outside any session (the login page). It executes a
+// clone: html/template refuses to clone a template once it has run, and
+// every session's pages are clones of u.tmpl (forSession).
 func (u *ui) render(w io.Writer, name string, data any) {
-	if err := u.tmpl.ExecuteTemplate(w, name, data); err != nil {
+	t, err := u.tmpl.Clone()
+	if err == nil {
+		err = t.ExecuteTemplate(w, name, data)
+	}
+	if err != nil {
 		fmt.Fprintf(w, "<p>the page could not be drawn: %s</p>", template.HTMLEscapeString(err.Error()))
 	}
 }
@@ -296,11 +324,15 @@ func (u *ui) page(w http.ResponseWriter, name string, data map[string]any, sess 
 	data["CanSign"] = u.opts.ApproverKey != nil
 	data["Approver"] = u.opts.Approver
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	var sb strings.Builder
-	if err := u.tmpl.ExecuteTemplate(&sb, name, data); err != nil {
+	t, err := u.forSession(sess)
+	if err != nil {
 		return err
 	}
-	_, err := io.WriteString(w, sb.String())
+	var sb strings.Builder
+	if err := t.ExecuteTemplate(&sb, name, data); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, sb.String())
 	return err
 }
 
@@ -325,7 +357,7 @@ type decideView struct {
 }
 
 func (u *ui) decideView(id string, sess uiSession) decideView {
-	return decideView{ID: id, CSRF: sess.csrf, Approver: u.opts.Approver, Command: approveCommand(id), CanSign: u.opts.ApproverKey != nil}
+	return decideView{ID: id, CSRF: sess.csrf, Approver: u.opts.Approver, Command: approveCommand(u.opts.Dir, id), CanSign: u.opts.ApproverKey != nil}
 }
 
 func (u *ui) pending(w http.ResponseWriter, r *http.Request, sess uiSession) error {
@@ -361,7 +393,7 @@ func (u *ui) decision(w http.ResponseWriter, r *http.Request, sess uiSession, re
 	id, action, _ := strings.Cut(rest, "/")
 	ctx := r.Context()
 	if r.Method == http.MethodPost {
-		return u.act(w, r, id, action)
+		return u.act(w, r, sess, id, action)
 	}
 	if action != "" {
 		return badRequest{errors.New("unknown view " + action)}
@@ -391,12 +423,30 @@ func (u *ui) decision(w http.ResponseWriter, r *http.Request, sess uiSession, re
 	return u.page(w, "decision.html", data, sess)
 }
 
-// approveCommand is what to type when the page holds no approver key.
-func approveCommand(id string) string {
-	return "pedigree gate approve " + id + " --as user:NAME --key \"$PEDIGREE_KEYS/NAME.key\""
+// approveCommand is what to type when the page holds no approver key: on
+// the data directory the page serves (red team: without --dir the shell's
+// ./.pedigree or $PEDIGREE_DIR was another store).
+func approveCommand(dir, id string) string {
+	return "pedigree --dir " + shellQuote(dir) + " gate approve " + id + " --as user:NAME --key \"$PEDIGREE_KEYS/NAME.key\""
 }
 
-func (u *ui) act(w http.ResponseWriter, r *http.Request, id, action string) error {
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// forSession is the templates with the ui function giving the session's
+// own paths.
+func (u *ui) forSession(sess uiSession) (*template.Template, error) {
+	t, err := u.tmpl.Clone()
+	if err != nil {
+		return nil, err
+	}
+	base := sess.base()
+	return t.Funcs(template.FuncMap{"ui": func(p string) string { return base + p }}), nil
+}
+
+func (u *ui) act(w http.ResponseWriter, r *http.Request, sess uiSession, id, action string) error {
 	if u.opts.ApproverKey == nil {
 		return badRequest{errors.New("this server holds no approver key: run the command the page shows")}
 	}
@@ -417,7 +467,7 @@ func (u *ui) act(w http.ResponseWriter, r *http.Request, id, action string) erro
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, uiPrefix+"?done="+url.QueryEscape(action+"d "+short(d.ID)), http.StatusSeeOther)
+	http.Redirect(w, r, sess.base()+"?done="+url.QueryEscape(action+"d "+short(d.ID)), http.StatusSeeOther)
 	return nil
 }
 

@@ -48,6 +48,7 @@ func TestUIInBrowser(t *testing.T) {
 		RecipientRowUntrusted int      `json:"recipientRowUntrusted"`
 		EntrySignature        bool     `json:"entrySignature"`
 		Flash                 string   `json:"flash"`
+		SessionPath           bool     `json:"sessionPath"`
 		Dialogs               int      `json:"dialogs"`
 		ConsoleErrors         []string `json:"consoleErrors"`
 	}
@@ -63,6 +64,9 @@ func TestUIInBrowser(t *testing.T) {
 	}
 	if seen.Dialogs != 0 {
 		t.Errorf("a script in stored content ran (%d dialogs)", seen.Dialogs)
+	}
+	if !seen.SessionPath {
+		t.Errorf("the pages are not under the session's secret path")
 	}
 	if !strings.Contains(seen.Flash, "approved") {
 		t.Errorf("no confirmation after approving: %q", seen.Flash)

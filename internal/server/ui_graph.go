@@ -155,7 +155,7 @@ func layout(tr *lineage.Trace, query string, collapse bool) *svgGraph {
 		ms := members[k]
 		n := ms[0]
 		p := pos[k]
-		sn := svgNode{ID: n.ID, Short: short(n.ID), Href: uiPrefix + "entry/" + n.ID, X: p[0], Y: p[1], Session: n.Session}
+		sn := svgNode{ID: n.ID, Short: short(n.ID), Href: "entry/" + n.ID, X: p[0], Y: p[1], Session: n.Session}
 		classes := []string{"node", "tier-" + n.Effective.String()}
 		if strings.HasPrefix(k, "session:") {
 			sn.CollapsedSessions = len(ms)
@@ -279,6 +279,8 @@ func decodeObject(raw []byte) (map[string]string, error) {
 }
 
 var uiFuncs = template.FuncMap{
+	// ui is a session's page path (replaced per session: forSession).
+	"ui":       func(p string) string { return uiPrefix + p },
 	"safe":     safeText,
 	"short":    short,
 	"add":      func(a, b int) int { return a + b },

@@ -30,6 +30,7 @@ type uiWorld struct {
 	srv    *httptest.Server
 	ui     *ui
 	c      *http.Client
+	base   string // the session's pages, after login
 	denied *gate.Decision
 	email  *lineage.Node
 }
@@ -89,6 +90,10 @@ func (u *uiWorld) login(t *testing.T) string {
 	if resp.StatusCode != 200 {
 		t.Fatalf("login: %d", resp.StatusCode)
 	}
+	u.base = resp.Request.URL.Path
+	if !strings.HasPrefix(u.base, "/ui/s/") {
+		t.Fatalf("login landed on %s, not a session's pages", u.base)
+	}
 	return link
 }
 
@@ -115,7 +120,7 @@ func (u *uiWorld) post(t *testing.T, path, origin string, form url.Values) (int,
 func TestUIRendersHostileContentAsText(t *testing.T) {
 	u := newUIWorld(t, false)
 	u.login(t)
-	for _, path := range []string{"/ui/", "/ui/decision/" + u.denied.ID, "/ui/entry/" + u.email.ID, "/ui/log", "/ui/log?tool=send_money", "/ui/decision/" + u.denied.ID + "?q=gmail&collapse=1"} {
+	for _, path := range []string{u.base, u.base + "decision/" + u.denied.ID, u.base + "entry/" + u.email.ID, u.base + "log", u.base + "log?tool=send_money", u.base + "decision/" + u.denied.ID + "?q=gmail&collapse=1"} {
 		code, body := u.get(t, path)
 		if code != 200 {
 			t.Fatalf("%s: %d %s", path, code, body)
@@ -126,7 +131,7 @@ func TestUIRendersHostileContentAsText(t *testing.T) {
 			}
 		}
 	}
-	_, body := u.get(t, "/ui/entry/"+u.email.ID)
+	_, body := u.get(t, u.base+"entry/"+u.email.ID)
 	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", `\x1b[2A`, `\u202e`, `\u200b`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the entry's page does not show %q escaped", want)
@@ -139,7 +144,7 @@ func TestUIRendersHostileContentAsText(t *testing.T) {
 func TestUIShowsTheRecipientWhole(t *testing.T) {
 	u := newUIWorld(t, false)
 	u.login(t)
-	for _, path := range []string{"/ui/", "/ui/decision/" + u.denied.ID} {
+	for _, path := range []string{u.base, u.base + "decision/" + u.denied.ID} {
 		_, body := u.get(t, path)
 		if !strings.Contains(body, "999-666") {
 			t.Errorf("%s does not show the recipient", path)
@@ -152,8 +157,8 @@ func TestUIShowsTheRecipientWhole(t *testing.T) {
 		}
 	}
 	// Without a key the page says what to run, with no placeholder ID.
-	_, body := u.get(t, "/ui/decision/"+u.denied.ID)
-	if !strings.Contains(body, "pedigree gate approve "+u.denied.ID) {
+	_, body := u.get(t, u.base+"decision/"+u.denied.ID)
+	if !strings.Contains(body, " gate approve "+u.denied.ID) {
 		t.Errorf("the decision's page does not give the approve command")
 	}
 }
@@ -166,7 +171,7 @@ func TestUIAuthentication(t *testing.T) {
 		t.Fatalf("without a login: %d", code)
 	}
 	link := u.login(t)
-	if code, _ := u.get(t, "/ui/"); code != 200 {
+	if code, _ := u.get(t, u.base); code != 200 {
 		t.Fatalf("after login: %d", code)
 	}
 	// The link is spent: another browser cannot use it.
@@ -180,7 +185,7 @@ func TestUIAuthentication(t *testing.T) {
 		t.Fatalf("a spent link: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 	// DNS rebinding: the same server under another name.
-	req, _ := http.NewRequest("GET", u.srv.URL+"/ui/", nil)
+	req, _ := http.NewRequest("GET", u.srv.URL+u.base, nil)
 	req.Host = "evil.example:80"
 	if resp, err := u.c.Do(req); err != nil || resp.StatusCode != 403 {
 		t.Fatalf("another Host: %v %v", resp, err)
@@ -204,7 +209,7 @@ func TestUIAuthentication(t *testing.T) {
 		t.Fatalf("login API answer: %s", b)
 	}
 	// Headers: no script, no framing.
-	resp, _ = u.c.Get(u.srv.URL + "/ui/")
+	resp, _ = u.c.Get(u.srv.URL + u.base)
 	resp.Body.Close()
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
 		t.Fatalf("CSP: %q", csp)
@@ -216,7 +221,7 @@ func TestUIAuthentication(t *testing.T) {
 func TestUIApproveOnce(t *testing.T) {
 	u := newUIWorld(t, true)
 	u.login(t)
-	path := "/ui/decision/" + u.denied.ID
+	path := u.base + "decision/" + u.denied.ID
 	_, page := u.get(t, path)
 	m := csrfField.FindStringSubmatch(page)
 	if m == nil {

@@ -21,7 +21,7 @@ try {
   seen.pendingShowsRecipient = (await page.content()).includes(recipient);
   await page.screenshot({ path: `${shots}/pending.png`, fullPage: true });
 
-  await page.click(`a[href="/ui/decision/${decision}"]`);
+  await page.click(`a[href$="/decision/${decision}"] >> nth=0`);
   await page.waitForSelector('svg');
   seen.untrustedNodes = await page.locator('svg g.untrusted').count();
   seen.taintEdges = await page.locator('svg line.taint').count();
@@ -34,10 +34,14 @@ try {
   seen.entrySignature = (await page.locator('table.facts').innerText()).includes('verifies against');
   await page.screenshot({ path: `${shots}/entry.png`, fullPage: true });
 
-  await page.goto(new URL('/ui/log', link).toString());
+  await page.click('nav a:has-text("Log")');
+  await page.waitForSelector('table.log');
   await page.screenshot({ path: `${shots}/log.png`, fullPage: true });
 
-  await page.goto(new URL(`/ui/decision/${decision}`, link).toString());
+  await page.click('nav a:has-text("Pending")');
+  await page.click(`a[href$="/decision/${decision}"] >> nth=0`);
+  await page.waitForSelector('svg');
+  seen.sessionPath = new URL(page.url()).pathname.startsWith('/ui/s/');
   await page.click('button.approve');
   await page.waitForSelector('.flash');
   seen.flash = await page.locator('.flash').innerText();
