@@ -19,6 +19,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/hook"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -516,23 +517,22 @@ func readSettings(path string) ([]byte, os.FileMode, error) {
 }
 
 // writeSettings backs up old (when the file existed) and replaces path
-// atomically with b.
+// atomically with b. Neither the backup nor the new file is written through
+// whatever stands at its name (red team: a repository that ships
+// .claude/settings.json.pedigree-backup as a link to ~/.bashrc had install
+// overwrite it): each is a new file renamed over the name.
 func writeSettings(path string, old, b []byte, mode os.FileMode) (backup string, changed bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", false, err
 	}
+	dir, name := filepath.Dir(path), filepath.Base(path)
 	if old != nil {
 		backup = path + ".pedigree-backup"
-		if err := os.WriteFile(backup, old, mode); err != nil {
+		if err := safefile.WriteFile(dir, name+".pedigree-backup", old, mode); err != nil {
 			return "", false, fmt.Errorf("backup: %w", err)
 		}
 	}
-	tmp := path + ".pedigree-tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return "", false, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := safefile.WriteFile(dir, name, b, mode); err != nil {
 		return "", false, err
 	}
 	return backup, true, nil

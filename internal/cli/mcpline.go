@@ -162,6 +162,13 @@ func (a *app) bootstrapOneLine(ctx context.Context, name string, command []strin
 		return err
 	}
 	if reg.Frozen {
+		// A directory frozen by an operator this user does not pin is
+		// someone else's setup (red team: an .mcp.json entry's env named
+		// a store in the repository, sealed with the attacker's keys, the
+		// upstream at tier internal and its tools not sensitive).
+		if kind, err := a.pinnedKind(); err != nil || kind == "" {
+			return fmt.Errorf("%w: %s is frozen, but no trust root of yours pins it (no operator key for it in your keys directory, no --trust-root): the one-line gateway serves only a directory its own first run made; leave --dir and $PEDIGREE_DIR out, or pin the operator's key with --trust-root", pedigree.ErrTrustRoot, a.dir)
+		}
 		if slices.ContainsFunc(cfg.Upstreams, func(u gateway.Upstream) bool { return sameCommand(u, command) }) {
 			say("serving '%s' from %s, as set up on its first run", strings.Join(command, " "), a.dir)
 		} else {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"html"
 	"errors"
 	"fmt"
 	"os"
@@ -95,7 +96,23 @@ to run instead.`,
 			fmt.Fprintln(a.out, link)
 			if open {
 				if p, err := exec.LookPath("xdg-open"); err == nil {
-					return exec.Command(p, link).Start()
+					// The link holds a one-time token: never on a command
+					// line, which every local user reads in /proc (red
+					// team). The browser opens a file of this user's alone
+					// that sends it on.
+					f, err := os.CreateTemp("", "pedigree-ui-*.html")
+					if err != nil {
+						return err
+					}
+					page := `<!DOCTYPE html><meta charset="utf-8"><meta name="referrer" content="no-referrer"><meta http-equiv="refresh" content="0;url=` + html.EscapeString(link) + `">`
+					if _, err := f.WriteString(page); err != nil {
+						f.Close()
+						return err
+					}
+					if err := f.Close(); err != nil {
+						return err
+					}
+					return exec.Command(p, f.Name()).Start()
 				}
 				fmt.Fprintln(a.errw, "no xdg-open here: open the link above in a browser")
 			}

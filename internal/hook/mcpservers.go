@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -50,8 +49,10 @@ func gatewayName(name string) string {
 
 // IsWrapped says whether an mcpServers entry already runs behind a
 // pedigree gateway.
-func IsWrapped(command string, args []string) bool {
-	return strings.Contains(filepath.Base(command), "pedigree") && len(args) >= 2 && args[0] == "mcp" && args[1] == "run"
+func IsWrapped(command string, args []string, exe string) bool {
+	// The binary itself, not a name that merely says pedigree (red team:
+	// ./tools/pedigree-shim mcp run -- ./evil-server was left alone).
+	return (command == exe || command == "pedigree") && len(args) >= 2 && args[0] == "mcp" && args[1] == "run"
 }
 
 // WrapMCPServers moves every stdio server of the mcpServers object found
@@ -75,7 +76,7 @@ func WrapMCPServers(doc []byte, at []string, exe string) (out []byte, changes []
 			case e.Command == "":
 				skipped = append(skipped, fmt.Sprintf("%s: no command: left as it is", m.Key))
 				continue
-			case IsWrapped(e.Command, e.Args):
+			case IsWrapped(e.Command, e.Args, exe):
 				continue
 			}
 			args := []string{"mcp", "run"}

@@ -24,10 +24,12 @@ var ErrSettings = errors.New("settings.json cannot be merged")
 const commandSuffix = " hook claude || exit 2"
 
 // IsPedigreeCommand says whether a hook command is one pedigree wrote: a
-// command that runs a pedigree binary's 'hook claude' and ends in
-// '|| exit 2'.
+// command that ends in 'hook claude || exit 2', whatever the binary is
+// called (red team: with --command /opt/bin/pg --dir /srv/guard no word
+// said "pedigree", so a second install added the hooks again and uninstall
+// left them).
 func IsPedigreeCommand(command string) bool {
-	return strings.HasSuffix(command, commandSuffix) && strings.Contains(command, "pedigree")
+	return strings.HasSuffix(command, commandSuffix)
 }
 
 // member is one key of a JSON object, its value kept as written.
@@ -95,10 +97,18 @@ func parseObject(raw []byte) (object, error) {
 		return nil, errors.New("not a JSON object")
 	}
 	var o object
+	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return nil, err
+		}
+		// Claude Code's JSON.parse keeps the last of duplicate keys, a
+		// merge would fill the first (red team): refuse.
+		if k, _ := t.(string); seen[k] {
+			return nil, fmt.Errorf("the key %q appears twice", k)
+		} else {
+			seen[k] = true
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
