@@ -256,6 +256,16 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 			// The hook pins the trust root by path, so that it holds whatever
 			// environment Claude Code gives it.
 			out.Command = hook.ShellQuote(exe) + " --dir " + hook.ShellQuote(dir)
+			// The engine key and the witness are in the keys directory:
+			// the hook finds them whatever environment Claude Code gives it.
+			keys, kerr := a.keysDir()
+			if kerr == nil {
+				keys, kerr = filepath.Abs(keys)
+			}
+			if kerr != nil {
+				return kerr
+			}
+			out.Command = "PEDIGREE_KEYS=" + hook.ShellQuote(keys) + " " + out.Command
 			if fileExists(out.TrustRoot) {
 				out.Command += " --trust-root " + hook.ShellQuote(out.TrustRoot)
 			} else {
@@ -344,7 +354,7 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string) ([]strin
 		if err := os.MkdirAll(filepath.Dir(opKey), 0o700); err != nil {
 			return nil, fmt.Errorf("keys directory: %w", err)
 		}
-		e, err = pedigree.Init(ctx, a.dir, pedigree.DefaultTau, pedigree.WithClock(a.clock), pedigree.WithOperatorKeyFile(opKey))
+		e, err = pedigree.Init(ctx, a.dir, pedigree.DefaultTau, append([]pedigree.Option{pedigree.WithClock(a.clock), pedigree.WithOperatorKeyFile(opKey)}, a.storeKeys()...)...)
 		if err == nil {
 			done = append(done, fmt.Sprintf("created the data directory %s and the operator key %s", a.dir, opKey))
 		}
@@ -399,7 +409,7 @@ func (a *app) trustWorkspace(ctx context.Context, repo string) (string, error) {
 		return "", err
 	}
 	ws, err := hook.TrustWorkspace(ctx, dir, repo, registry.Internal.String(), op,
-		append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...)
+		append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, a.storeKeys()...), root...)...)
 	if err != nil {
 		return "", err
 	}
@@ -416,6 +426,7 @@ func selfTest(ctx context.Context, command, cwd string) (string, error) {
 		return "", err
 	}
 	id := "pedigree-install-selftest-" + hex.EncodeToString(nonce[:])
+	blocked := "" // what the hook said when it blocked
 	ev := func(session, name string, fields map[string]any) (string, error) {
 		m := map[string]any{"session_id": session, "hook_event_name": name, "cwd": cwd, "transcript_path": "", "permission_mode": "default"}
 		for k, v := range fields {
@@ -431,6 +442,7 @@ func selfTest(ctx context.Context, command, cwd string) (string, error) {
 		if err := c.Run(); err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == 2 {
+				blocked = strings.TrimSpace(stderr.String())
 				return "block", nil
 			}
 			return "", fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(stderr.String()))
@@ -461,7 +473,7 @@ func selfTest(ctx context.Context, command, cwd string) (string, error) {
 		if d, err := ev(s.session, s.name, s.fields); err != nil {
 			return "", err
 		} else if d == "block" {
-			return "", fmt.Errorf("the hook blocked %s", s.name)
+			return "", fmt.Errorf("the hook blocked %s: %s", s.name, blocked)
 		}
 	}
 	clean, err := ev(id+"-clean", hook.PreToolUse, map[string]any{"tool_name": "Bash", "tool_use_id": "selftest-b1", "tool_input": map[string]any{"command": "ls"}})

@@ -144,7 +144,7 @@ func (a *app) bootstrapOneLine(ctx context.Context, name string, command []strin
 			return fmt.Errorf("keys directory: %w", err)
 		}
 		var e *pedigree.Engine
-		if e, err = pedigree.Init(ctx, a.dir, pedigree.DefaultTau, pedigree.WithClock(a.clock), pedigree.WithOperatorKeyFile(key)); err == nil {
+		if e, err = pedigree.Init(ctx, a.dir, pedigree.DefaultTau, append([]pedigree.Option{pedigree.WithClock(a.clock), pedigree.WithOperatorKeyFile(key)}, a.storeKeys()...)...); err == nil {
 			say("first run: created the data directory %s (operator key %s)", a.dir, key)
 			b = e
 		}

@@ -84,7 +84,7 @@ operator's seal: the command seals the configuration again with the operator key
 			if err != nil {
 				return err
 			}
-			ws, err := hook.TrustWorkspace(ctx, dir, path, tier, op, append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...)
+			ws, err := hook.TrustWorkspace(ctx, dir, path, tier, op, append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, a.storeKeys()...), root...)...)
 			if err != nil && kerr != nil {
 				return fmt.Errorf("%w (the operator key: %v)", err, kerr)
 			}

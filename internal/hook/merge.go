@@ -134,6 +134,11 @@ func MergeSettings(settings []byte, s *Settings) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	// Claude Code runs no hook at all under disableAllHooks: pedigree's
+	// would be written and never run (red team).
+	if v, ok := doc.get("disableAllHooks"); ok && strings.TrimSpace(string(v)) != "false" {
+		return nil, false, fmt.Errorf("%w: it sets \"disableAllHooks\": %s, so Claude Code would run none of pedigree's hooks; remove that setting, then install again", ErrSettings, strings.TrimSpace(string(v)))
+	}
 	for _, ev := range Events {
 		groups, _, err := withoutPedigree(hooks, ev)
 		if err != nil {
