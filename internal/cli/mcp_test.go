@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
 )

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"html"
 	"errors"
 	"fmt"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
