@@ -53,9 +53,14 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	data := filepath.Join(tmp, "data")
+	// The keys directory (operator, engine key, witness), outside the
+	// data directory and the fake HOME, named to every pedigree command.
+	keys := filepath.Join(tmp, "keys")
 	pedigree := func(args ...string) []byte {
 		t.Helper()
-		out, err := exec.Command(bin, append([]string{"--dir", data}, args...)...).Output()
+		c := exec.Command(bin, append([]string{"--dir", data}, args...)...)
+		c.Env = append(os.Environ(), "PEDIGREE_KEYS="+keys)
+		out, err := c.Output()
 		if err != nil {
 			t.Fatalf("pedigree %s: %v %s", strings.Join(args, " "), err, exitStderr(err))
 		}
@@ -74,7 +79,7 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\nf=$(mktemp %s/ev.$(date +%%s%%N).XXXX)\ncat > \"$f\"\n"+
 		"tp=$(sed -n 's/.*\"transcript_path\":\"\\([^\"]*\\)\".*/\\1/p' \"$f\")\n"+
 		"stat -c %%s \"$tp\" > \"$f.size\" 2>/dev/null || echo -1 > \"$f.size\"\n"+
-		"exec %s --dir %s hook claude < \"$f\"\n", events, bin, data)), 0o755)
+		"PEDIGREE_KEYS=%s exec %s --dir %s hook claude < \"$f\"\n", events, keys, bin, data)), 0o755)
 	settings := filepath.Join(tmp, "settings.json")
 	os.WriteFile(settings, hook.CommandSettings(wrapper).JSON(), 0o644)
 
@@ -324,6 +329,7 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 
 	// The same through http hooks to 'pedigree serve --claude-hooks'.
 	serve := exec.Command(bin, "--dir", data, "-o", "json", "serve", "--addr", "127.0.0.1:0", "--claude-hooks")
+	serve.Env = append(os.Environ(), "PEDIGREE_KEYS="+keys)
 	stdout, _ := serve.StdoutPipe()
 	serve.Stderr = os.Stderr
 	if err := serve.Start(); err != nil {

@@ -276,6 +276,9 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	if it.from == fromTool && it.tool != "" && h.m.Output(it.tool).Skip {
 		return nil // the tool's output echoes the agent's own arguments (TodoWrite)
 	}
+	if it.from == fromTool && it.toolUseID != "" && sy.gatewayRecorded(ctx, it) {
+		return nil // the gateway recorded what it sent, in this session (one record)
+	}
 	// Recorded if any form is in this session (the event path's entry
 	// usually is); else inherited if other sessions hold it.
 	var elsewhere []string
@@ -453,4 +456,29 @@ func (x indexing) Record(ctx context.Context, s *registry.Signer, en pedigree.En
 		}
 	}
 	return n, nil
+}
+
+// gatewayRecorded says whether a tool result the transcript holds is one
+// the MCP gateway recorded in this session: a tool of the gateway's, whose
+// PostToolUse found the gateway's output (hook.go, gatewayOutput), and
+// that output is a tool_output entry of this session signed by a principal
+// other than the hook's own MCP principal. The gateway records everything
+// it sends toward the host (its choke point), in whatever form it sent it;
+// the transcript shows Claude Code's rendering of it, whose bytes differ.
+// The per-tool-use state only names the entry: the entry itself is checked.
+func (sy *syncer) gatewayRecorded(ctx context.Context, it item) bool {
+	h := sy.h
+	if _, ok := h.m.gatewayTool(it.tool); !ok {
+		return false
+	}
+	u, err := h.state.Get(sy.ev.SessionID, it.toolUseID)
+	if err != nil || u == nil || u.Output == "" || u.Tool != it.tool {
+		return false
+	}
+	v, err := h.b.Show(ctx, u.Output)
+	if err != nil || v.SignatureError != "" || v.Node == nil {
+		return false
+	}
+	n := v.Node
+	return n.Session == sy.ev.SessionID && n.Kind == lineage.KindToolOutput && n.Principal != h.m.MCP.Principal
 }
