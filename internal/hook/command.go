@@ -401,16 +401,6 @@ func submodules(ctx context.Context, ws *Workspace) ([]string, error) {
 	return subs, nil
 }
 
-// firstOperand is the index of the first argument that is not a flag.
-func firstOperand(args []string) int {
-	for i, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			return i
-		}
-	}
-	return -1
-}
-
 // headish: HEAD or a commit of its own history named from it.
 func headish(a string) bool {
 	return a == "HEAD" || strings.HasPrefix(a, "HEAD~") || strings.HasPrefix(a, "HEAD^")
