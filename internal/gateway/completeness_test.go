@@ -53,13 +53,21 @@ func TestCompleteMediation(t *testing.T) {
 	}
 	t.Logf("seed %d (PEDIGREE_MEDIATION_SEED=%d reproduces it)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 0))
-	checked := 0
+	checked, skipped := 0, 0
 	for round := range rounds {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			defer func() {
+				if t.Skipped() {
+					skipped++
+				}
+			}()
 			n := mediationRound(t, r)
 			t.Logf("%d canaries reached the host through the record", n)
 			checked += n
 		})
+	}
+	if skipped == rounds {
+		t.Skip("every round skipped (the reference MCP servers are not installed)")
 	}
 	if checked == 0 {
 		t.Fatal("no canary the upstream sent ever reached the host: the property was not exercised")
