@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -121,6 +122,26 @@ func dedupe(xs []string) []string {
 		}
 	}
 	return out
+}
+
+// MemoryWriteItems are the memory items a write to the reference memory
+// server stores (tool: create_entities, create_relations or
+// add_observations; args: its arguments), each bound to its place: the one
+// definition the gateway and the Claude Code hook both match reads by.
+func MemoryWriteItems(tool string, args []byte) ([]string, error) { return writeItems(tool, args) }
+
+// MemoryGraphItems are the memory items of a knowledge graph as a read
+// returns it in a text block, or false when the text is not exactly one
+// graph (a field the items would leave out would reach the model
+// unrecorded).
+func MemoryGraphItems(text string) ([]string, bool) {
+	var gr memGraph
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&gr) != nil || dec.More() {
+		return nil, false
+	}
+	return gr.items(), true
 }
 
 // writeItems are the memory items a write call stores.

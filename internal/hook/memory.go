@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
 // A memory server behind Claude Code (the reference memory server's tools,
 // mcp__SERVER__create_entities and the rest) keeps what the agent wrote and
-// gives it back. As the gateway does, the hook records each item a write
+// gives it back. As the gateway does, with the gateway's items (each bound
+// to its entity: gateway.MemoryWriteItems, MemoryGraphItems), the hook records each item a write
 // stores as the agent's memory entry, derived from the write's call, and a
 // read whose every item is such an entry derives from them (signed by the
 // agent: it holds nothing the agent did not write); a read with any other
@@ -22,38 +24,6 @@ var (
 	memoryWriteTools = map[string]bool{"create_entities": true, "add_observations": true, "create_relations": true}
 	memoryReadTools  = map[string]bool{"read_graph": true, "search_nodes": true, "open_nodes": true}
 )
-
-type (
-	memEntity struct {
-		Name         string   `json:"name"`
-		EntityType   string   `json:"entityType"`
-		Observations []string `json:"observations"`
-	}
-	memRelation struct {
-		From         string `json:"from"`
-		To           string `json:"to"`
-		RelationType string `json:"relationType"`
-	}
-	memGraph struct {
-		Entities  []memEntity   `json:"entities"`
-		Relations []memRelation `json:"relations"`
-	}
-)
-
-// items: an entity's name and type, each observation, each relation.
-func (gr memGraph) items() []string {
-	var out []string
-	for _, e := range gr.Entities {
-		b, _ := json.Marshal(map[string]string{"entity": e.Name, "entityType": e.EntityType})
-		out = append(out, string(b))
-		out = append(out, e.Observations...)
-	}
-	for _, r := range gr.Relations {
-		b, _ := json.Marshal(map[string]string{"from": r.From, "relationType": r.RelationType, "to": r.To})
-		out = append(out, string(b))
-	}
-	return out
-}
 
 // memoryItems are the items of an MCP memory tool's event: what a write
 // stores (write true), or what a read returned. A read whose answer is not
@@ -66,18 +36,13 @@ func memoryItems(ev *Event) (items []string, write bool) {
 	}
 	switch tool := parts[len(parts)-1]; {
 	case memoryWriteTools[tool]:
-		var in struct {
-			memGraph
-			Observations []struct {
-				Contents []string `json:"contents"`
-			} `json:"observations"`
-		}
-		if json.Unmarshal(ev.ToolInput, &in) != nil {
+		canon, err := lineage.CanonicalArgs(ev.ToolInput)
+		if err != nil {
 			return nil, false
 		}
-		items = in.items()
-		for _, o := range in.Observations {
-			items = append(items, o.Contents...)
+		items, err := gateway.MemoryWriteItems(tool, canon)
+		if err != nil {
+			return nil, false
 		}
 		return items, true
 	case memoryReadTools[tool]:
@@ -91,13 +56,14 @@ func memoryItems(ev *Event) (items []string, write bool) {
 		for _, b := range blocks {
 			// Strictly: a field the items leave out would reach the model
 			// unrecorded.
-			var gr memGraph
-			dec := json.NewDecoder(strings.NewReader(b.Text))
-			dec.DisallowUnknownFields()
-			if b.Type != "text" || dec.Decode(&gr) != nil || dec.More() {
+			if b.Type != "text" {
 				return nil, false
 			}
-			items = append(items, gr.items()...)
+			got, ok := gateway.MemoryGraphItems(b.Text)
+			if !ok {
+				return nil, false
+			}
+			items = append(items, got...)
 		}
 		return items, false
 	}
