@@ -650,11 +650,7 @@ func loadInstallState(dir string) (*installState, error) {
 
 func (s *installState) save(dir string) error {
 	b, _ := json.MarshalIndent(s, "", "  ")
-	tmp := filepath.Join(dir, installStateFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, installStateFile))
+	return safefile.WriteFile(dir, installStateFile, append(b, '\n'), 0o600)
 }
 
 // mcpConfigs are the mcpServers objects Claude Code reads for the current

@@ -174,25 +174,15 @@ func SaveDrift(dir, name string, now *Metadata, at time.Time) error {
 		return err
 	}
 	u, _ := cfg.Find(name)
-	path := filepath.Join(dir, DriftDir, name+".json")
+	rel := filepath.Join(DriftDir, name+".json")
 	if len(Diff(u.Metadata, now)) == 0 {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
+		return safefile.Remove(dir, rel, safefile.Regular)
 	}
 	b, err := json.MarshalIndent(Drift{Version: 1, Seen: at.UTC().Format(time.RFC3339), Offered: now}, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return safefile.WriteFile(dir, rel, append(b, '\n'), 0o600)
 }
 
 // LoadDrift reads what an upstream last offered, or nil when no note is

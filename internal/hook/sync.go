@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"io"
 	"os"
 	"path/filepath"
@@ -98,7 +99,11 @@ func (s *State) forgetReads(session string) error {
 		return err
 	}
 	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rel, err := filepath.Rel(s.dir, f)
+		if err != nil {
+			return err
+		}
+		if err := safefile.Remove(s.dir, rel, safefile.Regular); err != nil {
 			return err
 		}
 	}
@@ -130,15 +135,13 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.session(r.Session), 0o700); err != nil {
+	// No link under the state directory is followed (a writer of the
+	// directory could plant one at the name or its temporary).
+	rel, err := filepath.Rel(s.dir, s.readPath(r.Session, r.Path))
+	if err != nil {
 		return err
 	}
-	p := s.readPath(r.Session, r.Path)
-	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return safefile.WriteFile(s.dir, rel, b, 0o600)
 }
 
 // transcript reads what the event's transcript gained and records it.
