@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -99,11 +100,11 @@ func (s *State) forgetReads(session string) error {
 		return err
 	}
 	for _, f := range files {
-		rel, err := filepath.Rel(s.dir, f)
+		rel, err := filepath.Rel(filepath.Dir(s.dir), f)
 		if err != nil {
 			return err
 		}
-		if err := safefile.Remove(s.dir, rel, safefile.Regular); err != nil {
+		if err := safefile.Remove(filepath.Dir(s.dir), rel, safefile.Regular); err != nil {
 			return err
 		}
 	}
@@ -137,11 +138,12 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 	}
 	// No link under the state directory is followed (a writer of the
 	// directory could plant one at the name or its temporary).
-	rel, err := filepath.Rel(s.dir, s.readPath(r.Session, r.Path))
+	base := filepath.Dir(s.dir) // the data directory, which exists
+	rel, err := filepath.Rel(base, s.readPath(r.Session, r.Path))
 	if err != nil {
 		return err
 	}
-	return safefile.WriteFile(s.dir, rel, b, 0o600)
+	return safefile.WriteFile(base, rel, b, 0o600)
 }
 
 // transcript reads what the event's transcript gained and records it.
@@ -385,10 +387,18 @@ func (s *State) digestPath(digest string) string {
 
 func (s *State) addDigest(digest, id string) error {
 	p := s.digestPath(digest)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	// Neither the folders nor the file may be links a writer of the
+	// directory planted: the line is appended to the index, never
+	// through it to a file elsewhere.
+	base := filepath.Dir(s.dir) // the data directory, which exists
+	rel, err := filepath.Rel(base, filepath.Dir(p))
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err := safefile.MkdirAll(base, rel, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
