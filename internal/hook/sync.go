@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -493,5 +494,17 @@ func (sy *syncer) gatewayRecorded(ctx context.Context, it item) bool {
 		return false
 	}
 	n := v.Node
-	return n.Session == sy.ev.SessionID && n.Kind == lineage.KindToolOutput && n.Principal != h.m.MCP.Principal
+	if n.Session != sy.ev.SessionID || n.Kind != lineage.KindToolOutput || n.Principal == h.m.MCP.Principal {
+		return false
+	}
+	// An output of this very tool use: recorded after the hook's own
+	// check of it (the logged decision, not the state, says when), so a
+	// state naming an older output of the session skips nothing.
+	d, err := h.b.Decision(ctx, u.DecisionID)
+	if err != nil || d.Session != sy.ev.SessionID || d.Tool != it.tool || d.Principal != h.m.Agent {
+		return false
+	}
+	checked, err1 := time.Parse(time.RFC3339Nano, d.Time)
+	at, err2 := time.Parse(time.RFC3339Nano, n.Time)
+	return err1 == nil && err2 == nil && !at.Before(checked)
 }
