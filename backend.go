@@ -51,6 +51,9 @@ type Backend interface {
 	// Pending lists denies and asks nobody has approved or rejected, newest
 	// first, with where each argument came from.
 	Pending(ctx context.Context) ([]gate.Pending, error)
+	// Subject is one logged decision (ID or unique prefix) as a person
+	// reviews it: the exact call, each argument's sources and rule.
+	Subject(ctx context.Context, decisionID string) (*gate.Pending, error)
 	// Reviews lists approvals and rejections of decisions, oldest first.
 	Reviews(ctx context.Context) ([]gate.Review, error)
 	// Decision is a logged decision, by ID or unique prefix.

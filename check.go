@@ -12,6 +12,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // check decides on a proposed call. It verifies the call entry (prepared
@@ -151,13 +152,13 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 		for i, n := range nodes {
 			f.Nodes[n.ID], f.Sources[n.ID] = n, sources[i]
 		}
-		if f.Plan, err = e.planFact(lt, st, f.Nodes); err != nil {
+		if f.Plan, err = e.planFact(lt, st, call.ID, f.Nodes, argSources); err != nil {
 			return err
 		}
 		if f.Trajectory, err = e.decisions.TrajectoryIn(dt, st.Session); err != nil {
 			return err
 		}
-		f.Approvals, err = e.approvals(lt, dt, st, now)
+		f.Approvals, err = e.approvals(lt, dt, t.In(store.Log), st, now)
 		return err
 	})
 	return f, err
@@ -168,9 +169,11 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 // index), verified against the frozen registry, by a principal with approval
 // authority, for a logged decision whose record hashes to its ID and was
 // made on a call by the same proposer, in the same session, of the same
-// action, with the same justification; within the approval cap, and not
-// expired by the signed expiry (see grant.go).
-func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.Time) ([]gate.Approval, error) {
+// action, with a justification the call's still holds whole (it may have
+// grown since: see grant.go); within the approval cap, and not
+// expired by the signed expiry (see grant.go); and unused by the log
+// itself, never by a row that says so alone (unspent).
+func (e *Engine) approvals(lt, dt, logT *store.Txn, call *lineage.Statement, now time.Time) ([]gate.Approval, error) {
 	action := lineage.ActionDigest(call.Tool, call.Args)
 	cands, err := e.decisions.Candidates(dt, call.Session, action)
 	if err != nil {
@@ -195,12 +198,53 @@ func (e *Engine) approvals(lt, dt *store.Txn, call *lineage.Statement, now time.
 		if err := e.checkGrant(st, d, now); err != nil {
 			continue
 		}
-		if d.Principal != call.Principal || !sameSet(d.Justification, parentIDs(call)) {
+		if d.Principal != call.Principal {
+			continue
+		}
+		if same, err := e.sameJustification(lt, d, call); err != nil || !same {
+			continue
+		}
+		if err := e.unspent(logT, dt, c.ID); err != nil {
+			e.cfg.log.Warn("an approval's use cannot be ruled out from the log: ignored", "approval", c.ID, "error", err)
 			continue
 		}
 		out = append(out, gate.Approval{ID: c.ID, Approver: p.ID, Tier: p.Tier, Expires: g.Expires})
 	}
 	return out, nil
+}
+
+// unspent checks, from the log's own leaves, that no logged decision used
+// the approval: every leaf after the approval's own must be there, each
+// decision among them stored intact (hashing to the ID its leaf names),
+// and none may name the approval. The row that records a use (dec/au/) is
+// only a hint that can deny: deleting it, or any row this reads, costs the
+// approval, never buys it a second use. The scan covers the records logged
+// since the approval, which the approval cap bounds in time.
+func (e *Engine) unspent(logT, dt *store.Txn, approval string) error {
+	at, err := tlog.LeafIndex(logT, tlog.LeafEntry, approval)
+	if err != nil {
+		return err
+	}
+	return tlog.LeavesFrom(logT, at+1, func(i uint64, kind byte, id string) error {
+		if !e.cfg.fleetNode {
+			// Leaves renumbered after one was dropped are not the
+			// engine's.
+			if err := e.checkAttestation(logT, i, kind, id); err != nil {
+				return fmt.Errorf("leaf %d: %w", i, err)
+			}
+		}
+		if kind != tlog.LeafDecision {
+			return nil
+		}
+		used, err := e.decisions.Uses(dt, id, approval)
+		if err != nil {
+			return fmt.Errorf("leaf %d: %w", i, err)
+		}
+		if used {
+			return fmt.Errorf("%w: by decision %s", decisionlog.ErrApprovalUsed, id)
+		}
+		return nil
+	})
 }
 
 // storeDecision seals d and stores it with its log leaf, after the call

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -68,16 +69,30 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		if op, priv, err = registry.GenerateSigner(nil); err != nil {
 			return nil, err
 		}
-		// Refuse before anything is made: a key is never overwritten.
+		// Refuse before anything is made: a key is never overwritten. A
+		// store that is there already is said first: it is why the key is.
+		if store.Exists(dir) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrExists)
+		}
 		for _, p := range []string{c.operatorKeyFile, TrustRootPath(c.operatorKeyFile)} {
 			if fileExists(p) {
 				return nil, fmt.Errorf("%s: %w", p, os.ErrExist)
 			}
 		}
 	}
+	engine, enginePriv, err := newEngineKey(&c)
+	if err != nil {
+		return nil, err
+	}
+	engineFile := c.engineKeyFileFor(dir)
 	db, err := store.Create(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
+	}
+	if enginePriv != nil && fileExists(engineFile) {
+		db.Close()
+		os.RemoveAll(filepath.Join(dir, "db"))
+		return nil, fmt.Errorf("%s: %w", engineFile, os.ErrExist)
 	}
 	// Anything that fails from here leaves no half-made store behind.
 	var written []string
@@ -85,7 +100,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		db.Close()
 		os.RemoveAll(filepath.Join(dir, "db"))
 		for _, p := range written {
-			os.Remove(p)
+			safefile.Remove(filepath.Dir(p), filepath.Base(p), safefile.Regular)
 		}
 		return nil, err
 	}
@@ -102,7 +117,41 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		}
 		written = append(written, TrustRootPath(c.operatorKeyFile))
 	}
+	if enginePriv != nil {
+		if err := registry.WritePrivateKeyFile(engineFile, enginePriv); err != nil {
+			return undo(err)
+		}
+		written = append(written, engineFile)
+	}
+	if err := registerEngine(ctx, db, engine); err != nil {
+		return undo(err)
+	}
 	return open(ctx, db, dir, c)
+}
+
+// newEngineKey is the engine key Init registers: the one given
+// (WithEngineSigner), else a new one, whose private half the caller
+// writes (returned).
+func newEngineKey(c *config) (*registry.Signer, ed25519.PrivateKey, error) {
+	if c.engine != nil {
+		return c.engine, nil, nil
+	}
+	s, priv, err := registry.GenerateSigner(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.engine = s
+	return s, priv, nil
+}
+
+// registerEngine registers the engine key as EnginePrincipal in a new
+// store's registry: freeze certifies it with the other principals.
+func registerEngine(ctx context.Context, db *store.DB, s *registry.Signer) error {
+	reg, err := registry.Load(db.Space(store.Registry))
+	if err != nil {
+		return err
+	}
+	return reg.Add(ctx, registry.Principal{ID: EnginePrincipal, Tier: registry.External, PublicKey: s.Public()})
 }
 
 // NewInMemory makes a fresh in-memory engine whose operator is the given
@@ -120,6 +169,15 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 		db.Close()
 		return nil, err
 	}
+	// An in-memory engine's key lives as long as it does.
+	engine, _, err := newEngineKey(&c)
+	if err == nil {
+		err = registerEngine(ctx, db, engine)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	return open(ctx, db, "", c)
 }
 
@@ -130,11 +188,30 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNoLinks(dir); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(dir, store.Options{NoSync: c.noSync})
 	if err != nil {
 		return nil, err
 	}
 	return open(ctx, db, dir, c)
+}
+
+// dataFiles are the names pedigree keeps in a data directory beside the
+// store (the server's serve.json and serve.token included).
+var dataFiles = []string{FreezeFile, SealFile, ToolsFile, ModelFile, MCPConfigFile, HookMappingFile, "serve.json", "serve.token", "pedigree.sock", "mcp", "hook-state", "hook-keys"}
+
+// checkNoLinks refuses a data directory whose files are links (a symbolic
+// link, or a regular file with another hard link): a directory pedigree
+// made has none, and one planted there would have the engine read, or a
+// later write replace, a file elsewhere. The store's own files (db/) are
+// checked by the store.
+func checkNoLinks(dir string) error {
+	if err := safefile.CheckNoLinks(dir, dataFiles...); err != nil {
+		return fmt.Errorf("refusing the data directory: %w", err)
+	}
+	return nil
 }
 
 func fileExists(p string) bool {
@@ -174,12 +251,8 @@ func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(e.dir, FreezeFile)
-	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
+	if err := safefile.WriteFile(e.dir, FreezeFile, rec, 0o444); err != nil {
 		return fmt.Errorf("the registry is frozen, but its copy could not be written: %w", err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		return err
 	}
 	// The configuration the directory holds now is what the operator froze.
 	return e.seal(operator)
@@ -205,7 +278,7 @@ func checkFreezeAnchors(dir string, reg *registry.Registry, graph *lineage.Graph
 	if dir == "" {
 		return nil
 	}
-	copyRec, err := os.ReadFile(filepath.Join(dir, FreezeFile))
+	copyRec, err := safefile.ReadFile(dir, FreezeFile, MaxConfigBytes)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil

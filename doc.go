@@ -27,9 +27,13 @@
 //     signs the registry freeze and log checkpoints: WithOperatorKeyFile
 //     writes a new one outside the directory, with its public half (the
 //     trust root) beside it; WithOperatorSigner takes one the caller holds.
-//     Open opens the directory again, pinned to the trust root with
-//     WithTrustRoot; NewInMemory makes a throwaway engine for tests and
-//     replays.
+//     Init also makes the engine key, which signs every leaf the engine
+//     logs and the checkpoints it hands its witnesses, and registers it as
+//     EnginePrincipal (WithEngineKeyFile: outside the directory, like the
+//     operator key; it stays on the host). Open opens the directory again,
+//     with its engine key, pinned to the trust root with WithTrustRoot,
+//     with witnesses (WithWitnessFile); NewInMemory makes a throwaway
+//     engine for tests and replays.
 //  2. AddPrincipal registers every principal with its tier (Internal, User,
 //     Unverified, External, most trusted first) and public key: the user,
 //     the agent, every tool whose output the agent reads. Approver marks
@@ -50,8 +54,9 @@
 //     session, tool and exact arguments, with an expiry.
 //  8. Trace explains a label: every untrusted root and the path to it.
 //  9. Verify checks every signature, ID, edge and label, the registry
-//     freeze and the Merkle log; Checkpoint signs the log's head, to keep
-//     elsewhere.
+//     freeze and the Merkle log with the engine's signature of each leaf,
+//     against the witnesses' checkpoints too; Checkpoint signs the log's
+//     head with the operator key, to keep elsewhere.
 //
 // # What the harness must report honestly
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
@@ -34,6 +36,21 @@ type Engine struct {
 	fleet     *fleetLink // nil: a local engine
 	// refusals counts the refusals logged since open (refusal.go).
 	refusals atomic.Uint64
+	// engine signs every leaf the engine logs (enginekey.go); nil, with
+	// engineErr saying why, when the engine cannot write.
+	engine        *registry.Signer
+	engineErr     error
+	verifiersOnce sync.Once
+	verifiers     []*registry.Verifier
+	// The witnesses' state (witness.go).
+	witnessMu     sync.Mutex
+	witnessedSize uint64
+	pending       int
+	lastWitness   time.Time
+	witnessErr    error      // guarded by witnessErrMu too: read at every leaf
+	witnessErrMu  sync.Mutex // never held across I/O
+	stopWitness   chan struct{}
+	witnessDone   chan struct{}
 }
 
 func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, error) {
@@ -98,8 +115,15 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	if err != nil {
 		return fail(err)
 	}
-	return &Engine{db: db, reg: reg, graph: graph, log: tl, decisions: decisionlog.New(db.Space(store.Decisions), c.model),
-		gate: g, cfg: c, dir: dir}, nil
+	e := &Engine{db: db, reg: reg, graph: graph, log: tl, decisions: decisionlog.New(db.Space(store.Decisions), c.model),
+		gate: g, cfg: c, dir: dir}
+	e.loadEngineKey()
+	if err := tl.SetEngineKeys(e.engineKeyList()); err != nil {
+		return fail(err)
+	}
+	e.checkWitnesses()
+	e.witnessLoop()
+	return e, nil
 }
 
 // parseCatalog reads the data directory's catalog from the bytes the seal
@@ -118,7 +142,25 @@ func (e *Engine) Close() error {
 	if e.fleet != nil {
 		e.fleet.n.Close()
 	}
+	if e.stopWitness != nil {
+		close(e.stopWitness)
+		<-e.witnessDone
+		if err := e.Witness(context.Background()); err != nil {
+			e.cfg.log.Warn("the log could not be witnessed at close", "error", err)
+		}
+	}
 	return e.db.Close()
+}
+
+// UnsafeAbandon closes the engine as a killed process would leave it,
+// without the checkpoint it hands its witnesses at close (crash tests).
+func (e *Engine) UnsafeAbandon() error {
+	if e.stopWitness != nil {
+		close(e.stopWitness)
+		<-e.witnessDone
+		e.stopWitness = nil
+	}
+	return e.Close()
 }
 
 // Dir is the data directory ("" in memory).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 	"github.com/pedigree-ai/pedigree/internal/fleet"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -41,6 +42,10 @@ type FleetOptions struct {
 	PinServers bool
 	// Name names the node in logs.
 	Name string
+	// NATSUser and NATSPassword, or NATSCreds (a NATS credentials file),
+	// authenticate the node to the fleet's servers.
+	NATSUser, NATSPassword string
+	NATSCreds              string
 }
 
 // ErrFleet: the node cannot join the fleet as asked.
@@ -71,7 +76,7 @@ func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) 
 		o.TrustRoot = c.trustRoot.Key
 	}
 	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
-		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log})
+		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds})
 	if err != nil {
 		return nil, err
 	}
@@ -169,14 +174,10 @@ func (e *Engine) writeFreezeCopy() error {
 	if err != nil || rec == nil {
 		return err
 	}
-	path := filepath.Join(e.dir, FreezeFile)
-	if fileExists(path) {
+	if safefile.Exists(e.dir, FreezeFile) {
 		return nil
 	}
-	if err := os.WriteFile(path+".tmp", rec, 0o444); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return safefile.WriteFile(e.dir, FreezeFile, rec, 0o444)
 }
 
 var keyApplied = []byte("applied")

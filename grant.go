@@ -13,9 +13,13 @@ import (
 // names one logged decision by ID, and the decision's ID is the hash of its
 // record, which holds the proposer, the session, the digest of the exact
 // tool and arguments and the justification: so the approval binds all of
-// them. It allows the next identical call (same proposer, session, action
-// and justification) once, before its signed expiry, which is at most the
-// registry's approval cap after it was signed. Nothing about an approval is
+// them. It allows the next call of the same action by the same proposer in
+// the same session once, before its signed expiry, which is at most the
+// registry's approval cap after it was signed. The justification may have
+// grown meanwhile (the person said "I approved it, retry", and that prompt
+// joined the context), but not lost an entry: the sources the person was
+// shown are still among the call's. What the person approved is the
+// action, and none of it may change (SECURITY.md, "What an approval binds"). Nothing about an approval is
 // taken from an index row: at use, every approval the index names is
 // verified again from its signed entry and the decision record.
 
@@ -57,11 +61,15 @@ func (e *Engine) checkGrant(st *lineage.Statement, d *gate.Decision, now time.Ti
 	}
 	return nil
 }
-func sameSet(a, b []string) bool {
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(slices.Compact(x), slices.Compact(y))
+
+// within says whether every ID of a is in b.
+func within(a, b []string) bool {
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
 }
 
 // parentIDs are a call statement's justification.

@@ -30,6 +30,13 @@ type config struct {
 	// fleetNode: opened by JoinFleet (a directory made from the stream
 	// has no seal of its own).
 	fleetNode bool
+	// The engine key (enginekey.go): Init writes it, Open loads it.
+	engineKeyFile string
+	engine        *registry.Signer
+	// The witnesses of the log's checkpoints (witness.go).
+	witnessFiles       []string
+	checkpointEvery    int
+	checkpointInterval time.Duration
 	// Init only.
 	operatorKeyFile string
 	operator        *registry.Signer
@@ -92,7 +99,7 @@ func WithoutDurabilityUnsafe() Option { return func(c *config) { c.noSync = true
 var ErrOptions = errors.New("invalid engine options")
 
 func newConfig(opts []Option) (config, error) {
-	c := config{clock: time.Now}
+	c := config{clock: time.Now, checkpointEvery: DefaultCheckpointEvery, checkpointInterval: DefaultCheckpointInterval}
 	for _, o := range opts {
 		o(&c)
 	}

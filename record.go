@@ -124,7 +124,7 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 				return err
 			}
 		}
-		idx, err := tlog.Append(t.In(store.Log), tlog.LeafDecision, r.decision.ID)
+		idx, err := e.appendLeaf(t, tlog.LeafDecision, r.decision.ID)
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		if ok, err := e.graph.RecallStored(lt, r.recall); err != nil || ok {
 			return err // the same recall, at the same instant: stored once
 		}
-		if _, err := tlog.Append(t.In(store.Log), tlog.LeafRecall, r.recall.RecallID()); err != nil {
+		if _, err := e.appendLeaf(t, tlog.LeafRecall, r.recall.RecallID()); err != nil {
 			return err
 		}
 		if err := e.graph.RecordRecall(lt, r.recall); err != nil {
@@ -164,5 +164,5 @@ func (e *Engine) commit(ctx context.Context, r *record) error {
 		return err
 	}
 	r.committed()
-	return nil
+	return e.afterCommit(r)
 }

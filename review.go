@@ -191,30 +191,59 @@ func (e *Engine) Pending(ctx context.Context) ([]gate.Pending, error) {
 		if d.Decision == gate.Allow || reviewed[d.ID] {
 			continue
 		}
-		env, _, err := e.graph.Envelope(d.CallID)
+		p, err := e.subject(&d)
 		if errors.Is(err, lineage.ErrUnknownEntry) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		st, _, _, err := lineage.Open(env)
-		if err != nil {
-			return nil, err
-		}
-		rec, err := e.decisions.Record(d.ID)
-		if err != nil {
-			return nil, err
-		}
-		args, err := gate.ArgumentsOf(rec.Input)
-		if err != nil {
-			return nil, fmt.Errorf("decision %s: its logged input: %w", d.ID[:12], err)
-		}
-		out = append(out, gate.Pending{DecisionID: d.ID, Decision: d.Decision, Tool: d.Tool, Args: st.Args, Session: d.Session,
-			Principal: d.Principal, Time: d.Time, CallID: d.CallID, Reasons: d.Reasons, Untrusted: d.Untrusted,
-			Arguments: args, Plan: st.Plan})
+		out = append(out, *p)
 	}
 	return out, nil
+}
+
+// Subject is one logged decision as a person reviews it, with the evidence
+// Pending lists (the exact call, where each argument came from, which
+// arguments are protected), whether or not it was reviewed: what an ask
+// shows (gate.Pending.View). A decision whose call entry was refused has
+// none: lineage.ErrUnknownEntry.
+func (e *Engine) Subject(ctx context.Context, decisionID string) (*gate.Pending, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := e.decisions.Record(decisionID)
+	if err != nil {
+		return nil, err
+	}
+	return e.subject(&r.Decision)
+}
+
+func (e *Engine) subject(d *gate.Decision) (*gate.Pending, error) {
+	env, _, err := e.graph.Envelope(d.CallID)
+	if err != nil {
+		return nil, err
+	}
+	st, _, _, err := lineage.Open(env)
+	if err != nil {
+		return nil, err
+	}
+	// What a person is shown is what the decision (and so an approval of
+	// it) binds: the digest of the exact tool and arguments.
+	if lineage.ActionDigest(st.Tool, st.Args) != d.ArgsDigest {
+		return nil, fmt.Errorf("decision %s: its call entry %s holds another action: %w", d.ID[:12], d.CallID[:12], registry.ErrTampered)
+	}
+	rec, err := e.decisions.Record(d.ID)
+	if err != nil {
+		return nil, err
+	}
+	args, err := gate.ArgumentsOf(rec.Input)
+	if err != nil {
+		return nil, fmt.Errorf("decision %s: its logged input: %w", d.ID[:12], err)
+	}
+	return &gate.Pending{DecisionID: d.ID, Decision: d.Decision, Tool: d.Tool, Args: st.Args, Session: d.Session,
+		Principal: d.Principal, Time: d.Time, CallID: d.CallID, Reasons: d.Reasons, Untrusted: d.Untrusted,
+		Arguments: args, Plan: st.Plan}, nil
 }
 
 // BuildRejection builds a rejection of decision d by rejecter.

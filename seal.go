@@ -9,13 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -136,11 +134,10 @@ func (e *Engine) seal(operator *registry.Signer) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(e.dir, SealFile)
-	if err := os.WriteFile(path+".tmp", env, 0o444); err != nil {
+	if err := safefile.WriteFile(e.dir, SealFile, env, 0o444); err != nil {
 		return fmt.Errorf("the configuration seal could not be written: %w", err)
 	}
-	return os.Rename(path+".tmp", path)
+	return nil
 }
 
 // readConfig reads each sealed file dir holds, once: what it returns is
@@ -152,7 +149,7 @@ func readConfig(dir string) (map[string][]byte, error) {
 		return files, nil
 	}
 	for _, name := range sealedFiles {
-		b, err := readFileLimited(filepath.Join(dir, name))
+		b, err := readFileLimited(dir, name)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			continue
@@ -189,7 +186,7 @@ func checkSeal(dir string, reg *registry.Registry, files map[string][]byte, flee
 	if err != nil {
 		return err
 	}
-	env, err := readFileLimited(filepath.Join(dir, SealFile))
+	env, err := readFileLimited(dir, SealFile)
 	if errors.Is(err, os.ErrNotExist) {
 		// Freeze writes the seal, so a frozen directory without one lost it:
 		// deleting the seal with the model would drop the model's alerts.
@@ -263,14 +260,14 @@ func ReadSealed(dir string, view *RegistryView, name string) ([]byte, error) {
 	if !slices.Contains(sealedFiles, name) {
 		return nil, fmt.Errorf("%w: %s is not a sealed file", ErrOptions, name)
 	}
-	b, err := readFileLimited(filepath.Join(dir, name))
+	b, err := readFileLimited(dir, name)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	if !view.Frozen {
 		return b, err
 	}
-	env, serr := readFileLimited(filepath.Join(dir, SealFile))
+	env, serr := readFileLimited(dir, SealFile)
 	if errors.Is(serr, os.ErrNotExist) {
 		return nil, &ConfigSealError{Differences: []string{SealFile + " is missing"}}
 	} else if serr != nil {
@@ -316,31 +313,10 @@ func fileDiff(name, was, is string) string {
 // MaxConfigBytes bounds each configuration file and the seal.
 const MaxConfigBytes = 16 << 20
 
-// readFileLimited reads a configuration file that must be a regular file
-// of at most MaxConfigBytes: a FIFO or a device put in its place would hang
-// or exhaust every verb.
-func readFileLimited(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > MaxConfigBytes {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d a configuration file may hold", path, fi.Size(), MaxConfigBytes)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxConfigBytes {
-		return nil, fmt.Errorf("%s grew past %d bytes while it was read", path, MaxConfigBytes)
-	}
-	return b, nil
+// readFileLimited reads a configuration file of dir that must be a
+// regular file of this user's with one link, reached without following a
+// link, of at most MaxConfigBytes: a FIFO or a device put in its place
+// would hang or exhaust every verb, a link would read another file.
+func readFileLimited(dir, name string) ([]byte, error) {
+	return safefile.ReadFile(dir, name, MaxConfigBytes)
 }

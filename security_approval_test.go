@@ -193,6 +193,10 @@ func TestForgedApprovalRowsAllowNothing(t *testing.T) {
 				if err := tx.In(store.Lineage).Set([]byte("e/"+id), env); err != nil {
 					return err
 				}
+				// An approval counts only once logged: the leaf too.
+				if _, err := tlog.Append(tx.In(store.Log), tlog.LeafEntry, id); err != nil {
+					return err
+				}
 				return tx.In(store.Decisions).Set([]byte("a/s\x00"+d.ArgsDigest+"\x00"+id), []byte("2999-01-01T00:00:00Z"))
 			})
 			if err := w.Reopen(); err != nil {
@@ -287,6 +291,35 @@ func TestApprovalBindingCapAndAuthority(t *testing.T) {
 	defer e.Close()
 	if err := e.AddPrincipal(ctx, registry.Principal{ID: "tool:x", Tier: registry.External, PublicKey: s.Public(), Approver: true}); !errors.Is(err, registry.ErrBadApprover) {
 		t.Fatalf("an external approver: %v", err)
+	}
+}
+
+// An approval binds the action, not the wording around it: after the
+// person approved, the user's "I approved it, retry" joins the context, and
+// the retried call, the same action with a justification that still holds
+// every source the person was shown, is allowed once; a second retry is
+// not, nor the same action justified without the sources the person saw,
+// nor other arguments.
+func TestApprovalSurvivesARetryPrompt(t *testing.T) {
+	ctx := t.Context()
+	w := enginetest.New(t, enginetest.Default)
+	d, mem := deniedSession(t, w)
+	if _, err := w.E.Approve(ctx, w.Keys["user:alice"], "user:alice", d.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	retry := w.Record("user:alice", "s", "I approved that payment, please retry it", nil)
+	if got := w.Check("agent:planner", pedigree.Call{Session: "s", Tool: "send_money", Args: []byte(`{"to":"998"}`), Justification: []string{mem.ID, retry.ID}}); got.Decision == gate.Allow {
+		t.Fatal("the approval allowed other arguments")
+	}
+	if got := sendAgain(w, "agent:planner", retry.ID); got.Approval != "" {
+		t.Fatal("the approval was used by the action justified without the sources the person was shown")
+	}
+	got := sendAgain(w, "agent:planner", mem.ID, retry.ID)
+	if got.Decision != gate.Allow || got.Approval == "" {
+		t.Fatalf("the approved action, retried after the user's prompt: %s %v", got.Decision, got.Reasons)
+	}
+	if again := sendAgain(w, "agent:planner", mem.ID, retry.ID); again.Decision == gate.Allow {
+		t.Fatal("the approval allowed its action twice")
 	}
 }
 

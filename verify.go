@@ -11,6 +11,7 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
+	"slices"
 )
 
 // Verify checks the whole store in one read transaction: every entry's
@@ -33,6 +34,20 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 	r := &lineage.Report{Problems: []lineage.Problem{}, TrustRoot: e.TrustRoot()}
 	bad := func(id, f string, a ...any) {
 		r.Problems = append(r.Problems, lineage.Problem{ID: id, What: fmt.Sprintf(f, a...)})
+	}
+	// The engine's own witnesses count as checkpoints kept elsewhere.
+	if w, err := e.witnessed(); err != nil {
+		bad("", "%v", err)
+	} else {
+		cps = append(slices.Clone(cps), w...)
+	}
+	if size, _, err := e.log.Head(); err == nil {
+		r.LogSize = size
+		for _, cp := range cps {
+			if cp.Size <= size && e.log.CheckSigned(&cp) == nil {
+				r.Witnessed = max(r.Witnessed, cp.Size)
+			}
+		}
 	}
 	if e.dir != "" && e.reg.Frozen() {
 		// Open compares the copy with the store's record when it is there;
@@ -77,6 +92,11 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 				return errors.New("logged twice")
 			}
 			seen[id] = true
+			if !e.cfg.fleetNode {
+				if err := e.checkAttestation(t.In(store.Log), index, kind, id); err != nil {
+					return err
+				}
+			}
 			switch kind {
 			case tlog.LeafEntry:
 				seq, ok := v.Entries[id]

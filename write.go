@@ -31,7 +31,7 @@ func (e *Engine) writeEntry(t *store.Txn, p *lineage.Pending) (*lineage.Node, er
 	if n, err := p.Stored(lt); err != nil || n != nil {
 		return n, err
 	}
-	idx, err := tlog.Append(t.In(store.Log), tlog.LeafEntry, p.Node.ID)
+	idx, err := e.appendLeaf(t, tlog.LeafEntry, p.Node.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -34,8 +34,15 @@ type Tool struct {
 	// tainted but whose protected arguments all come from explicit, trusted
 	// sources: the decision may have been steered, the data was not.
 	// "ask" (the default, when empty), "deny" (delete-like tools) or "allow".
-	OnSteered Outcome            `json:"on_steered,omitempty"`
-	Args      map[string]ArgRule `json:"args,omitempty"`
+	OnSteered Outcome `json:"on_steered,omitempty"`
+	// OnDelegated is the outcome of a delegated call: one that carries out
+	// a plan step whose delegated argument comes from exactly the source
+	// the plan names (the file or message the user pointed at), whose
+	// content is untrusted. "ask" (the default, when empty: a person
+	// confirms the value), "deny", or "allow" where the operator accepts
+	// that whoever controls the source controls the value.
+	OnDelegated Outcome            `json:"on_delegated,omitempty"`
+	Args        map[string]ArgRule `json:"args,omitempty"`
 	// RecipientArg names the argument that holds a send's recipient, for
 	// the trajectory detector's external-recipient signal.
 	RecipientArg string `json:"recipient_arg,omitempty"`
@@ -95,7 +102,10 @@ func ParseCatalog(b []byte) (*Catalog, error) {
 		if _, err := trajectory.ParseRole(string(t.Role)); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
 		}
-		if err := checkOnSteered(t.OnSteered); err != nil {
+		if err := checkOutcome("on_steered", t.OnSteered); err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
+		}
+		if err := checkOutcome("on_delegated", t.OnDelegated); err != nil {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrCatalog, name, err)
 		}
 	}
@@ -178,14 +188,14 @@ func (c *Catalog) TrajectoryCall(tool string, args map[string]any) trajectory.Ca
 	return call
 }
 
-// checkOnSteered refuses an on_steered that is not an outcome: a typo must
-// not silently mean the default.
-func checkOnSteered(o Outcome) error {
+// checkOutcome refuses an on_steered or on_delegated that is not an
+// outcome: a typo must not silently mean the default.
+func checkOutcome(field string, o Outcome) error {
 	switch o {
 	case "", Ask, Deny, Allow:
 		return nil
 	}
-	return fmt.Errorf("on_steered %q: want ask, deny or allow", o)
+	return fmt.Errorf("%s %q: want ask, deny or allow", field, o)
 }
 
 // exactKeys checks that every object key in the JSON j names a field of t

@@ -91,6 +91,14 @@ type PlanFact struct {
 	ID        string
 	Statement *lineage.Statement
 	Node      *lineage.Node
+	// Outputs maps each argument source whose one parent is a call citing
+	// this plan to that call, read from its verified entry: what tells
+	// whether a delegated value is the output of the step it names.
+	Outputs map[string]lineage.StepCall
+	// Earlier are the stored calls, other than this one, that cite the
+	// same step (read from the plan-call index, each verified), when the
+	// step has a delegated slot: a delegation holds once per step.
+	Earlier []lineage.StepCall
 }
 
 // Approval is an approval offered to the policy.

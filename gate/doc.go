@@ -27,6 +27,10 @@
 // is tainted and every protected argument names trusted sources. A call that
 // cites a plan step it matches, of a plan made from trusted entries, has the
 // plan as its control (PlanUse; the engine reads the plan into Facts). A
+// plan step may delegate a protected argument to the output of an earlier
+// step or to an entry (lineage.Delegation): the gate tells the policy which
+// of the argument's sources are that source, and the policy asks a person
+// to confirm the value (the catalog's on_delegated) instead of denying. A
 // person answers a deny or an ask with a signed approval or rejection
 // (Review); Pending is what waits for one.
 //

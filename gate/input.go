@@ -19,18 +19,23 @@ import (
 // evaluation itself.
 //
 //	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
-//	tool:          {known, sensitive (true, false or "unknown"), irreversible, external_sink, role, ask_on_untrusted, on_steered, args: {NAME: {trusted}}}
+//	tool:          {known, sensitive (true, false or "unknown"), irreversible, external_sink, role, ask_on_untrusted, on_steered, on_delegated, args: {NAME: {trusted}}}
 //	justification: [entry]: with the default policy, only the entries with an
 //	               untrusted effective or reach tier (the others yield no finding,
 //	               so a session's long trusted context is not the policy's work);
 //	               with an operator's modules (PolicyFromDir), every entry
-//	arguments:     {NAME: {explicit, sources: [entry], slot}}
+//	arguments:     {NAME: {explicit, sources: [entry], slot, delegation}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
 //	approvals:     [{id, approver, approver_tier, expires}]
-//	plan:          {cited, id, step, authority, why}
+//	plan:          {cited, id, step, authority, why, earlier}
 //
-// slot is "literal" or "data" for an argument of a call a plan has
-// authority over (see PlanUse), else "".
+// slot is "literal", "data" or "delegated" for an argument of a call a plan
+// has authority over (see PlanUse), else "". A delegated argument also has
+// delegation: the source its plan step names, {step, tool, args} (the
+// step's tool and arguments) or {entry}, and from, the IDs of its sources
+// that are that source (its output, or the entry itself). plan.earlier
+// counts the other calls of the session that carried out the same step,
+// when it has delegated slots (else 0).
 //
 // where entry is {id, principal, kind, tier, effective_tier, reach_tier,
 // untrusted: [{id, principal, tier, hops, strong}]}.
@@ -56,15 +61,15 @@ func init() {
 		string(lineage.KindPrompt), string(lineage.KindToolOutput), string(lineage.KindMemory), string(lineage.KindSummary),
 		string(lineage.KindRetrieval), string(lineage.KindCall), string(lineage.KindApproval), string(lineage.KindRejection), string(lineage.KindPlan),
 		string(trajectory.Recall), string(trajectory.List), string(trajectory.Save), string(trajectory.Draft), string(trajectory.Send),
-		string(trajectory.RAG), string(trajectory.Other), "", "literal", "data", "unknown", string(Allow), string(Deny), string(Ask),
+		string(trajectory.RAG), string(trajectory.Other), "", "literal", "data", "delegated", "unknown", string(Allow), string(Deny), string(Ask),
 	} {
 		valueTerms[v] = ast.StringTerm(v)
 	}
 	for _, k := range []string{
 		"action", "tool", "args", "args_digest", "principal", "principal_tier", "session", "call_id",
-		"known", "sensitive", "irreversible", "external_sink", "role", "ask_on_untrusted", "on_steered", "trusted",
+		"known", "sensitive", "irreversible", "external_sink", "role", "ask_on_untrusted", "on_steered", "on_delegated", "trusted",
 		"justification", "arguments", "explicit", "sources", "slot", "trajectory", "features", "alerts", "rule", "message", "at",
-		"approvals", "approver", "approver_tier", "expires", "plan", "cited", "step", "authority", "why",
+		"approvals", "approver", "approver_tier", "expires", "plan", "cited", "step", "authority", "why", "delegation", "from", "earlier",
 		"id", "kind", "tier", "effective_tier", "reach_tier", "untrusted", "hops", "strong",
 		"decision", "reasons", "findings", "warnings", "approval", "arg", "entry", "outcome", "by", "reason",
 	} {
@@ -170,7 +175,7 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 			// The plan fixed the value: the plan is its source.
 			ids, explicit = []string{plan.ID}, true
 		}
-		if slot == "data" {
+		if slot == "data" || slot == "delegated" {
 			// Data sources are not in the control justification: their
 			// untrusted roots are evidence of their own.
 			for _, id := range ids {
@@ -201,7 +206,15 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 				}
 			}
 		}
-		arguments = append(arguments, [2]*ast.Term{str(name), obj("explicit", ast.InternedTerm(explicit), "sources", srcs, "slot", word(slot))})
+		fields := []any{"explicit", ast.InternedTerm(explicit), "sources", srcs, "slot", word(slot)}
+		if slot == "delegated" {
+			dt, err := delegationTerm(plan.delegated[name])
+			if err != nil {
+				return nil, nil, err
+			}
+			fields = append(fields, "delegation", dt)
+		}
+		arguments = append(arguments, [2]*ast.Term{str(name), obj(fields...)})
 	}
 
 	// The trajectory as it will be once this call is appended.
@@ -233,12 +246,35 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 	return in.Value, &tc, nil
 }
 
+// delegationTerm is a delegated argument's named source and which of its
+// sources are that source: {step, tool, args, from} or {entry, from}.
+func delegationTerm(a *delegatedArg) (*ast.Term, error) {
+	from := make([]*ast.Term, len(a.From))
+	for i, id := range a.From {
+		from[i] = str(id)
+	}
+	if a.Step == nil {
+		return obj("entry", str(a.Entry), "from", ast.ArrayTerm(from...)), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(a.Step.Args))
+	dec.UseNumber()
+	var args any
+	if err := dec.Decode(&args); err != nil {
+		return nil, fmt.Errorf("plan step %d: %v", a.Delegation.Step, err)
+	}
+	v, err := ast.InterfaceToValue(args)
+	if err != nil {
+		return nil, fmt.Errorf("plan step %d: %v", a.Delegation.Step, err)
+	}
+	return obj("step", ast.IntNumberTerm(a.Delegation.Step), "tool", str(a.Step.Tool), "args", ast.NewTerm(v), "from", ast.ArrayTerm(from...)), nil
+}
+
 func planTerm(u *PlanUse) *ast.Term {
 	if u == nil {
 		return obj("cited", ast.InternedTerm(false))
 	}
 	return obj("cited", ast.InternedTerm(true), "id", str(u.ID), "step", ast.IntNumberTerm(u.Step),
-		"authority", ast.InternedTerm(u.Authority), "why", str(u.Why))
+		"authority", ast.InternedTerm(u.Authority), "why", str(u.Why), "earlier", ast.InternedTerm(u.earlier))
 }
 
 func entryTerm(n *lineage.Node, srcs []lineage.Source) *ast.Term {
@@ -266,7 +302,7 @@ func toolTerm(t Tool, known bool) *ast.Term {
 	}
 	return obj("known", ast.InternedTerm(known), "sensitive", sens, "irreversible", ast.InternedTerm(t.Irreversible),
 		"external_sink", ast.InternedTerm(t.ExternalSink), "role", word(string(t.Role)), "ask_on_untrusted", ast.InternedTerm(t.AskOnUntrusted),
-		"on_steered", word(string(t.OnSteered)), "args", ast.ObjectTerm(args...))
+		"on_steered", word(string(t.OnSteered)), "on_delegated", word(string(t.OnDelegated)), "args", ast.ObjectTerm(args...))
 }
 
 func featuresTerm(s *trajectory.State) *ast.Term {

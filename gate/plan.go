@@ -26,6 +26,27 @@ type PlanUse struct {
 	control []string
 	literal []string
 	data    []string
+	// delegated are the data slots that name their source (see
+	// lineage.Delegation), by argument.
+	delegated map[string]*delegatedArg
+	// earlier counts the other calls of the session that carried out the
+	// step (cited it and matched it) drawing on the source this call's
+	// delegated arguments come from (one of its parents is among their
+	// From), when it has delegated slots: a delegation holds once per
+	// step and source.
+	earlier int
+}
+
+// delegatedArg is a delegated slot a call fills: the source the plan names
+// for it, and which of the argument's sources are that source's output.
+type delegatedArg struct {
+	lineage.Delegation
+	// From are the argument's sources that are the named source: the entry
+	// itself, or an output whose one parent is a call that cites the named
+	// step of this plan and matches it.
+	From []string
+	// Step is the named step (tool and arguments), for the reason.
+	Step *lineage.PlanStep
 }
 
 // planUse judges a call's plan citation against the stored plan the engine
@@ -58,6 +79,30 @@ func (g *Gate) planUse(f *Facts) (*PlanUse, error) {
 		return u, nil
 	}
 	u.Authority, u.literal, u.data = true, m.Literal, m.Data
+	if u.delegated, err = delegatedArgs(f, step, m.Data); err != nil {
+		return nil, err
+	}
+	if len(u.delegated) > 0 {
+		from := map[string]bool{}
+		for _, a := range u.delegated {
+			for _, id := range a.From {
+				from[id] = true
+			}
+		}
+		for _, c := range f.Plan.Earlier {
+			if c.Statement.Session != st.Session || c.Statement.Plan == nil || *c.Statement.Plan != *ref ||
+				!slices.ContainsFunc(c.Statement.Parents, func(p lineage.Parent) bool { return from[p.ID] }) {
+				continue
+			}
+			m, err := lineage.MatchStep(step, c.Statement.Tool, c.Statement.Args)
+			if err != nil {
+				return nil, err
+			}
+			if m.OK {
+				u.earlier++
+			}
+		}
+	}
 	data := map[string]bool{}
 	for _, name := range m.Data {
 		for _, id := range f.ArgSources[name] {
@@ -73,14 +118,76 @@ func (g *Gate) planUse(f *Facts) (*PlanUse, error) {
 	return u, nil
 }
 
-// slot says what an argument of a call under a plan is: "literal", "data"
-// or "" (no plan authority).
+// delegatedArgs are the delegated slots among the data arguments of a call
+// that matches step, each with the sources that are its named source.
+// Whether those sources excuse the argument, and what the call then gets,
+// is the policy's to say.
+func delegatedArgs(f *Facts, step lineage.PlanStep, data []string) (map[string]*delegatedArg, error) {
+	ds, err := step.Delegations()
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	plan := f.Plan.Statement
+	out := map[string]*delegatedArg{}
+	for _, name := range data {
+		d, ok := ds[name]
+		if !ok {
+			continue
+		}
+		a := &delegatedArg{Delegation: d, From: []string{}}
+		if d.Entry == "" {
+			a.Step = &plan.Steps[d.Step]
+		}
+		for _, id := range f.ArgSources[name] {
+			if d.Entry != "" {
+				if id == d.Entry {
+					a.From = append(a.From, id)
+				}
+				continue
+			}
+			ok, err := stepOutput(f, id, d.Step)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				a.From = append(a.From, id)
+			}
+		}
+		out[name] = a
+	}
+	return out, nil
+}
+
+// stepOutput reports whether source id is the output of a call in the
+// call's session that cites step n of the plan and matches it (the step's
+// literals fix what was read: a read of another file is not its output).
+func stepOutput(f *Facts, id string, n int) (bool, error) {
+	c, ok := f.Plan.Outputs[id]
+	if !ok {
+		return false, nil
+	}
+	st := c.Statement
+	if st.Plan == nil || st.Plan.ID != f.Plan.ID || st.Plan.Step != n || st.Session != f.Statement.Session {
+		return false, nil
+	}
+	m, err := lineage.MatchStep(f.Plan.Statement.Steps[n], st.Tool, st.Args)
+	if err != nil {
+		return false, err
+	}
+	return m.OK, nil
+}
+
+// slot says what an argument of a call under a plan is: "literal", "data",
+// "delegated" (a data slot that names its source) or "" (no plan
+// authority).
 func (u *PlanUse) slot(name string) string {
 	switch {
 	case u == nil || !u.Authority:
 		return ""
 	case slices.Contains(u.literal, name):
 		return "literal"
+	case u.delegated[name] != nil:
+		return "delegated"
 	case slices.Contains(u.data, name):
 		return "data"
 	}

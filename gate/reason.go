@@ -23,7 +23,7 @@ import (
 var reasonRank = map[string]int{
 	"untrusted-proposer": 0, "not-sensitive": 0, "approved": 0, "steered": 0, "trusted": 0,
 	"untrusted-argument": 1, "unsourced-argument": 1, "empty-sources": 1, "unsourced-data": 1,
-	"no-protected-argument": 1, "weak-justification": 1, "weak-argument": 1, "extension": 1,
+	"no-protected-argument": 1, "weak-justification": 1, "weak-argument": 1, "extension": 1, "delegated": 1, "delegated-repeat": 1,
 	"tainted-justification": 2,
 	"plan-used":             3, "plan-unused": 3,
 	"overridden": 4,
@@ -131,6 +131,12 @@ func (w *reasonWriter) text(rule string, f ast.Object) (string, error) {
 	case "untrusted-argument":
 		e := w.entry(f)
 		text = rule + ": argument " + w.str(f, "arg") + " comes from " + short(w.str(e, "id")) + " (" + w.str(e, "principal") + "), which " + w.describe(e)
+	case "delegated":
+		text = w.delegated(f)
+	case "delegated-repeat":
+		p := w.object(w.in, "plan")
+		text = rule + ": plan " + short(w.str(p, "id")) + " step " + w.integer(p, "step") + " was carried out already, from the same source (earlier calls: " + w.integer(p, "earlier") +
+			"): argument " + w.str(f, "arg") + " is delegated to its source once, so this call is judged without the delegation"
 	case "unsourced-argument":
 		text = rule + ": protected argument " + w.str(f, "arg") + " has no provenance of its own: it comes from the tainted justification"
 	case "empty-sources":
@@ -187,6 +193,38 @@ func (w *reasonWriter) steered(f ast.Object) string {
 	list = slices.Compact(list)
 	return "steered: the justification is tainted, but every protected argument comes from trusted entries (" + strings.Join(list, ", ") +
 		"); the catalog's outcome for " + w.str(w.object(w.in, "action"), "tool") + " is " + w.str(f, "outcome")
+}
+
+// delegated: the value whole, and where it came from, for the person who
+// confirms it.
+func (w *reasonWriter) delegated(f ast.Object) string {
+	name := w.str(f, "arg")
+	a := w.object(w.in, "action")
+	e := w.entry(f)
+	if w.err != nil {
+		return ""
+	}
+	value := valueOf(w.object(a, "args"), name)
+	arg, _ := valueOf(w.object(w.in, "arguments"), name).(ast.Object)
+	d, _ := valueOf(arg, "delegation").(ast.Object)
+	if value == nil || d == nil {
+		w.fail(fmt.Errorf("argument %s is not a delegated argument of the input", name))
+		return ""
+	}
+	from := "entry " + short(w.str(e, "id")) + " (" + w.str(e, "principal") + ")"
+	if valueOf(d, "step") != nil {
+		from = "the output " + short(w.str(e, "id")) + " (" + w.str(e, "principal") + ") of plan step " + w.integer(d, "step") +
+			", " + w.str(d, "tool") + " " + valueOf(d, "args").String()
+	}
+	then := "so a person confirms it"
+	switch o, _ := valueOf(w.object(w.in, "tool"), "on_delegated").(ast.String); o {
+	case "allow":
+		then = "and the catalog allows delegated calls of this tool unconfirmed"
+	case "deny":
+		then = "and the catalog denies delegated calls of this tool"
+	}
+	return "delegated: " + w.str(a, "tool") + " with " + name + " = " + value.String() + ", read from " + from +
+		", the source the plan names for it: the value is only as trustworthy as that source, " + then
 }
 
 // describe says why an entry is untrusted: its first untrusted root, or its

@@ -56,10 +56,13 @@ type Pending struct {
 }
 
 // ArgProvenance is one argument's sources: explicit when the agent said
-// where the value came from, else the whole justification.
+// where the value came from, else the whole justification. Protected is
+// the catalog's rule as the policy saw it: the argument must come from
+// trusted entries (every argument the catalog does not call data).
 type ArgProvenance struct {
-	Explicit bool        `json:"explicit"`
-	Sources  []SourceRef `json:"sources"`
+	Explicit  bool        `json:"explicit"`
+	Sources   []SourceRef `json:"sources"`
+	Protected bool        `json:"protected"`
 }
 
 // SourceRef is one entry an argument came from.
@@ -108,6 +111,11 @@ func ArgumentsOf(input []byte) (map[string]ArgProvenance, error) {
 				EffectiveTier string `json:"effective_tier"`
 			} `json:"sources"`
 		} `json:"arguments"`
+		Tool struct {
+			Args map[string]struct {
+				Trusted bool `json:"trusted"`
+			} `json:"args"`
+		} `json:"tool"`
 	}
 	if err := json.Unmarshal(input, &in); err != nil {
 		return nil, err
@@ -117,7 +125,10 @@ func ArgumentsOf(input []byte) (map[string]ArgProvenance, error) {
 		for i, s := range a.Sources {
 			srcs[i] = SourceRef{ID: s.ID, Principal: s.Principal, EffectiveTier: s.EffectiveTier}
 		}
-		out[name] = ArgProvenance{Explicit: a.Explicit, Sources: srcs}
+		// As the policy's protected(name): no rule, or a rule that wants
+		// trusted sources.
+		rule, ruled := in.Tool.Args[name]
+		out[name] = ArgProvenance{Explicit: a.Explicit, Sources: srcs, Protected: !ruled || rule.Trusted}
 	}
 	return out, nil
 }

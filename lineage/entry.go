@@ -77,7 +77,9 @@ type Rejection struct {
 // PlanStep is one step of a plan: a tool and its arguments, in canonical
 // JSON. Each argument is a literal, which a call citing the step must match
 // exactly, or the data slot {"$data": true}, which a call may fill from
-// data, judged by the value's own provenance.
+// data, judged by the value's own provenance, or a delegated slot
+// ({"$data": {"step": N}} or {"$data": {"entry": ID}}, see Delegation): a
+// data slot that names the source its value is to come from.
 type PlanStep struct {
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args"`
@@ -389,6 +391,9 @@ func (s *Statement) validatePlan() error {
 				return fmt.Errorf("plan step %d: %w", i, err)
 			}
 		}
+		if err := checkDelegations(s.Steps); err != nil {
+			return err
+		}
 	}
 	if p := s.Plan; p != nil {
 		if s.Kind != KindCall {
@@ -423,6 +428,12 @@ func (st PlanStep) validate() error {
 		if string(v) == DataSlot {
 			continue
 		}
+		if _, ok, err := delegation(v); ok || err != nil {
+			if err != nil {
+				return fmt.Errorf("%w: argument %s: %v", ErrMalformed, name, err)
+			}
+			continue
+		}
 		if err := noDataKey(v); err != nil {
 			return fmt.Errorf("%w: argument %s: %v", ErrMalformed, name, err)
 		}
@@ -431,7 +442,8 @@ func (st PlanStep) validate() error {
 }
 
 // noDataKey refuses "$data" anywhere in a literal: a data slot is exactly
-// {"$data": true}, as a whole argument, so nothing can look like one.
+// {"$data": true} or a delegated slot, as a whole argument, so nothing can
+// look like one.
 func noDataKey(raw json.RawMessage) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -491,6 +503,9 @@ func PlanSteps(raw []byte) ([]PlanStep, error) {
 		if err := out[i].validate(); err != nil {
 			return nil, fmt.Errorf("plan step %d: %w", i, err)
 		}
+	}
+	if err := checkDelegations(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -280,6 +280,9 @@ func (p *Pending) Write(t kv.Txn, seq uint64) error {
 	if err := indexContent(t, p.Statement, id); err != nil {
 		return err
 	}
+	if err := indexPlanCall(t, p.Statement, id); err != nil {
+		return err
+	}
 	// A session's context is what the agent has read there: calls are
 	// what it did (their results come back as tool output, which is in
 	// the context) and approvals and rejections are for the gate, so none
@@ -666,4 +669,24 @@ func (g *Graph) Count(limit int) (int, error) {
 		})
 	})
 	return n, err
+}
+
+// UnsafeSetSeq rewrites, inside t (the graph's namespace), the append
+// sequence of a stored entry: its node row and its place in the append
+// order. It is what a writer of the directory does when it rebuilds the
+// log without some leaf (internal/tampertest), and is not a stable API.
+func UnsafeSetSeq(t kv.Txn, id string, seq uint64) error {
+	b, err := t.Get(key(pNode, id))
+	if err != nil {
+		return err
+	}
+	n, err := decodeNode(b)
+	if err != nil {
+		return err
+	}
+	n.Seq = seq
+	if err := t.Set(key(pNode, id), encodeNode(n)); err != nil {
+		return err
+	}
+	return t.Set(seqKey(seq), []byte(id))
 }

@@ -28,6 +28,16 @@ func PlanStepOf(st *Statement, id, session string, n int) (PlanStep, error) {
 	return st.Steps[n], nil
 }
 
+// isSlot reports whether a step's canonical argument is a data slot, plain
+// or delegated.
+func isSlot(w json.RawMessage) bool {
+	if string(w) == DataSlot {
+		return true
+	}
+	_, ok, err := delegation(w)
+	return ok && err == nil
+}
+
 // Match is how a call compares with the plan step it cites.
 type Match struct {
 	// OK: the tool is the step's, every literal is equal in canonical JSON,
@@ -36,7 +46,7 @@ type Match struct {
 	// Why says what differs when not OK.
 	Why string
 	// Literal and Data name the call's arguments that fill the step's
-	// literals and its data slots, sorted.
+	// literals and its data slots (delegated ones included), sorted.
 	Literal, Data []string
 }
 
@@ -67,7 +77,7 @@ func MatchStep(step PlanStep, tool string, args json.RawMessage) (Match, error) 
 		case !ok:
 			m.Why = fmt.Sprintf("argument %s is not in the step", n)
 			return m, nil
-		case string(w) == DataSlot:
+		case isSlot(w):
 			m.Data = append(m.Data, n)
 		case !bytes.Equal(w, got[n]):
 			// Both sides are canonical, so bytes that differ are values
@@ -79,7 +89,7 @@ func MatchStep(step PlanStep, tool string, args json.RawMessage) (Match, error) 
 		}
 	}
 	for n, w := range want {
-		if _, ok := got[n]; !ok && string(w) != DataSlot {
+		if _, ok := got[n]; !ok && !isSlot(w) {
 			m.Why = fmt.Sprintf("the call leaves out the step's literal argument %s", n)
 			return m, nil
 		}

@@ -83,6 +83,7 @@ func FuzzPlanSteps(f *testing.F) {
 		`[{"tool":"email_send","args":{"to":"bob@example.com","body":{"$data":true}}}]`,
 		`[{"tool":"x","args":{"a":{"$data":true,"b":1}}}]`,
 		`[{"tool":"x","args":{"a":[1,{"b":"$data"}]}}]`,
+		`[{"tool":"x","args":{}},{"tool":"y","args":{"a":{"$data":{"step":0}},"b":{"$data":{"entry":"` + strings.Repeat("ab", 32) + `"}}}}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -208,5 +209,76 @@ func TestPlanStepOf(t *testing.T) {
 	// call with (the CLI prints it as it is).
 	if _, err := lineage.PlanStepOf(plan, id, "s", 2); err == nil || !strings.HasSuffix(err.Error(), "has steps 0 to 1, not 2") {
 		t.Errorf("a step past them: %v", err)
+	}
+}
+
+// A delegated slot names the earlier step, or the entry, its value is to
+// come from; it is a data slot for matching, and anything else that looks
+// like one is refused.
+func TestPlanStepsDelegated(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	steps, err := lineage.PlanSteps([]byte(`[{"tool":"file_read","args":{"path":"bill.txt"}},
+		{"tool":"bank_transfer","args":{"iban":{"$data":{"step":0}},"amount":{"$data":{"step":0}},"memo":{"$data":true},"ref":{"$data":{"entry":"` + id + `"}}}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(steps[1].Args), `{"amount":`+string(lineage.FromStep(0))+`,"iban":`+string(lineage.FromStep(0))+`,"memo":{"$data":true},"ref":`+string(lineage.FromEntry(id))+`}`; got != want {
+		t.Fatalf("canonical step %s, want %s", got, want)
+	}
+	ds, err := steps[1].Delegations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]lineage.Delegation{"iban": {Step: 0}, "amount": {Step: 0}, "ref": {Step: -1, Entry: id}}
+	if len(ds) != len(want) {
+		t.Fatalf("delegations %+v, want %+v", ds, want)
+	}
+	for n, d := range want {
+		if ds[n] != d {
+			t.Errorf("delegation of %s: %+v, want %+v", n, ds[n], d)
+		}
+	}
+	if ds, err := steps[0].Delegations(); err != nil || ds != nil {
+		t.Errorf("a step without delegated slots: %v %v", ds, err)
+	}
+	args, _ := lineage.CanonicalArgs([]byte(`{"iban":"DE89","amount":120,"memo":"x","ref":"r"}`))
+	m, err := lineage.MatchStep(steps[1], "bank_transfer", args)
+	if err != nil || !m.OK || strings.Join(m.Data, ",") != "amount,iban,memo,ref" {
+		t.Errorf("match %+v %v, want every argument a data slot", m, err)
+	}
+	for name, raw := range map[string]string{
+		"a later step":      `[{"tool":"x","args":{"a":{"$data":{"step":1}}}},{"tool":"y","args":{}}]`,
+		"its own step":      `[{"tool":"x","args":{"a":{"$data":{"step":0}}}}]`,
+		"a negative step":   `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":-1}}}}]`,
+		"a step too far":    `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":99999}}}}]`,
+		"a string step":     `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":"0"}}}}]`,
+		"a fractional step": `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":0.5}}}}]`,
+		"step and entry":    `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":0,"entry":"` + id + `"}}}}]`,
+		"neither":           `[{"tool":"x","args":{"a":{"$data":{}}}}]`,
+		"an unknown key":    `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":0,"why":"x"}}}}]`,
+		"an entry prefix":   `[{"tool":"x","args":{"a":{"$data":{"entry":"abab"}}}}]`,
+		"a key beside":      `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"$data":{"step":0},"b":1}}}]`,
+		"nested":            `[{"tool":"y","args":{}},{"tool":"x","args":{"a":{"b":{"$data":{"step":0}}}}}]`,
+	} {
+		if _, err := lineage.PlanSteps([]byte(raw)); !errors.Is(err, lineage.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// A signed plan is checked as PlanSteps checks one: a slot delegated to a
+// step that is not earlier is malformed, whoever made the statement.
+func TestPlanStatementDelegation(t *testing.T) {
+	w := newWorld(t)
+	prompt := w.record("user:alice", "s", "pay the bill", nil)
+	st := w.statement("agent:planner", "s", "", []lineage.Parent{{ID: prompt.ID, Weight: 1}})
+	st.Kind = lineage.KindPlan
+	st.Steps = []lineage.PlanStep{{Tool: "file_read", Args: json.RawMessage(`{"path":"bill.txt"}`)}, {Tool: "pay", Args: json.RawMessage(`{"iban":` + string(lineage.FromStep(0)) + `}`)}}
+	if err := st.Validate(); err != nil {
+		t.Fatalf("a slot delegated to an earlier step: %v", err)
+	}
+	st.Steps[1].Args = json.RawMessage(`{"iban":` + string(lineage.FromStep(1)) + `}`)
+	if err := st.Validate(); !errors.Is(err, lineage.ErrMalformed) || !strings.Contains(err.Error(), "not an earlier step") {
+		t.Fatalf("a slot delegated to its own step: %v", err)
 	}
 }

@@ -25,6 +25,12 @@ type Report struct {
 	// TrustRoot is how the store's registry is anchored outside it ("pinned
 	// key", "pinned digest" or "none"), filled in by the engine, which knows.
 	TrustRoot string `json:"trust_root,omitempty"`
+	// LogSize is the number of leaves in the log, and Witnessed the
+	// largest size a checkpoint kept elsewhere vouches for: the leaves
+	// after it are the unwitnessed tail, which only a later checkpoint
+	// protects from being cut.
+	LogSize   uint64 `json:"log_size"`
+	Witnessed uint64 `json:"witnessed"`
 }
 
 // OK reports whether nothing was found wrong.
@@ -84,6 +90,9 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 		return nil, err
 	}
 	if err := verifyContentIndex(ctx, t, stmts, bad); err != nil {
+		return nil, err
+	}
+	if err := verifyPlanCallIndex(ctx, t, stmts, bad); err != nil {
 		return nil, err
 	}
 	return v, nil

@@ -12,9 +12,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
+	"path/filepath"
 )
 
 // maxKeyFile bounds what we read from a key file.
@@ -102,21 +104,10 @@ func WritePrivateKeyFile(path string, priv ed25519.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if err := safefile.Create(filepath.Dir(path), filepath.Base(path), pemBytes, 0o600); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
-	if _, err := f.Write(pemBytes); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("write key file: %w", err)
-	}
-	return f.Close()
+	return nil
 }
 
 // WritePublicKeyFile writes pub as a PEM file (mode 0644), never overwriting.
@@ -125,12 +116,10 @@ func WritePublicKeyFile(path string, pub ed25519.PublicKey) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	if err := safefile.Create(filepath.Dir(path), filepath.Base(path), pemBytes, 0o644); err != nil {
 		return fmt.Errorf("write public key file: %w", err)
 	}
-	_, err = f.Write(pemBytes)
-	return errors.Join(err, f.Close())
+	return nil
 }
 
 // LoadSigner reads a private key PEM file written by WritePrivateKeyFile.

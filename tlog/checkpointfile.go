@@ -70,8 +70,8 @@ func ParseCheckpoint(b []byte) (*Checkpoint, error) {
 // operator signed it, the log has at least its size, and the stored tree at
 // its size has its root.
 func (l *Log) checkExternal(t kv.Txn, cp *Checkpoint) error {
-	if err := l.checkCheckpoint(cp); err != nil {
-		return fmt.Errorf("%w: the checkpoint is not signed by this store's operator key (%v)", ErrNotExtension, err)
+	if err := l.checkWitnessed(cp); err != nil {
+		return fmt.Errorf("%w: the checkpoint is not signed by this store's operator key or its engine key (%v)", ErrNotExtension, err)
 	}
 	size, ok, err := matches(t, cp)
 	switch {

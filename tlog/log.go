@@ -2,8 +2,11 @@
 // over every entry, decision and recall, in append order, appended in the
 // same transaction as what it logs. Every complete subtree's hash is stored,
 // so an inclusion or consistency proof reads O(log n) nodes. Checkpoints
-// (size and root) are signed by the operator key; Verify recomputes the
-// tree from the leaves and checks every stored hash and checkpoint.
+// (size and root) are signed by the operator key (the stored ones) or by
+// an engine key (the ones the engine hands its witnesses); each leaf
+// carries the engine's signed attestation of its index (SetAttestation).
+// Verify recomputes the tree from the leaves and checks every stored hash
+// and checkpoint.
 //
 // The log keeps its rows through the kv contract, in its own namespace; the
 // engine hands Append the namespace's view of the transaction that stores
@@ -167,6 +170,65 @@ func Append(t kv.Txn, kind byte, id string) (uint64, error) {
 type Log struct {
 	store    kv.Store
 	operator *registry.Verifier
+	// engines are the engine keys the registry certifies: they sign the
+	// checkpoints the engine hands to its witnesses (a checkpoint kept
+	// elsewhere may be signed by one of them or by the operator).
+	engines []*registry.Verifier
+}
+
+// SetEngineKeys names the engine keys whose checkpoints count as kept
+// elsewhere (witnessed) besides the operator's.
+func (l *Log) SetEngineKeys(keys []ed25519.PublicKey) error {
+	l.engines = nil
+	for _, k := range keys {
+		v, err := registry.NewVerifier(k)
+		if err != nil {
+			return err
+		}
+		l.engines = append(l.engines, v)
+	}
+	return nil
+}
+
+// CheckSigned checks that cp is signed by the operator or an engine key
+// (SetEngineKeys).
+func (l *Log) CheckSigned(cp *Checkpoint) error { return l.checkWitnessed(cp) }
+
+// checkWitnessed checks a checkpoint kept elsewhere: signed by the
+// operator, or by an engine key the registry certifies.
+func (l *Log) checkWitnessed(c *Checkpoint) error {
+	if err := l.checkCheckpoint(c); err == nil {
+		return nil
+	}
+	sig, err := base64.StdEncoding.DecodeString(c.Signature)
+	if err == nil {
+		for _, v := range l.engines {
+			if v.Verify(sig, c.signed()) == nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("checkpoint %d: %w", c.Size, registry.ErrBadSignature)
+}
+
+// RootAt is the root of the log's first size leaves, and the log's size
+// now (ErrNotExtension when size is beyond it).
+func (l *Log) RootAt(size uint64) (string, uint64, error) {
+	var root []byte
+	var now uint64
+	err := l.store.View(func(t kv.Txn) error {
+		st, err := readLogState(t)
+		if err != nil {
+			return err
+		}
+		now = st.size
+		if size > now {
+			return fmt.Errorf("%w: the log has %d leaves, the checkpoint %d", ErrNotExtension, now, size)
+		}
+		root, err = rootAt(t, size)
+		return err
+	})
+	return hex.EncodeToString(root), now, err
 }
 
 // New returns the log kept in store, whose checkpoints the operator key
@@ -639,8 +701,8 @@ func (l *Log) VerifyWith(ctx context.Context, t kv.Txn, external []Checkpoint, l
 func (l *Log) externalCheckpoints(cps []Checkpoint, bad func(string, string, ...any)) map[uint64]Checkpoint {
 	out := map[uint64]Checkpoint{}
 	for _, c := range cps {
-		if err := l.checkCheckpoint(&c); err != nil {
-			bad("", "the checkpoint kept elsewhere (size %d) is not signed by this store's operator key", c.Size)
+		if err := l.checkWitnessed(&c); err != nil {
+			bad("", "the checkpoint kept elsewhere (size %d) is not signed by this store's operator key or its engine key", c.Size)
 			continue
 		}
 		out[c.Size] = c
@@ -660,4 +722,86 @@ func refuseOverwrite(t kv.Txn, k, b []byte) error {
 		return ErrCheckpointExists
 	}
 	return nil
+}
+
+// ErrGap: the log's rows disagree (a leaf missing in the middle, one beyond
+// its size, an index row that names another leaf): something was deleted or
+// rewritten. A reader that finds it fails closed.
+var ErrGap = errors.New("the log's rows disagree: a leaf or its index was deleted or rewritten")
+
+// LeafIndex returns, inside t, the index of the leaf that logs id (of
+// kind), after checking that the leaf at that index names it.
+func LeafIndex(t kv.Txn, kind byte, id string) (uint64, error) {
+	b, err := t.Get(indexKey(kind, id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return 0, fmt.Errorf("%s %s: %w", KindName(kind), id, ErrNotLogged)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%s %s: %w", KindName(kind), id, ErrGap)
+	}
+	i := binary.BigEndian.Uint64(b)
+	leaf, err := t.Get(leafKey(i))
+	if err != nil {
+		return 0, fmt.Errorf("leaf %d: %w", i, ErrGap)
+	}
+	want, err := LeafData(kind, id)
+	if err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(leaf, append([]byte{kind}, want[len(leafPrefix)+1:]...)) {
+		return 0, fmt.Errorf("leaf %d does not name %s %s: %w", i, KindName(kind), id, ErrGap)
+	}
+	return i, nil
+}
+
+// LeavesFrom calls fn, inside t, with every leaf from index from to the end
+// of the log, in order. A leaf missing below the log's size, or one stored
+// at or beyond it, is ErrGap: the caller must not take the leaves it saw
+// for the whole of that stretch.
+func LeavesFrom(t kv.Txn, from uint64, fn func(index uint64, kind byte, id string) error) error {
+	st, err := readLogState(t)
+	if err != nil {
+		return err
+	}
+	if from > st.size {
+		return fmt.Errorf("leaf %d is beyond the log's size %d: %w", from, st.size, ErrGap)
+	}
+	for i := from; i < st.size; i++ {
+		v, err := t.Get(leafKey(i))
+		if errors.Is(err, kv.ErrNotFound) || (err == nil && len(v) != 33) {
+			return fmt.Errorf("leaf %d: %w", i, ErrGap)
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(i, v[0], hex.EncodeToString(v[1:])); err != nil {
+			return err
+		}
+	}
+	// A leaf past the size is a log whose state was cut back.
+	if _, err := t.Get(leafKey(st.size)); !errors.Is(err, kv.ErrNotFound) {
+		return fmt.Errorf("a leaf is stored at %d, past the log's size: %w", st.size, ErrGap)
+	}
+	return nil
+}
+
+// pAttestation holds the engine's signature of each leaf (see the root
+// package's enginekey.go): a[<index>] -> DSSE envelope.
+const pAttestation = "a/"
+
+func attestationKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pAttestation), i) }
+
+// SetAttestation stores, inside t, the engine's signed attestation of the
+// leaf at index.
+func SetAttestation(t kv.Txn, index uint64, env []byte) error {
+	return t.Set(attestationKey(index), env)
+}
+
+// Attestation returns, inside t, the engine's attestation of the leaf at
+// index.
+func Attestation(t kv.Txn, index uint64) ([]byte, error) {
+	return t.Get(attestationKey(index))
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 )
 
@@ -141,7 +143,7 @@ func (m *Model) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return safefile.WriteFile(filepath.Dir(path), filepath.Base(path), append(b, '\n'), 0o644)
 }
 
 // LoadModel reads a model saved by Save and checks that it matches the

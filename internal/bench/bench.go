@@ -328,13 +328,19 @@ func open(ctx context.Context, o Options, cat *gate.Catalog) (*pedigree.Engine, 
 	if err != nil {
 		return nil, nil, "", err
 	}
-	// The operator key stays in memory: nothing is written beside the store.
+	// The operator and engine keys stay in memory: nothing is written
+	// beside the store.
 	op, _, err := registry.GenerateSigner(nil)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, "", err
 	}
-	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithOperatorSigner(op))
+	ek, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, "", err
+	}
+	e, err := pedigree.Init(ctx, dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithOperatorSigner(op), pedigree.WithEngineSigner(ek))
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, "", err

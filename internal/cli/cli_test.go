@@ -60,7 +60,11 @@ func modes(t *testing.T, test func(t *testing.T, served bool)) {
 // function that stops it (it is stopped at cleanup in any case).
 func (c *cliEnv) serve() (stop func()) {
 	c.t.Helper()
-	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock))
+	ek, err := pedigree.EngineKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithClock(c.clock), pedigree.WithEngineKeyFile(ek))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -89,6 +93,21 @@ func (c *cliEnv) serve() (stop func()) {
 	}
 	c.t.Cleanup(stop)
 	return stop
+}
+
+// openEngine opens the data directory in-process with its engine key, as
+// the CLI does.
+func (c *cliEnv) openEngine() *pedigree.Engine {
+	c.t.Helper()
+	ek, err := pedigree.EngineKeyPath(filepath.Join(c.tmp, "keys"), c.dir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	e, err := pedigree.Open(c.t.Context(), c.dir, pedigree.WithEngineKeyFile(ek))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return e
 }
 
 func newEnv(t *testing.T) *cliEnv {
@@ -280,7 +299,8 @@ func testRegistryListJSON(t *testing.T, served bool) {
 	}
 	m := c.must("-o", "json", "registry", "list").json(t)
 	ps := m["principals"].([]any)
-	if m["version"] != 1.0 || m["frozen"] != true || m["tau"] != 0.5 || len(ps) != 4 {
+	// The four principals, and the engine's key (engine:local).
+	if m["version"] != 1.0 || m["frozen"] != true || m["tau"] != 0.5 || len(ps) != 5 {
 		t.Fatalf("%v", m)
 	}
 	p := ps[0].(map[string]any)
@@ -359,27 +379,27 @@ func testBadInput(t *testing.T, served bool) {
 		{"missing argument", []string{"lineage", "trace"}, ExitUsage, "want 1 argument"},
 		{"add after freeze", []string{"registry", "add", "user:eve", "--tier", "user", "--new-key", filepath.Join(c.tmp, "eve.key")}, ExitError, "frozen"},
 		{"freeze after freeze", []string{"registry", "freeze"}, ExitError, "frozen"},
-		{"unknown tier", []string{"registry", "add", "user:eve", "--tier", "admin", "--new-key", filepath.Join(c.tmp, "eve.key")}, ExitError, "unknown tier"},
+		{"unknown tier", []string{"registry", "add", "user:eve", "--tier", "admin", "--new-key", filepath.Join(c.tmp, "eve.key")}, ExitUsage, "unknown tier"},
 		{"malformed principal", []string{"registry", "add", "eve", "--tier", "user", "--new-key", filepath.Join(c.tmp, "eve.key")}, ExitError, "malformed principal ID"},
 		{"both key flags", []string{"registry", "add", "user:eve", "--tier", "user", "--new-key", "a", "--public-key", "b"}, ExitUsage, "exactly one"},
 		{"init on an existing store", []string{"init"}, ExitError, "already exists"},
-		{"bad tau", []string{"--dir", filepath.Join(c.tmp, "new"), "init", "--tau", "1.5"}, ExitError, "tau must be in (0, 1]"},
-		{"record with unknown principal", []string{"record", "--as", "user:eve", "--key", alice, "--content", "x"}, ExitError, "unknown principal"},
-		{"record with another's key", []string{"record", "--as", "agent:planner", "--key", alice, "--content", "x"}, ExitError, "is not the key registered for agent:planner"},
-		{"record with a missing key file", []string{"record", "--as", "user:alice", "--key", filepath.Join(c.tmp, "nope.key"), "--content", "x"}, ExitError, "no such file"},
-		{"record with a garbage key", []string{"record", "--as", "user:alice", "--key", garbage, "--content", "x"}, ExitError, "bad key"},
-		{"record with a directory as key", []string{"record", "--as", "user:alice", "--key", unreadable, "--content", "x"}, ExitError, "bad key"},
-		{"record with unknown parent", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", strings.Repeat("ab", 32)}, ExitError, "unknown entry"},
-		{"record with short parent prefix", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt[:6]}, ExitError, "not an entry ID"},
-		{"record with weight above 1", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt + "=1.5"}, ExitError, "outside [0, 1]"},
-		{"record with a non-number weight", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt + "=lots"}, ExitError, "is not a number"},
-		{"record with a repeated parent", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt, "--parent", prompt[:9]}, ExitError, "named twice"},
-		{"record with unknown kind", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--kind", "rumour"}, ExitError, "unknown kind"},
-		{"record a call by hand", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--kind", "call"}, ExitError, "gate check"},
-		{"record without content", []string{"record", "--as", "user:alice", "--key", alice}, ExitUsage, "exactly one of --content"},
+		{"bad tau", []string{"--dir", filepath.Join(c.tmp, "new"), "init", "--tau", "1.5"}, ExitUsage, "tau must be in (0, 1]"},
+		{"record with unknown principal", []string{"record", "--session", "s1", "--as", "user:eve", "--key", alice, "--content", "x"}, ExitError, "unknown principal"},
+		{"record with another's key", []string{"record", "--session", "s1", "--as", "agent:planner", "--key", alice, "--content", "x"}, ExitError, "is not the key registered for agent:planner"},
+		{"record with a missing key file", []string{"record", "--session", "s1", "--as", "user:alice", "--key", filepath.Join(c.tmp, "nope.key"), "--content", "x"}, ExitError, "no such file"},
+		{"record with a garbage key", []string{"record", "--session", "s1", "--as", "user:alice", "--key", garbage, "--content", "x"}, ExitError, "bad key"},
+		{"record with a directory as key", []string{"record", "--session", "s1", "--as", "user:alice", "--key", unreadable, "--content", "x"}, ExitError, "bad key"},
+		{"record with unknown parent", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", strings.Repeat("ab", 32)}, ExitError, "unknown entry"},
+		{"record with short parent prefix", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt[:6]}, ExitUsage, "not an entry ID"},
+		{"record with weight above 1", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt + "=1.5"}, ExitUsage, "outside [0, 1]"},
+		{"record with a non-number weight", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt + "=lots"}, ExitUsage, "is not a number"},
+		{"record with a repeated parent", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--parent", prompt, "--parent", prompt[:9]}, ExitError, "named twice"},
+		{"record with unknown kind", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--kind", "rumour"}, ExitUsage, "unknown kind"},
+		{"record a call by hand", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice, "--content", "x", "--kind", "call"}, ExitError, "gate check"},
+		{"record without content", []string{"record", "--session", "s1", "--as", "user:alice", "--key", alice}, ExitUsage, "exactly one of --content"},
 		{"record with a bad session", []string{"record", "--as", "user:alice", "--key", alice, "--content", "x", "--session", "a b"}, ExitError, "session"},
 		{"recall unknown entry", []string{"recall", "--session", "s", "deadbeefdeadbeef"}, ExitError, "unknown entry"},
-		{"check with malformed args", []string{"gate", "check", "--as", "agent:planner", "--key", planner, "--session", "s", "--tool", "t", "--args", "[1]"}, ExitError, "must be a JSON object"},
+		{"check with malformed args", []string{"gate", "check", "--as", "agent:planner", "--key", planner, "--session", "s", "--tool", "t", "--args", "[1]"}, ExitUsage, "want a JSON object"},
 		{"check with a bad tool name", []string{"gate", "check", "--as", "agent:planner", "--key", planner, "--session", "s", "--tool", "a b"}, ExitError, "call tool"},
 		{"check with a bad --arg", []string{"gate", "check", "--as", "agent:planner", "--key", planner, "--session", "s", "--tool", "t", "--arg", "nothing"}, ExitUsage, "NAME=ID"},
 		{"check with a missing policy dir", []string{"gate", "check", "--as", "agent:planner", "--key", planner, "--session", "s", "--tool", "t", "--policies", filepath.Join(c.tmp, "none")}, ExitError, "policy error"},
@@ -392,7 +412,7 @@ func testBadInput(t *testing.T, served bool) {
 		{"trajectory show without session", []string{"trajectory", "show"}, ExitUsage, "--session"},
 		{"trajectory train without catalog", []string{"trajectory", "train", garbage, "--model", filepath.Join(c.tmp, "m.json")}, ExitUsage, "no tool catalog"},
 		{"gate log negative limit", []string{"gate", "log", "--limit", "-1"}, ExitUsage, "--limit"},
-		{"record with a non-Ed25519 private key", []string{"record", "--as", "user:alice", "--key", ecPriv, "--content", "x"}, ExitError, "want an Ed25519 private key"},
+		{"record with a non-Ed25519 private key", []string{"record", "--session", "s1", "--as", "user:alice", "--key", ecPriv, "--content", "x"}, ExitError, "want an Ed25519 private key"},
 		{"approve with a negative ttl", []string{"gate", "approve", "deadbeefdeadbeef", "--as", "user:alice", "--key", alice, "--ttl", "-1m"}, ExitUsage, "--ttl"},
 		{"trace with a negative depth", []string{"lineage", "trace", prompt, "--max-depth", "-1"}, ExitUsage, "--max-depth"},
 		{"log prove before a checkpoint", []string{"log", "prove", prompt}, ExitError, "no such checkpoint"},
@@ -523,7 +543,7 @@ func TestLockedDirectory(t *testing.T) {
 func TestVerifyExitCodeOnTamper(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	id := c.rec("user:alice", "--content", "x")
+	id := c.rec("user:alice", "--session", "", "--content", "x")
 	db, err := store.Open(c.dir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +613,13 @@ func TestServeVerb(t *testing.T) {
 	var out, errw bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+		keysOnly := func(k string) string {
+			if k == "PEDIGREE_KEYS" {
+				return c.getenv(k)
+			}
+			return ""
+		}
+		a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: keysOnly, clock: c.clock}
 		done <- a.run(ctx, []string{"--dir", c.dir, "serve"})
 	}()
 	sock := filepath.Join(c.dir, server.SocketFile)
@@ -635,7 +661,7 @@ func TestServeVerb(t *testing.T) {
 func TestTraceOutput(t *testing.T) {
 	c := newEnv(t)
 	c.bootstrap()
-	id := c.rec("tool:gmail_read", "--content", "x")
+	id := c.rec("tool:gmail_read", "--session", "", "--content", "x")
 	if r := c.must("lineage", "trace", id, "-o", "dot"); !strings.HasPrefix(r.out, "strict digraph") || r.err != "" {
 		t.Fatalf("-o dot: %q %q", r.out, r.err)
 	}

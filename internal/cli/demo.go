@@ -143,7 +143,13 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := pedigree.Init(ctx, d.dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithClock(d.a.clock), pedigree.WithOperatorSigner(op))
+	// The engine key stays in memory too: nothing is written outside the
+	// demo's directory.
+	ek, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		return err
+	}
+	e, err := pedigree.Init(ctx, d.dir, pedigree.DefaultTau, pedigree.WithCatalog(cat), pedigree.WithClock(d.a.clock), pedigree.WithOperatorSigner(op), pedigree.WithEngineSigner(ek))
 	if err != nil {
 		return err
 	}

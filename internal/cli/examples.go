@@ -98,6 +98,13 @@ pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl"
     node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js`},
 	{"pedigree mcp list", `
 pedigree mcp list -o json`},
+	{"pedigree mcp update", `
+# needs: testdata/mcp/node_modules (cd testdata/mcp && npm ci: the reference MCP servers)
+D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory
+pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl" -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js
+pedigree --dir "$D/data" registry freeze
+pedigree --dir "$D/data" mcp update memory       # exit 0: it offers what was sealed; after a change, 'registry seal'`},
 	{"pedigree mcp run", `
 # needs: testdata/mcp/node_modules (cd testdata/mcp && npm ci: the reference MCP servers)
 D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
@@ -105,7 +112,10 @@ pedigree --dir "$D/data" mcp add memory --env MEMORY_FILE_PATH="$D/memory.jsonl"
     node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js
 pedigree --dir "$D/data" registry freeze
 pedigree --dir "$D/data" mcp run --listen 127.0.0.1:8931 2>"$D/mcp.log" &   # MCP over HTTP; the bearer token is in $D/data/mcp/token
-kill %%                                          # stop it`},
+kill %%                                          # stop it
+# the one-line form: it sets up $D/one on its first run (what it did is in $D/one.log), then serves (stdin is empty here)
+MEMORY_FILE_PATH="$D/m.jsonl" pedigree --dir "$D/one" mcp run -- \
+    node testdata/mcp/node_modules/@modelcontextprotocol/server-memory/dist/index.js </dev/null 2>"$D/one.log"`},
 	{"pedigree mcp import-memory", `
 echo '{"type":"entity","name":"Alice","entityType":"person","observations":["pays bills to 123-456"]}' > "$Q/memory.jsonl"
 pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.key"`},
@@ -113,6 +123,11 @@ pedigree mcp import-memory "$Q/memory.jsonl" --as user:alice --key "$KEYS/alice.
 pedigree serve 2>"$Q/serve.log" &                # logs (JSON lines) to a file
 pedigree registry list                           # answered through the server's socket
 kill %%                                          # stop it (the latest background job): it drains, then closes the store`},
+	{"pedigree ui", `
+pedigree serve --ui 2>"$Q/ui.log" &              # the page for people, on a free loopback port
+pedigree registry list >/dev/null                # waits until the server answers
+pedigree ui --start=false                        # a one-time link to the page: open it in a browser
+kill %%                                          # stop the server`},
 	{"pedigree hook claude init", `
 D=$(mktemp -d); pedigree --dir "$D/data" init    # a scratch directory, before freeze
 pedigree --dir "$D/data" hook claude init        # the principals and catalog entries the hook signs for
@@ -121,10 +136,25 @@ pedigree --dir "$D/data" registry freeze`},
 D=$(mktemp -d); pedigree --dir "$D/data" init; pedigree --dir "$D/data" hook claude init
 pedigree --dir "$D/data" registry freeze
 echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree --dir "$D/data" hook claude`},
+	{"pedigree claude install", `
+D=$(mktemp -d)                                   # a scratch directory in place of ~/.claude
+echo '{"permissions": {"allow": ["Bash(ls:*)"]}}' > "$D/settings.json"   # the user's own settings
+pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # set up, self-test, merge
+pedigree --dir "$D/data" claude install --settings "$D/settings.json"     # again: nothing changes`},
+	{"pedigree claude uninstall", `
+D=$(mktemp -d); pedigree --dir "$D/data" claude install --settings "$D/settings.json" >/dev/null
+pedigree claude uninstall --settings "$D/settings.json"                   # pedigree's hooks removed, the rest kept`},
+	{"pedigree hook claude trust-workspace", `
+D=$(mktemp -d); pedigree --dir "$D/data" init; pedigree --dir "$D/data" hook claude init
+pedigree --dir "$D/data" registry freeze
+git init -q "$D/repo" && echo hello > "$D/repo/README.md" && git -C "$D/repo" add README.md
+git -C "$D/repo" -c user.name=me -c user.email=me@example.com commit -qm first
+pedigree --dir "$D/data" hook claude trust-workspace "$D/repo" --tier internal   # sealed with the operator key
+pedigree --dir "$D/data" hook claude trust-workspace --list`},
 	{"pedigree hook claude settings", `
 pedigree hook claude settings > "$Q/hooks.json"  # the block for .claude/settings.json`},
 	{"pedigree replay", `
-pedigree replay testdata/scenarios/*.jsonl --tools policies/catalogs/email.yaml,policies/catalogs/payments.yaml,policies/catalogs/files.yaml,policies/catalogs/shell.yaml   # exit 0: every decision as expected`},
+pedigree replay testdata/scenarios/*.jsonl --tools policies/catalogs/email.yaml,policies/catalogs/payments.yaml,policies/catalogs/files.yaml,policies/catalogs/shell.yaml,policies/catalogs/chat.yaml   # exit 0: every decision as expected`},
 	{"pedigree trajectory show", `
 pedigree trajectory show --session s1`},
 	{"pedigree trajectory train", `
@@ -185,7 +215,7 @@ func Examples() []Example {
 	}
 	var out []Example
 	walk(root, func(c *cobra.Command) {
-		if c.Runnable() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" {
+		if c.Runnable() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" && c.Annotations[groupOnly] == "" {
 			out = append(out, Example{c.CommandPath(), c.Example})
 		}
 	})

@@ -16,6 +16,7 @@ var hints = []struct {
 	hint string
 }{
 	{pedigree.ErrNotInitialized, "run 'pedigree init' first"},
+	{pedigree.ErrExists, "use it as it is, or give init another --dir"},
 	{registry.ErrNotFrozen, "run 'pedigree registry freeze'"},
 	{pedigree.ErrLocked, "start 'pedigree serve' on it, and the other verbs will go through its socket"},
 	{tlog.ErrNoCheckpoint, "run 'pedigree log checkpoint' first"},

@@ -20,7 +20,13 @@ func TestServeEmbeddedFleet(t *testing.T) {
 	c.bootstrap()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errw bytes.Buffer
-	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+	keysOnly := func(k string) string {
+		if k == "PEDIGREE_KEYS" {
+			return c.getenv(k)
+		}
+		return ""
+	}
+	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: keysOnly, clock: c.clock}
 	done := make(chan int, 1)
 	go func() { done <- a.run(ctx, []string{"--dir", c.dir, "serve", "--nats", "embedded"}) }()
 	info := filepath.Join(c.dir, server.InfoFile)
@@ -39,6 +45,15 @@ func TestServeEmbeddedFleet(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.served = true
+	// The embedded server's only credentials: in the keys directory,
+	// readable by this user alone.
+	creds, _ := filepath.Glob(filepath.Join(c.tmp, "keys", "nats-*.json"))
+	if len(creds) != 1 {
+		t.Fatalf("no NATS credentials in the keys directory: %v", creds)
+	}
+	if fi, err := os.Stat(creds[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the NATS credentials: %v %v", fi.Mode(), err)
+	}
 	email := c.rec("tool:gmail_read", "--session", "s1", "--kind", "tool_output", "--content", "pay 999 now")
 	mem := c.rec("agent:planner", "--session", "s1", "--content", "pay 999")
 	if show := c.must("-o", "json", "lineage", "show", mem[:10]).json(t); show["effective_tier"] != "external" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -89,6 +90,8 @@ When the call matches the step exactly, its justification is the plan and the
 sources of its data arguments (--arg), not the session's context; otherwise the
 ordinary rules apply and the decision says why the plan was not used. An unknown
 plan, a plan of another session or a step the plan does not have is an error.
+A protected argument the step delegates ('plan record') that comes from exactly
+the source the step names is asked (exit 4), with its value and source shown.
 
 The gate fails closed: an unknown or unverifiable justification, a policy error,
 an undefined decision or a timeout all deny, with the cause in the reasons. A call
@@ -107,6 +110,12 @@ only (no network, files, environment or randomness).
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" || tool == "" {
 				return usagef("--session and --tool are required")
+			}
+			if args != "" {
+				var obj map[string]json.RawMessage
+				if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+					return usagef("--args %q: want a JSON object, like '{\"to\": \"123-456\"}'", clipArg(args))
+				}
 			}
 			if err := g.check(); err != nil {
 				return err
@@ -209,13 +218,13 @@ func decisionExit(d *gate.Decision) error {
 func printDecision(w io.Writer, d *gate.Decision, color bool) {
 	fmt.Fprintf(w, "%s %s (decision %s, call %s)\n", paint(color, d.Decision), d.Tool, short(d.ID), short(d.CallID))
 	for _, r := range d.Reasons {
-		fmt.Fprintf(w, "  reason: %s\n", r)
+		fmt.Fprintf(w, "  reason: %s\n", line(w, r))
 	}
 	if p := d.Plan; p != nil {
 		if p.Authority {
 			fmt.Fprintf(w, "  plan: %s step %d, the control justification\n", short(p.ID), p.Step)
 		} else {
-			fmt.Fprintf(w, "  plan: %s step %d, no authority: %s\n", short(p.ID), p.Step, p.Why)
+			fmt.Fprintf(w, "  plan: %s step %d, no authority: %s\n", short(p.ID), p.Step, line(w, p.Why))
 		}
 	}
 	for _, u := range d.Untrusted {
@@ -230,7 +239,7 @@ func printDecision(w io.Writer, d *gate.Decision, color bool) {
 		fmt.Fprintf(w, "  untrusted: %s (%s) via %s path %s\n", u.Principal, u.Tier, strength, strings.Join(path, " <- "))
 	}
 	for _, x := range d.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", x)
+		fmt.Fprintf(w, "  warning: %s\n", line(w, x))
 	}
 }
 
@@ -260,11 +269,13 @@ effect. A decision gets one approval: a second is refused, and so is an approval
 rejected decision ('gate reject'). Only a user-tier principal registered with
 'registry add ... --approver' can approve.
 
-Before it signs, approve prints exactly what is approved: the tool and its
-canonical arguments, the session, the proposer and the reasons (on stderr with
--o json). When stdin is a terminal it then asks for confirmation, unless --yes;
-when it is not (a script, a pipe, CI), it never waits: the printed call is the
-record of what was approved.
+Before it signs, approve prints exactly what is approved: the tool, each
+argument (every protected one first and whole, with where it came from; others
+shortened, saying how much was left out), the session, the proposer and the
+reasons (on stderr with -o json), control characters shown escaped. When stdin
+is a terminal it then asks for confirmation, unless --yes; when it is not (a
+script, a pipe, CI), it never waits: the printed call is the record of what was
+approved.
 
 Example:
   pedigree gate approve 3f2a9c1e --as user:alice --key alice.key --ttl 10m`,
@@ -286,16 +297,18 @@ Example:
 			if a.output == "json" {
 				shown = a.errw
 			}
-			subj.describe(shown)
+			if err := safeText(shown, func(w io.Writer) { describeSubject(w, subj) }); err != nil {
+				return err
+			}
 			if !yes && interactive(a.in) && !confirm(a.in, shown, "approve this call once?") {
 				return fmt.Errorf("%w: not confirmed; nothing was signed", gate.ErrApproval)
 			}
-			n, err := e.Approve(cmd.Context(), s, as, subj.Decision.ID, ttl)
+			n, err := e.Approve(cmd.Context(), s, as, subj.DecisionID, ttl)
 			if err != nil {
 				return err
 			}
-			out := approveOutput{v: v1, ApprovalID: n.ID, DecisionID: subj.Decision.ID, Approver: as, TTL: ttl.String(),
-				Tool: subj.Decision.Tool, Args: subj.Args, Session: subj.Decision.Session}
+			out := approveOutput{v: v1, ApprovalID: n.ID, DecisionID: subj.DecisionID, Approver: as, TTL: ttl.String(),
+				Tool: subj.Tool, Args: subj.Args, Session: subj.Session}
 			return a.print(out, func(w io.Writer) {
 				fmt.Fprintf(w, "approved once: %s (approval %s, expires in %s)\n", args[0], short(n.ID), ttl)
 			})
@@ -347,7 +360,7 @@ a deny or an ask that a person answered, the approval or rejection ("reviews" in
 				for _, d := range ds {
 					fmt.Fprintf(w, "%s %s %-5s %-24s %s session %s policy %s\n", d.Time, short(d.ID), d.Decision, d.Tool, d.Principal, d.Session, d.PolicyVersion)
 					for _, r := range d.Reasons {
-						fmt.Fprintf(w, "    %s\n", r)
+						fmt.Fprintf(w, "    %s\n", line(w, r))
 					}
 					if r, ok := byDecision[d.ID]; ok {
 						fmt.Fprintf(w, "    %s by %s at %s (entry %s)\n", r.Outcome, r.By, r.Time, short(r.Entry))
@@ -359,4 +372,12 @@ a deny or an ask that a person answered, the approval or rejection ("reviews" in
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the last N decisions (0: all)")
 	cmd.Flags().StringVar(&session, "session", "", "show only this session's decisions")
 	return cmd
+}
+
+// clipArg shortens a flag value quoted back in an error.
+func clipArg(s string) string {
+	if r := []rune(s); len(r) > 80 {
+		return string(r[:80]) + "..."
+	}
+	return s
 }

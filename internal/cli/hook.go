@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func newHookCommand(a *app) *cobra.Command {
@@ -46,7 +48,13 @@ func newHookClaude(a *app) *cobra.Command {
                     gate allows (Claude Code's own permissions then apply)
   PostToolUse       tool_response is recorded as a tool_output entry signed by the
                     tool's principal, derived from the call its PreToolUse checked;
-                    after an asked call ran, the user's approval is recorded too
+                    after an asked call ran, the user's approval is recorded too.
+                    Where the content came from decides the principal: what the
+                    agent wrote itself (Write, Edit, a memory or file server's write)
+                    is found again by digest; a file of a trusted workspace (see
+                    trust-workspace), and a local command or search reading only
+                    it, is the workspace's; a call to pedigree's MCP gateway is
+                    the gateway's record, in the same session
   SessionStart/End  accepted; nothing is recorded (a resumed session keeps its context)
 
 Exit 0, or 2 with the reason on stderr on any error (malformed input, an unknown
@@ -55,15 +63,17 @@ other code, so there is no other. When 'pedigree serve' runs on the directory th
 event goes through it; otherwise the store is opened, waiting up to 5 s when
 another process holds it.
 
-Set up with 'pedigree hook claude init', then 'pedigree registry freeze', then paste
-the block 'pedigree hook claude settings' prints into .claude/settings.json.
+Set up in one command with 'pedigree claude install' (undo: 'pedigree claude
+uninstall'); or by hand with 'pedigree hook claude init', then 'pedigree registry
+freeze', then the block 'pedigree hook claude settings' prints, merged into
+.claude/settings.json.
 
   echo '{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"hi"}' | pedigree hook claude`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ans, err := a.hookEvent(cmd.Context())
 			if err != nil {
-				fmt.Fprintln(a.errw, "pedigree: "+err.Error())
+				safeText(a.errw, func(w io.Writer) { fmt.Fprintln(w, "pedigree: "+err.Error()) })
 				return verdictError{code: ExitUsage, msg: err.Error()}
 			}
 			if ans != nil {
@@ -72,7 +82,7 @@ the block 'pedigree hook claude settings' prints into .claude/settings.json.
 			return nil
 		},
 	}
-	cmd.AddCommand(newHookClaudeInit(a), newHookClaudeSettings(a))
+	cmd.AddCommand(newHookClaudeInit(a), newHookClaudeSettings(a), newHookClaudeTrustWorkspace(a))
 	return cmd
 }
 
@@ -136,6 +146,8 @@ that signs its output). Run it before 'pedigree registry freeze'.
   tool:claude-mcp               every MCP tool's output              tier external
   tool:claude-local             Read, Grep, Glob, Bash, Edit... and  tier unverified
                                 every other tool's output
+  repo:claude-workspace-user,   the files of a workspace declared    tier user,
+  repo:claude-workspace-internal  with 'hook claude trust-workspace'   internal
 
 tools.yaml: Bash, Write, Edit, MultiEdit, NotebookEdit and WebFetch are sensitive (ask
 when the context is untrusted); Read, Grep, Glob, LS, WebSearch, TodoWrite, Task are
@@ -145,6 +157,9 @@ already in tools.yaml that differs from the hook's is refused, and nothing is wr
   pedigree init && pedigree hook claude init && pedigree registry freeze`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := registry.ValidateID(user); err != nil {
+				return usageError{fmt.Errorf("--user: %w", err)}
+			}
 			e, err := a.openStore(cmd.Context(), "set up the hook")
 			if err != nil {
 				return err
@@ -206,6 +221,9 @@ the bearer token from DIR/hook-keys/http-token.
 				return err
 			}
 			if url != "" {
+				if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return usagef("--http %q: want the URL of 'pedigree serve --claude-hooks', like http://127.0.0.1:7070/v1/hooks/claude", url)
+				}
 				token, err := hook.Token(dir)
 				if err != nil {
 					return err

@@ -18,10 +18,17 @@ import (
 
 const hookFixtures = "../../testdata/hook/claude"
 
-// hook runs 'pedigree hook claude' with an event on stdin.
+// hook runs 'pedigree hook claude' with an event on stdin, with only the
+// keys directory in its environment (where it finds the engine key).
 func (c *cliEnv) hook(event []byte) result {
 	var out, errw bytes.Buffer
-	a := &app{in: bytes.NewReader(event), out: &out, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+	env := func(k string) string {
+		if k == "PEDIGREE_KEYS" {
+			return c.getenv(k)
+		}
+		return ""
+	}
+	a := &app{in: bytes.NewReader(event), out: &out, errw: &errw, getenv: env, clock: c.clock}
 	code := a.run(c.t.Context(), []string{"--dir", c.dir, "hook", "claude"})
 	return result{out.String(), errw.String(), code}
 }
@@ -492,10 +499,7 @@ func TestHookClaudeLongSession(t *testing.T) { modes(t, testHookClaudeLongSessio
 func testHookClaudeLongSession(t *testing.T, served bool) {
 	c := newEnv(t)
 	c.hookSetup()
-	e, err := pedigree.Open(t.Context(), c.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := c.openEngine()
 	user, err := registry.LoadSigner(filepath.Join(c.dir, hook.KeyDir, "user-claude.key"))
 	if err != nil {
 		t.Fatal(err)

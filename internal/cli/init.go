@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
+	"os"
 )
 
 func newInitCommand(a *app) *cobra.Command {
@@ -29,6 +29,13 @@ directory's absolute path. Beside it, operator-<h>.pub is its public half: the t
 root that every verb pins by default (see --trust-root), so that a store whose
 registry was rebuilt by someone who can write the directory is refused.
 
+init also makes the engine key, engine-<h>.key in the keys directory (beside the
+data directory when there is no keys directory), registered as the principal
+engine:local: every verb that writes signs each record it logs with it, and hands
+a signed checkpoint to the witness file witness-<h>.json there. Unlike the
+operator key it stays on the host; without it the store can be read and verified,
+not written.
+
 tau is the strong-edge threshold: an edge of weight >= tau carries taint.
 --max-approval-ttl caps how long any approval stays usable. Both are stored with
 the registry and frozen with it. init refuses a directory that already holds a
@@ -45,18 +52,25 @@ Example:
 			if maxTTL <= 0 {
 				return usagef("--max-approval-ttl must be positive")
 			}
+			if err := registry.ValidateTau(tau); err != nil {
+				return usageError{fmt.Errorf("--tau: %w", err)}
+			}
 			key := opKey
 			if key == "" {
 				var err error
 				if key, err = a.defaultOperatorKey(); err != nil {
 					return err
 				}
-				if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
+				if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil { // the keys directory, as its owner named it
 					return fmt.Errorf("keys directory: %w", err)
 				}
 			}
+			ek := a.engineKeyFile()
+			if err := os.MkdirAll(filepath.Dir(ek), 0o700); err != nil {
+				return fmt.Errorf("keys directory: %w", err)
+			}
 			e, err := pedigree.Init(cmd.Context(), a.dir, tau, pedigree.WithClock(a.clock),
-				pedigree.WithOperatorKeyFile(key), pedigree.WithMaxApprovalTTL(maxTTL))
+				pedigree.WithOperatorKeyFile(key), pedigree.WithEngineKeyFile(ek), pedigree.WithMaxApprovalTTL(maxTTL))
 			if err != nil {
 				return err
 			}

@@ -48,12 +48,13 @@ func TestInspectorCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		argv := append([]string{launcher, "--cli", "-q", "--format", "json", "--connect-timeout", "120000", "-e", "PEDIGREE_CLI_TEST_MAIN=1"}, args...)
+		argv := append([]string{launcher, "--cli", "-q", "--format", "json", "--connect-timeout", "120000", "-e", "PEDIGREE_CLI_TEST_MAIN=1", "-e", "PEDIGREE_KEYS=" + c.getenv("PEDIGREE_KEYS")}, args...)
 		argv = append(argv, "--", self, "--dir", c.dir, "mcp", "run")
 		cmd := exec.Command("node", argv...)
 		cmd.Dir = c.tmp
 		// The inspector keeps its state under HOME; with no keychain here,
-		// in a file.
+		// in a file. It hands the server only the environment named with
+		// -e, so the keys directory (the engine's key) is named there.
 		cmd.Env = append(os.Environ(), "HOME="+c.tmp, "MCP_INSPECTOR_SECRET_STORE=file")
 		var out, errw bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errw

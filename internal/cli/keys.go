@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/registry"
+	"strings"
 )
 
 // The operator key of a data directory lives outside it, in the keys
@@ -37,6 +39,27 @@ func (a *app) defaultOperatorKey() (string, error) {
 		return "", err
 	}
 	return pedigree.OperatorKeyPath(d, a.dir)
+}
+
+// loadOperator loads the operator key: --operator-key FILE when given,
+// else the keys directory's. A key that is not there is said with where
+// it was looked for and what finds it.
+func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
+	if flagFile != "" {
+		s, err := registry.LoadSigner(flagFile)
+		if err != nil {
+			return nil, fmt.Errorf("--operator-key %s: %w", flagFile, err)
+		}
+		return s, nil
+	}
+	key, err := a.defaultOperatorKey()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(key); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: the operator key of %s is not at %s: it is looked for in the keys directory, $PEDIGREE_KEYS, else $XDG_CONFIG_HOME/pedigree/keys, else ~/.config/pedigree/keys (set PEDIGREE_KEYS as it was when 'init' ran), or pass --operator-key FILE", registry.ErrBadKey, a.dir, key)
+	}
+	return registry.LoadSigner(key)
 }
 
 // trustRootFile is the pinned trust root: --trust-root, else
@@ -93,4 +116,45 @@ func (a *app) pinnedKind() (string, error) {
 		return pedigree.TrustRootDigest, nil
 	}
 	return pedigree.TrustRootKey, nil
+}
+
+// engineKeyFile is the data directory's engine key, which signs every
+// record the engine logs: in the keys directory beside the operator key
+// (init writes it there). Without a keys directory it is the library's
+// default, beside the data directory (pedigree.DefaultEngineKeyFile).
+func (a *app) engineKeyFile() string {
+	d, err := a.keysDir()
+	if err != nil {
+		return pedigree.DefaultEngineKeyFile(a.dir)
+	}
+	p, err := pedigree.EngineKeyPath(d, a.dir)
+	if err != nil {
+		return pedigree.DefaultEngineKeyFile(a.dir)
+	}
+	return p
+}
+
+// witnessFile is where the engine hands its checkpoints (a file witness
+// in the keys directory, outside the data directory); "" without a keys
+// directory.
+func (a *app) witnessFile() string {
+	d, err := a.keysDir()
+	if err != nil {
+		return ""
+	}
+	name, err := pedigree.KeyFileName(a.dir)
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "witness-"+strings.TrimSuffix(strings.TrimPrefix(name, "operator-"), ".key")+".json")
+}
+
+// storeKeys are the options every verb that opens the store passes: the
+// engine key and the witness.
+func (a *app) storeKeys() []pedigree.Option {
+	opts := []pedigree.Option{pedigree.WithEngineKeyFile(a.engineKeyFile())}
+	if w := a.witnessFile(); w != "" {
+		opts = append(opts, pedigree.WithWitnessFile(w))
+	}
+	return opts
 }

@@ -67,8 +67,7 @@ says so. -o dot (this verb only) draws the bounded subgraph for Graphviz.
 			case "dot":
 				return tr.DOT(a.out)
 			}
-			printTrace(a.out, tr)
-			return nil
+			return a.text(func(w io.Writer) { printTrace(w, tr) })
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text, json or dot")
@@ -174,13 +173,13 @@ func newLineageShow(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(w, "time      %s\ncontent   %s\n", st.Time, st.ContentDigest)
 				if st.Tool != "" {
-					fmt.Fprintf(w, "call      %s %s\n", st.Tool, st.Args)
+					fmt.Fprintf(w, "call      %s %s\n", line(w, st.Tool), line(w, string(st.Args)))
 				}
 				if st.Plan != nil {
 					fmt.Fprintf(w, "plan      %s step %d\n", short(st.Plan.ID), st.Plan.Step)
 				}
 				for i, step := range st.Steps {
-					fmt.Fprintf(w, "step %-4d %s %s\n", i, step.Tool, step.Args)
+					fmt.Fprintf(w, "step %-4d %s %s\n", i, line(w, step.Tool), line(w, string(step.Args)))
 				}
 				if st.Rejection != nil {
 					fmt.Fprintf(w, "rejects   decision %s\n", short(st.Rejection.Decision))
@@ -188,7 +187,7 @@ func newLineageShow(a *app) *cobra.Command {
 				if sigErr == nil {
 					fmt.Fprintf(w, "signature valid (%s)\n", n.Principal)
 				} else {
-					fmt.Fprintf(w, "signature INVALID: %v\n", sigErr)
+					fmt.Fprintf(w, "signature INVALID: %s\n", line(w, sigErr.Error()))
 				}
 				fmt.Fprintf(w, "effective %s", n.Effective)
 				if n.EffectiveVia != "" {

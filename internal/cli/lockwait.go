@@ -13,6 +13,11 @@ import (
 // pedigree process holds (Badger lets one process open it) before it gives up.
 const DefaultLockWait = 5 * time.Second
 
+// lockWaitNotice is how long a wait lasts before the verb says it is
+// waiting: a server that is starting holds the directory for a moment,
+// and a line about it then reads like an error.
+const lockWaitNotice = time.Second
+
 // lockBackoff bounds the pause between two attempts to take the directory.
 const (
 	lockBackoffMin = 10 * time.Millisecond
@@ -43,8 +48,9 @@ func (e errStillLocked) hint() string {
 
 // waitForDirectory calls attempt until it returns anything but
 // pedigree.ErrLocked, backing off between attempts, for at most a.lockWait.
-// It says once on stderr that it is waiting, so that a pause is never
-// silent. attempt is retried whole, so it may also look for a server that
+// It says once on stderr that it is waiting when the wait has lasted
+// lockWaitNotice, so that a long pause is never silent and a short one
+// prints nothing. attempt is retried whole, so it may also look for a server that
 // has started meanwhile.
 func (a *app) waitForDirectory(ctx context.Context, attempt func() error) error {
 	start := time.Now()
@@ -59,7 +65,7 @@ func (a *app) waitForDirectory(ctx context.Context, attempt func() error) error 
 		if waited >= a.lockWait {
 			return errStillLocked{dir: a.dir, waited: a.lockWait, err: err}
 		}
-		if !said {
+		if !said && waited >= lockWaitNotice {
 			fmt.Fprintf(a.errw, "pedigree: %s is in use by another pedigree process; waiting up to %v for it\n", a.dir, a.lockWait)
 			said = true
 		}

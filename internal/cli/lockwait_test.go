@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pedigree-ai/pedigree"
+	"path/filepath"
 )
 
 // TestMain lets a test run the command in a process of its own: with
@@ -58,6 +59,7 @@ func TestRecordsWaitForTheLock(t *testing.T) {
 		out    *bytes.Buffer
 	}
 	var kids []child
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys")) // where the children find the engine key
 	for _, content := range []string{"first", "second"} {
 		cmd, stderr, out := pedigreeProcess(t, "--dir", c.dir, "--lock-wait", "10m", "record",
 			"--as", "user:alice", "--key", c.key("user_alice"), "--session", "s1", "--content", content)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
 
@@ -35,18 +34,12 @@ func newLogCheckpoint(a *app) *cobra.Command {
 		Short: "Sign the log's current size and root with the operator key",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opKey == "" {
-				var err error
-				if opKey, err = a.defaultOperatorKey(); err != nil {
-					return err
-				}
-			}
 			e, err := a.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			op, err := registry.LoadSigner(opKey)
+			op, err := a.loadOperator(opKey)
 			if err != nil {
 				return err
 			}
@@ -224,7 +217,7 @@ Example:
 					fmt.Fprintln(w, "no refused writes")
 				}
 				for _, r := range rs {
-					fmt.Fprintf(w, "%s  %-17s %-24s payload %s  %s\n", r.Time, r.Kind, r.Principal, short(r.PayloadDigest), r.Reason)
+					fmt.Fprintf(w, "%s  %-17s %-24s payload %s  %s\n", r.Time, r.Kind, r.Principal, short(r.PayloadDigest), line(w, r.Reason))
 				}
 			})
 		},

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
 )
 
 func mcpServers(t *testing.T) (fs, mem string) {
@@ -67,7 +69,7 @@ func (c *cliEnv) mcpRun(t *testing.T, args ...string) *gatewayProc {
 	p := &gatewayProc{t: t, in: inW, out: bufio.NewReader(outR), code: make(chan int, 1)}
 	go func() {
 		var errw strings.Builder
-		a := &app{in: inR, out: outW, errw: &errw, getenv: func(string) string { return "" }, clock: c.clock}
+		a := &app{in: inR, out: outW, errw: &errw, getenv: c.getenv, clock: c.clock}
 		code := a.run(context.Background(), append([]string{"--dir", c.dir, "mcp", "run"}, args...))
 		if code != 0 {
 			t.Logf("mcp run: exit %d: %s", code, errw.String())
@@ -225,13 +227,33 @@ func TestMCPGateway(t *testing.T) {
 	}
 	res = g2.call(t, "open_nodes", map[string]any{"names": []string{"ops"}})
 	outID := res.Meta["io.pedigree/decision"].(map[string]any)["output_id"].(string)
-	show := c.must("-o", "json", "lineage", "show", outID).json(t)
+	// The output is committed while the result goes back: the session's
+	// next request waits for it, another client may not (retry briefly).
+	r := c.run("-o", "json", "lineage", "show", outID)
+	for i := 0; r.code != 0 && i < 50; i++ {
+		time.Sleep(100 * time.Millisecond)
+		r = c.run("-o", "json", "lineage", "show", outID)
+	}
+	if r.code != 0 {
+		t.Fatalf("lineage show %s: %s", outID, r.err)
+	}
+	show := r.json(t)
 	if ps := show["parents"].([]any); len(ps) != 3 {
 		t.Fatalf("the read's output has %d parents, want the call and two memory entries: %v", len(ps), show)
 	}
 	log := c.must("-o", "json", "gate", "log", "--limit", "10").out
 	if !strings.Contains(log, "fs.write_file") {
 		t.Fatalf("gate log: %s", log)
+	}
+	// The drafts ask on an untrusted context; a client that cannot be
+	// asked is told one command that approves the call, with nothing to
+	// fill in: the approver and the key the gateway was started with.
+	g1.call(t, "read_text_file", map[string]any{"path": filepath.Join(work, "poisoned.txt")})
+	res = g1.call(t, "write_file", map[string]any{"path": filepath.Join(work, "out", "leak.txt"), "content": "KEY"})
+	key, _ := filepath.Abs(c.key("user_alice"))
+	if !res.IsError || !strings.Contains(res.text(), "needs a person's approval") || !strings.Contains(res.text(), "--as user:alice --key "+key) ||
+		strings.Contains(res.text(), "FILE") || strings.Contains(res.text(), "DECISION_ID") {
+		t.Fatalf("the ask a client cannot answer: %s", res.text())
 	}
 	g2.stop(t)
 	g1.stop(t)
@@ -284,5 +306,75 @@ func TestMCPUpstreamsSealed(t *testing.T) {
 	}
 	if _, err := os.Stat(mark); err == nil {
 		t.Fatal("the rewritten upstream's command ran")
+	}
+}
+
+// What a server says of itself is kept at 'mcp add' and sealed at freeze;
+// what a gateway then sees it offer that differs is shown by 'mcp list'
+// until the operator reads it again ('mcp update') and seals it.
+func TestMCPMetadataSealed(t *testing.T) {
+	fsJS, _ := mcpServers(t)
+	c := newEnv(t)
+	work := filepath.Join(c.tmp, "work")
+	os.MkdirAll(work, 0o755)
+	c.must("init")
+	add := c.must("-o", "json", "mcp", "add", "fs", "--tier", "external", "--", "node", fsJS, work).json(t)
+	if _, ok := add["flagged"].([]any); !ok {
+		t.Fatalf("mcp add -o json has no flagged list: %v", add)
+	}
+	cfg, err := gateway.LoadConfig(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := cfg.Upstreams[0].Metadata
+	kept := false
+	if md != nil {
+		for _, x := range md.Tools {
+			kept = kept || x.Name == "read_text_file" && x.Description != ""
+		}
+	}
+	if !kept {
+		t.Fatalf("mcp add kept no metadata: %+v", md)
+	}
+	// The server says something else than what the operator seals (as
+	// after a rug pull): the sealed description is another.
+	for _, x := range md.Tools {
+		if x.Name == "read_text_file" {
+			x.Description = "Read a text file."
+		}
+	}
+	if err := cfg.Save(c.dir); err != nil {
+		t.Fatal(err)
+	}
+	c.must("registry", "freeze")
+	if ups := c.must("-o", "json", "mcp", "list").json(t)["upstreams"].([]any); len(ups[0].(map[string]any)["differences"].([]any)) != 0 ||
+		ups[0].(map[string]any)["metadata_sealed"] != true {
+		t.Fatalf("mcp list before any gateway ran: %v", ups)
+	}
+	p := c.mcpRun(t)
+	p.request("tools/list", map[string]any{})
+	p.stop(t)
+	list := c.must("-o", "json", "mcp", "list").json(t)
+	diffs := list["upstreams"].([]any)[0].(map[string]any)["differences"].([]any)
+	if len(diffs) != 1 || diffs[0].(map[string]any)["name"] != "read_text_file" || diffs[0].(map[string]any)["change"] != "changed" {
+		t.Fatalf("mcp list differences: %v", diffs)
+	}
+	if out := c.must("mcp", "list").out; !strings.Contains(out, "tool read_text_file changed") {
+		t.Fatalf("mcp list: %s", out)
+	}
+	up := c.must("-o", "json", "mcp", "update", "fs").json(t)
+	if up["seal"] != true || len(up["changes"].([]any)) != 1 {
+		t.Fatalf("mcp update: %v", up)
+	}
+	if r := c.run("mcp", "run"); r.code != ExitError || !strings.Contains(r.err, "upstreams.json was changed since the seal") {
+		t.Fatalf("mcp run after an update the operator has not sealed: exit %d %s", r.code, r.err)
+	}
+	c.must("registry", "seal")
+	list = c.must("-o", "json", "mcp", "list").json(t)
+	if diffs := list["upstreams"].([]any)[0].(map[string]any)["differences"].([]any); len(diffs) != 0 {
+		t.Fatalf("differences after the operator sealed them: %v", diffs)
+	}
+	if r := c.run("mcp", "update", "nope"); r.code != ExitUsage {
+		t.Fatalf("mcp update of an unknown server: exit %d", r.code)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
 	"github.com/pedigree-ai/pedigree/trajectory"
@@ -165,6 +166,12 @@ type (
 		TrustRoot string `json:"trust_root"`
 		// Checkpoints is how many checkpoints kept elsewhere were checked.
 		Checkpoints int `json:"checkpoints"`
+		// LogSize is the log's leaves; Witnessed how many of them a
+		// checkpoint kept elsewhere (a witness) vouches for; Unwitnessed
+		// the tail after it, which only a later checkpoint protects.
+		LogSize     uint64 `json:"log_size"`
+		Witnessed   uint64 `json:"witnessed"`
+		Unwitnessed uint64 `json:"unwitnessed"`
 	}
 	refusalsOutput struct {
 		v
@@ -205,13 +212,46 @@ type (
 	}
 )
 
-// print renders out as indented JSON with -o json, else calls text.
+// print renders out as indented JSON with -o json, else calls text. Text
+// is for a terminal: what it prints goes through a safetext.Writer, which
+// shows every control character (an ESC sequence in stored content, a bidi
+// override in a tool name) escaped and ends with a note saying how many it
+// escaped. JSON stays exact: encoding/json escapes what needs escaping.
 func (a *app) print(out any, text func(w io.Writer)) error {
 	if a.output == "json" || text == nil {
 		return a.printJSON(out)
 	}
-	text(a.out)
-	return nil
+	return a.text(text)
+}
+
+// text calls print through a safetext.Writer on the standard output.
+func (a *app) text(print func(w io.Writer)) error {
+	return safeText(a.out, print)
+}
+
+// safeText calls print through a safetext.Writer on w, then writes the note.
+func safeText(w io.Writer, print func(w io.Writer)) error {
+	sw := safetext.NewWriter(w)
+	print(sw)
+	return sw.Close()
+}
+
+// line is s escaped for one line of text output (a reason, a value: a
+// newline in it must not start a line of its own), counted in the note of
+// the writer w when w is one.
+func line(w io.Writer, s string) string {
+	if sw, ok := w.(*safetext.Writer); ok {
+		return sw.Line(s)
+	}
+	e, _ := safetext.Escape(s, safetext.Line)
+	return e
+}
+
+// counted adds n characters escaped elsewhere to w's note.
+func counted(w io.Writer, n int) {
+	if sw, ok := w.(*safetext.Writer); ok {
+		sw.Count(n)
+	}
 }
 
 // printJSON renders out as indented JSON whatever -o says (trace --format).

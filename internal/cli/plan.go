@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -26,9 +27,9 @@ func newPlanRecord(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "record --as PRINCIPAL --key FILE --session S (--steps JSON | --steps-file FILE) --parent ID...",
 		Short: "Sign and record a plan made before the agent acts",
-		Long: `Record a plan: steps of a tool and arguments, each argument a literal or the data
-slot {"$data": true}, signed by the agent, with explicit parents (what the plan was
-made from: the user's prompt). Prints the plan's ID.
+		Long: `Record a plan: steps of a tool and arguments, each argument a literal, the data
+slot {"$data": true}, or a delegated slot, signed by the agent, with explicit
+parents (what the plan was made from: the user's prompt). Prints the plan's ID.
 
 A call that cites a step ('gate check --plan ID --step N') and matches it exactly
 (the step's tool, every literal equal in canonical JSON, no other argument) has
@@ -38,9 +39,22 @@ argument rules. A plan whose effective tier is untrusted (made after reading
 untrusted content) gives no authority; a call that does not match is judged by
 the ordinary rules.
 
+A delegated slot names where the value is to come from, when the user pointed at
+the data ("pay the bill in bill.txt"): {"$data": {"step": N}} is the output of the
+plan's earlier step N (a call citing step N and matching it; its output names
+that call as its parent), {"$data": {"entry": ID}} one entry the user named (a full
+ID). A call whose protected argument comes from exactly that source, and from
+nothing else untrusted, is delegated: the gate asks (exit 4) and its reasons show
+the value whole and where it came from, for a person to confirm ('gate approve');
+the catalog's on_delegated (ask, deny, allow) can change that per tool. Whoever
+controls the source controls the value.
+
   pedigree plan record --as agent:planner --key agent.key --session s1 --parent 5e1f0c2a \
     --steps '[{"tool":"file_read","args":{"path":"report.txt"}},
-              {"tool":"email_send","args":{"to":"bob@example.com","body":{"$data":true}}}]'`,
+              {"tool":"email_send","args":{"to":"bob@example.com","body":{"$data":true}}}]'
+  pedigree plan record --as agent:planner --key agent.key --session s1 --parent 5e1f0c2a \
+    --steps '[{"tool":"file_read","args":{"path":"bill.txt"}},
+              {"tool":"bank_transfer","args":{"iban":{"$data":{"step":0}},"amount":{"$data":{"step":0}}}}]'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if session == "" {
@@ -60,8 +74,17 @@ the ordinary rules.
 				}
 				raw = b
 			}
+			if stepsFile == "" {
+				var list []json.RawMessage
+				if err := json.Unmarshal(raw, &list); err != nil {
+					return usagef("--steps: want a JSON array of steps: %v", err)
+				}
+			}
 			parsed, err := lineage.PlanSteps(raw)
 			if err != nil {
+				return err
+			}
+			if _, err := parentSpecs(parents); err != nil {
 				return err
 			}
 			e, s, err := a.backendAs(cmd.Context(), as, key)
@@ -94,7 +117,7 @@ the ordinary rules.
 	f.StringVar(&as, "as", "", "the agent that signs the plan")
 	f.StringVar(&key, "key", "", "its private key file")
 	f.StringVar(&session, "session", "", "the session the plan is carried out in")
-	f.StringVar(&steps, "steps", "", `the steps, a JSON array of {"tool": NAME, "args": {ARG: LITERAL | {"$data": true}}}`)
+	f.StringVar(&steps, "steps", "", `the steps, a JSON array of {"tool": NAME, "args": {ARG: LITERAL | {"$data": true} | {"$data": {"step": N}} | {"$data": {"entry": ID}}}}`)
 	f.StringVar(&stepsFile, "steps-file", "", "read the steps from a file")
 	f.StringArrayVar(&parents, "parent", nil, "an entry the plan was made from, ID[=WEIGHT] (repeatable)")
 	return cmd

@@ -40,8 +40,19 @@ stored only as a digest unless --store-content is given.
 requires; a key others can read is refused.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("session") {
+				return usagef("--session S is required: the session whose context the entry joins (--session '' records it outside every session, where only a --parent or --justification that names it reaches it)")
+			}
 			if cmd.Flags().Changed("content") == cmd.Flags().Changed("content-file") {
 				return usagef("give exactly one of --content and --content-file")
+			}
+			k, err := lineage.ParseKind(kind)
+			if err != nil {
+				return usageError{fmt.Errorf("--kind: %w", err)}
+			}
+			specs, err := parentSpecs(parents)
+			if err != nil {
+				return err
 			}
 			body := []byte(content)
 			if contentFile != "" {
@@ -50,10 +61,6 @@ requires; a key others can read is refused.`,
 					return err
 				}
 				body = b
-			}
-			k, err := lineage.ParseKind(kind)
-			if err != nil {
-				return err
 			}
 			if k == lineage.KindCall || k == lineage.KindApproval || k == lineage.KindRejection || k == lineage.KindPlan {
 				return fmt.Errorf("%w: calls are recorded by 'gate check', approvals by 'gate approve', rejections by 'gate reject' and plans by 'plan record'", lineage.ErrMalformed)
@@ -65,7 +72,7 @@ requires; a key others can read is refused.`,
 			defer e.Close()
 			var ps []lineage.Parent
 			if len(parents) > 0 {
-				if ps, err = parseParents(cmd.Context(), e, parents); err != nil {
+				if ps, err = resolveParents(cmd.Context(), e, specs); err != nil {
 					return err
 				}
 			}
@@ -92,23 +99,70 @@ requires; a key others can read is refused.`,
 	return cmd
 }
 
-func parseParents(ctx context.Context, e pedigree.Backend, specs []string) ([]lineage.Parent, error) {
-	out := make([]lineage.Parent, 0, len(specs))
+// parentSpec is one --parent ID[=WEIGHT], checked for form.
+type parentSpec struct {
+	spec, id string
+	weight   float64
+}
+
+// parentSpecs checks the form of --parent values (an ID prefix of hex, a
+// weight in [0, 1]): a malformed one is a usage error; whether the entry
+// exists is the store's to say (resolveParents).
+func parentSpecs(specs []string) ([]parentSpec, error) {
+	out := make([]parentSpec, 0, len(specs))
 	for _, spec := range specs {
 		idPart, wPart, hasW := strings.Cut(spec, "=")
 		w := 1.0
 		if hasW {
 			v, err := strconv.ParseFloat(wPart, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%w: --parent %s: weight %q is not a number", lineage.ErrMalformed, spec, wPart)
+				return nil, usageError{fmt.Errorf("%w: --parent %s: weight %q is not a number", lineage.ErrMalformed, spec, wPart)}
+			}
+			if v < 0 || v > 1 || v != v {
+				return nil, usageError{fmt.Errorf("%w: --parent %s: weight %v outside [0, 1]", lineage.ErrMalformed, spec, v)}
 			}
 			w = v
 		}
-		id, err := e.Resolve(ctx, idPart)
-		if err != nil {
-			return nil, fmt.Errorf("--parent %s: %w", spec, err)
+		if !validIDPrefix(idPart) {
+			return nil, usageError{fmt.Errorf("--parent %s: %w: %q is not an entry ID (at least 8 lowercase hex characters)", spec, lineage.ErrMalformed, idPart)}
 		}
-		out = append(out, lineage.Parent{ID: id, Weight: w})
+		out = append(out, parentSpec{spec, idPart, w})
+	}
+	return out, nil
+}
+
+// validIDPrefix says whether s has the form of an entry ID or of a prefix
+// of one (as lineage's Resolve wants it).
+func validIDPrefix(s string) bool {
+	if len(s) < lineage.MinPrefix || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseParents checks and looks up --parent values.
+func parseParents(ctx context.Context, e pedigree.Backend, specs []string) ([]lineage.Parent, error) {
+	ps, err := parentSpecs(specs)
+	if err != nil {
+		return nil, err
+	}
+	return resolveParents(ctx, e, ps)
+}
+
+// resolveParents looks the parents up.
+func resolveParents(ctx context.Context, e pedigree.Backend, specs []parentSpec) ([]lineage.Parent, error) {
+	out := make([]lineage.Parent, 0, len(specs))
+	for _, s := range specs {
+		id, err := e.Resolve(ctx, s.id)
+		if err != nil {
+			return nil, fmt.Errorf("--parent %s: %w", s.spec, err)
+		}
+		out = append(out, lineage.Parent{ID: id, Weight: s.weight})
 	}
 	return out, nil
 }

@@ -40,10 +40,10 @@ unknown justification) has no input to evaluate again: exit 1.`,
 				}
 				fmt.Fprintf(w, "changed: logged %s, now %s (decision %s)\n", strings.ToUpper(string(re.Logged)), strings.ToUpper(string(re.Decision)), short(re.DecisionID))
 				for _, c := range re.Changes {
-					fmt.Fprintf(w, "  %s\n", c)
+					fmt.Fprintf(w, "  %s\n", line(w, c))
 				}
 				for _, r := range re.Reasons {
-					fmt.Fprintf(w, "  reason now: %s\n", r)
+					fmt.Fprintf(w, "  reason now: %s\n", line(w, r))
 				}
 			})
 			if err == nil && !re.Same {

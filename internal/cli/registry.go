@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
+	"path/filepath"
 )
 
 func newRegistryCommand(a *app) *cobra.Command {
@@ -60,7 +61,7 @@ Example:
 			}
 			t, err := registry.ParseTier(tier)
 			if err != nil {
-				return err
+				return usageError{fmt.Errorf("--tier: %w", err)}
 			}
 			if approver && t != registry.User {
 				return usagef("--approver: only a user-tier principal can approve, and %s is %s", id, t)
@@ -112,7 +113,7 @@ Example:
 			}
 			if err := e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub, Approver: approver}); err != nil {
 				if newKey != "" {
-					os.Remove(newKey) // nothing half-written: no key for a principal that is not registered
+					safefile.Remove(filepath.Dir(newKey), filepath.Base(newKey), safefile.Regular) // nothing half-written: no key for a principal that is not registered
 				}
 				return err
 			}
@@ -153,12 +154,6 @@ Example:
   pedigree registry freeze --operator-key /media/usb/pedigree-operator.key`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opKey == "" {
-				var err error
-				if opKey, err = a.defaultOperatorKey(); err != nil {
-					return err
-				}
-			}
 			e, err := a.openStore(cmd.Context(), "freeze the registry")
 			if err != nil {
 				return err
@@ -169,7 +164,7 @@ Example:
 			} else if reg.Frozen {
 				return registry.ErrFrozen
 			}
-			op, err := registry.LoadSigner(opKey)
+			op, err := a.loadOperator(opKey)
 			if err != nil {
 				return err
 			}
@@ -213,16 +208,10 @@ Example:
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if opKey == "" {
-				var err error
-				if opKey, err = a.defaultOperatorKey(); err != nil {
-					return err
-				}
-			}
 			if err := a.refuseIfServed(ctx, "seal the configuration"); err != nil {
 				return err
 			}
-			op, err := registry.LoadSigner(opKey)
+			op, err := a.loadOperator(opKey)
 			if err != nil {
 				return err
 			}

@@ -35,6 +35,9 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
 			var o replay.Options
+			if workers < 0 {
+				return usagef("--workers must not be negative (0: one per CPU)")
+			}
 			o.Workers = workers
 			var err error
 			if err := g.check(); err != nil {
@@ -75,24 +78,28 @@ Exit 3 when a decision differs from expect or a scenario errs unexpectedly.
 						enc.Encode(r)
 						return
 					}
-					if err := r.Unexpected(); err != nil {
-						fmt.Fprintf(a.out, "%s: ERROR %v\n", r.Scenario, err)
-					} else if r.Err != nil {
-						fmt.Fprintf(a.out, "%s: refused, as expected: %v\n", r.Scenario, r.Err)
-					}
-					for _, c := range r.Calls {
-						mark := ""
-						if c.Expect != "" && gate.Outcome(c.Expect) != c.Got {
-							mark = "  MISMATCH, expected " + c.Expect
+					// Each result through its own escaping writer: results
+					// stream as the scenarios run.
+					safeText(a.out, func(w io.Writer) {
+						if err := r.Unexpected(); err != nil {
+							fmt.Fprintf(w, "%s: ERROR %v\n", r.Scenario, err)
+						} else if r.Err != nil {
+							fmt.Fprintf(w, "%s: refused, as expected: %v\n", r.Scenario, r.Err)
 						}
-						fmt.Fprintf(a.out, "%s %s %s: %s%s\n", r.Scenario, c.Call, c.Tool, c.Got, mark)
-						for _, reason := range c.Reasons {
-							fmt.Fprintf(a.out, "    %s\n", reason)
+						for _, c := range r.Calls {
+							mark := ""
+							if c.Expect != "" && gate.Outcome(c.Expect) != c.Got {
+								mark = "  MISMATCH, expected " + c.Expect
+							}
+							fmt.Fprintf(w, "%s %s %s: %s%s\n", r.Scenario, c.Call, c.Tool, c.Got, mark)
+							for _, reason := range c.Reasons {
+								fmt.Fprintf(w, "    %s\n", line(w, reason))
+							}
+							for _, x := range c.Warnings {
+								fmt.Fprintf(w, "    warning: %s\n", line(w, x))
+							}
 						}
-						for _, w := range c.Warnings {
-							fmt.Fprintf(a.out, "    warning: %s\n", w)
-						}
-					}
+					})
 				}
 			}
 			sum, err := replay.Run(cmd.Context(), all, o, each)
@@ -128,6 +135,8 @@ func printSummary(w io.Writer, s *replay.Summary) {
 	fmt.Fprintf(w, "benign      %d calls, %d allowed, %d asked, %d denied: benign allow rate %.4f\n", s.BenignCalls, s.BenignAllowed, s.BenignAsked, s.BenignDenied, s.BenignAllowRate)
 	fmt.Fprintf(w, "completion  of %d scenarios with gated calls, every gated call allowed in %d (%.4f), allowed or asked in %d (%.4f)\n",
 		s.GatedScenarios, s.AllAllowed, s.AllAllowedShare, s.AllAllowedOrAsked, s.AllAllowedOrAskedShare)
+	fmt.Fprintf(w, "tasks       of %d scenarios with gated benign calls, completed with no one asked in %d (%.4f), with at most one confirmation in %d (%.4f)\n",
+		s.Tasks, s.TasksUnattended, s.TasksUnattendedShare, s.TasksOneConfirmation, s.TasksOneConfirmationShare)
 	fmt.Fprintf(w, "agreement   %d of %d calls with expect: %.4f\n", s.Agreed, s.Expected, s.Agreement)
 	for _, m := range s.Mismatches {
 		fmt.Fprintf(w, "  mismatch  %s %s: expected %s, got %s\n", m.Scenario, m.Call, m.Expect, m.Got)

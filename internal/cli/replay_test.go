@@ -7,7 +7,7 @@ import (
 )
 
 // The glob of the hand-written scenarios agrees in full, with the shipped
-// catalogs (plans.jsonl is written against them): the refusals that
+// catalogs (plans.jsonl and delegated.jsonl are written against them): the refusals that
 // refused.jsonl expects are agreement, not errors.
 func TestReplayScenarioGlob(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "scenarios", "*.jsonl"))
@@ -16,7 +16,7 @@ func TestReplayScenarioGlob(t *testing.T) {
 	}
 	c := newEnv(t)
 	cats := []string{}
-	for _, f := range []string{"email", "payments", "files", "shell"} {
+	for _, f := range []string{"email", "payments", "files", "shell", "chat"} {
 		cats = append(cats, filepath.Join("..", "..", "policies", "catalogs", f+".yaml"))
 	}
 	r := c.run(append([]string{"-o", "json", "replay", "--tools", strings.Join(cats, ",")}, files...)...)

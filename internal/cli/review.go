@@ -3,15 +3,14 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
@@ -23,10 +22,12 @@ func newGatePending(a *app) *cobra.Command {
 		Use:   "pending",
 		Short: "List denies and asks a person can still approve or reject, newest first",
 		Long: `List the decisions nobody has approved or rejected yet, newest first, with the
-evidence to decide on: the tool and its canonical arguments, where each argument
-came from (explicit sources, or the whole justification), the untrusted roots and
-the path from the call to each, and the reasons. Close one with
-'gate approve ID' or 'gate reject ID'.
+evidence to decide on: the tool and its arguments, every protected argument first
+and whole, with where it came from (explicit sources, or the whole justification;
+the other arguments shortened, saying how much was left out), the untrusted roots
+and the path from the call to each, and the reasons. -o json holds every argument
+whole and whether it is protected. Close one with 'gate approve ID' or
+'gate reject ID'.
 
   pedigree gate pending
   pedigree gate pending -o json | jq '.pending[0].decision_id'`,
@@ -56,32 +57,16 @@ the path from the call to each, and the reasons. Close one with
 	}
 }
 
+// printPending shows one pending decision: the call's exact view (every
+// protected argument whole, first, with its sources; see gate.Pending.View),
+// the untrusted roots and the reasons.
 func printPending(w io.Writer, p gate.Pending) {
-	fmt.Fprintf(w, "%s %s %s %s session %s by %s\n", short(p.DecisionID), strings.ToUpper(string(p.Decision)), p.Tool, p.Args, p.Session, p.Principal)
+	fmt.Fprintf(w, "%s %s %s session %s by %s\n", short(p.DecisionID), strings.ToUpper(string(p.Decision)), line(w, p.Tool), line(w, p.Session), p.Principal)
 	fmt.Fprintf(w, "  at %s, call %s\n", p.Time, short(p.CallID))
 	if p.Plan != nil {
 		fmt.Fprintf(w, "  cites plan %s step %d\n", short(p.Plan.ID), p.Plan.Step)
 	}
-	names := make([]string, 0, len(p.Arguments))
-	for n := range p.Arguments {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		a := p.Arguments[n]
-		from := "the whole justification"
-		if a.Explicit {
-			from = "explicit sources"
-		}
-		srcs := make([]string, len(a.Sources))
-		for i, s := range a.Sources {
-			srcs[i] = fmt.Sprintf("%s %s (%s)", short(s.ID), s.Principal, s.EffectiveTier)
-		}
-		if len(srcs) == 0 {
-			srcs = []string{"none: the agent composed it"}
-		}
-		fmt.Fprintf(w, "  argument %s from %s: %s\n", n, from, strings.Join(srcs, ", "))
-	}
+	printView(w, &p)
 	for _, u := range p.Untrusted {
 		path := make([]string, len(u.Path))
 		for i, id := range u.Path {
@@ -90,7 +75,16 @@ func printPending(w io.Writer, p gate.Pending) {
 		fmt.Fprintf(w, "  untrusted: %s (%s) path %s\n", u.Principal, u.Tier, strings.Join(path, " <- "))
 	}
 	for _, r := range p.Reasons {
-		fmt.Fprintf(w, "  reason: %s\n", r)
+		fmt.Fprintf(w, "  reason: %s\n", line(w, r))
+	}
+}
+
+// printView prints a call's exact view, one argument a line.
+func printView(w io.Writer, p *gate.Pending) {
+	lines, n := p.View()
+	counted(w, n)
+	for _, l := range lines {
+		fmt.Fprintf(w, "  argument %s\n", l)
 	}
 }
 
@@ -126,37 +120,24 @@ rejects; a decision already approved or rejected is refused.
 	return cmd
 }
 
-// approvalSubject is what an approval will approve: the decision and the
-// exact call, read back from the stored call entry.
-type approvalSubject struct {
-	Decision *gate.Decision
-	Args     json.RawMessage
+// subjectOf is what an approval will approve: the decision and the exact
+// call, read back from the stored call entry.
+func subjectOf(ctx context.Context, b pedigree.Backend, decisionID string) (*gate.Pending, error) {
+	p, err := b.Subject(ctx, decisionID)
+	if errors.Is(err, lineage.ErrUnknownEntry) {
+		return nil, fmt.Errorf("%w: decision %s was made on a call entry that was refused; there is no call to approve", gate.ErrApproval, short(decisionID))
+	}
+	return p, err
 }
 
-func subjectOf(ctx context.Context, b pedigree.Backend, decisionID string) (*approvalSubject, error) {
-	d, err := b.Decision(ctx, decisionID)
-	if err != nil {
-		return nil, err
-	}
-	v, err := b.Show(ctx, d.CallID)
-	if err != nil {
-		if errors.Is(err, lineage.ErrUnknownEntry) {
-			return nil, fmt.Errorf("%w: decision %s was made on a call entry that was refused; there is no call to approve", gate.ErrApproval, short(d.ID))
-		}
-		return nil, err
-	}
-	st, _, _, err := lineage.Open(v.Envelope)
-	if err != nil {
-		return nil, err
-	}
-	return &approvalSubject{Decision: d, Args: st.Args}, nil
-}
-
-func (s *approvalSubject) describe(w io.Writer) {
-	d := s.Decision
-	fmt.Fprintf(w, "approving once: %s %s\n  in session %s, proposed by %s (decision %s, %s)\n", d.Tool, s.Args, d.Session, d.Principal, short(d.ID), d.Decision)
-	for _, r := range d.Reasons {
-		fmt.Fprintf(w, "  reason: %s\n", r)
+// describeSubject is what approve prints before it signs: the call's exact
+// view, where it was proposed, and why it was held.
+func describeSubject(w io.Writer, p *gate.Pending) {
+	fmt.Fprintf(w, "approving once: %s\n", line(w, p.Tool))
+	printView(w, p)
+	fmt.Fprintf(w, "  in session %s, proposed by %s (decision %s, %s)\n", line(w, p.Session), p.Principal, short(p.DecisionID), p.Decision)
+	for _, r := range p.Reasons {
+		fmt.Fprintf(w, "  reason: %s\n", line(w, r))
 	}
 }
 
@@ -167,8 +148,8 @@ func interactive(r io.Reader) bool {
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// Not a character device test: /dev/null is one, and nobody answers there.
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // confirm asks on w and reads y or yes from r.

@@ -56,14 +56,15 @@ func testPendingApproveReject(t *testing.T, served bool) {
 		t.Fatalf("untrusted roots: %v", oldest["untrusted"])
 	}
 	text := c.must("gate", "pending").out
-	if !strings.Contains(text, "argument recipient from explicit sources: "+email[:12]+" tool:gmail_read (external)") {
+	if !strings.Contains(text, `argument recipient = "999"  [protected, shown whole; from explicit sources, 1 entry: tool:gmail_read (external) `+email[:12]+"]") {
 		t.Fatalf("pending text:\n%s", text)
 	}
 
 	// Approve the ask: approve prints the exact call before it signs, and
 	// does not wait for an answer when stdin is not a terminal.
 	r := c.must("gate", "approve", asked["decision_id"].(string)[:10], "--as", "user:alice", "--key", c.key("user_alice"))
-	if !strings.HasPrefix(r.out, `approving once: send_money {"recipient":"123","subject":"re"}`) || !strings.Contains(r.out, "approved once:") {
+	if !strings.HasPrefix(r.out, "approving once: send_money\n  argument recipient = \"123\"  [protected, shown whole; from explicit sources, 1 entry: user:alice (user) "+prompt[:12]+"]\n  argument subject = \"re\"  [data; ") ||
+		!strings.Contains(r.out, "approved once:") {
 		t.Fatalf("approve did not show the call:\n%s", r.out)
 	}
 	// Reject the deny; then it cannot be approved, nor rejected again.

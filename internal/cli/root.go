@@ -59,7 +59,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 				b, _ := json.Marshal(errorOutput{v: v1, Error: msg, ExitCode: exitCode(err)})
 				fmt.Fprintln(a.out, string(b))
 			}
-			fmt.Fprintln(a.errw, "pedigree: "+msg)
+			// An error may quote what it refused (a tool name, a key):
+			// shown escaped, like every text output.
+			safeText(a.errw, func(w io.Writer) { fmt.Fprintln(w, "pedigree: "+msg) })
 			if exitCode(err) == ExitUsage {
 				fmt.Fprintln(a.errw, "Run 'pedigree --help' for usage.")
 			}
@@ -131,10 +133,58 @@ Start with 'pedigree demo'.
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
 		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
-		newHookCommand(a), newPlanCommand(a),
+		newHookCommand(a), newPlanCommand(a), newClaudeCommand(a), newUICommand(a),
 	)
 	addExamples(root)
+	walk(root, refuseUnknownVerbs)
 	return root
+}
+
+// groupOnly marks a command that only groups verbs: it runs only to say
+// that a verb is unknown, and has no example of its own.
+const groupOnly = "pedigree/group"
+
+// refuseUnknownVerbs makes a mistyped verb under a group ('pedigree gate
+// chek') a usage error with a suggestion, as cobra makes it at the top
+// level; a group run alone prints its help.
+func refuseUnknownVerbs(c *cobra.Command) {
+	if !c.HasParent() || !c.HasSubCommands() {
+		return
+	}
+	c.SuggestionsMinimumDistance = 2
+	unknown := func(c *cobra.Command, arg string) error {
+		msg := fmt.Sprintf("unknown command %q for %q", arg, c.CommandPath())
+		if s := c.SuggestionsFor(arg); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+		}
+		return usageError{errors.New(msg)}
+	}
+	if c.Runnable() {
+		// A verb that is also a group ('hook claude'): its own arguments
+		// are checked first, and a stray word may be a mistyped verb.
+		args := c.Args
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if len(a) > 0 && len(cmd.SuggestionsFor(a[0])) > 0 {
+				return unknown(cmd, a[0])
+			}
+			if args == nil {
+				return nil
+			}
+			return args(cmd, a)
+		}
+		return
+	}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[groupOnly] = "yes"
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, a []string) error {
+		if len(a) == 0 {
+			return cmd.Help()
+		}
+		return unknown(cmd, a[0])
+	}
 }
 
 // args checks a verb's positional arguments as a usage error.
@@ -180,7 +230,7 @@ func (a *app) openOnce(ctx context.Context, opts ...pedigree.Option) (*pedigree.
 	if err != nil {
 		return nil, err
 	}
-	opts = append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...), opts...)
+	opts = append(append(append([]pedigree.Option{pedigree.WithClock(a.clock)}, a.storeKeys()...), root...), opts...)
 	return pedigree.Open(ctx, a.dir, opts...)
 }
 
@@ -215,7 +265,7 @@ func signer(ctx context.Context, b pedigree.Backend, as, keyFile string) (*regis
 	}
 	s, err := registry.LoadSigner(keyFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--key %s: %w", keyFile, err)
 	}
 	if !s.Public().Equal(p.PublicKey) {
 		return nil, fmt.Errorf("%w: %s is not the key registered for %s", registry.ErrBadKey, filepath.Base(keyFile), as)

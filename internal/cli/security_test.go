@@ -80,7 +80,11 @@ func TestRegistryAddRefusesSharedKeys(t *testing.T) {
 	c.must("registry", "add", "user:alice", "--tier", "user", "--new-key", c.key("user_alice"))
 	list := c.must("-o", "json", "registry", "list").json(t)
 	pub := filepath.Join(c.tmp, "alice.pub")
-	os.WriteFile(pub, []byte(list["principals"].([]any)[0].(map[string]any)["public_key"].(string)), 0o644)
+	for _, p := range list["principals"].([]any) {
+		if p := p.(map[string]any); p["id"] == "user:alice" {
+			os.WriteFile(pub, []byte(p["public_key"].(string)), 0o644)
+		}
+	}
 	if r := c.run("registry", "add", "agent:planner", "--tier", "internal", "--public-key", pub); r.code != ExitError || !strings.Contains(r.err, "already registered for user:alice") {
 		t.Fatalf("a key registered twice: exit %d %s", r.code, r.err)
 	}

@@ -13,9 +13,16 @@ import (
 	"github.com/pedigree-ai/pedigree/internal/server"
 )
 
+// runtimeDir is where a socket goes whose data directory's path is too
+// long for one: $XDG_RUNTIME_DIR/pedigree, else /tmp/pedigree-UID.
+func (a *app) runtimeDir() string {
+	return server.DefaultRuntimeDir(a.getenv("XDG_RUNTIME_DIR"))
+}
+
 func newServeCommand(a *app) *cobra.Command {
 	var socket, addr string
-	var claudeHooks bool
+	var claudeHooks, withUI bool
+	var uiApprover, uiApproverKey string
 	var fl fleetFlags
 	var g gateOptions
 	var mem memoryLimit
@@ -23,7 +30,10 @@ func newServeCommand(a *app) *cobra.Command {
 		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks] [--nats URL]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
 		Long: `Open the data directory and serve it over HTTP/JSON on a unix socket (default
-DIR/pedigree.sock, mode 0600) and, with --addr, on a loopback TCP address. Badger
+DIR/pedigree.sock, mode 0600; when that path is longer than a unix socket path may
+be, 107 bytes, a socket named for the directory in $XDG_RUNTIME_DIR/pedigree, else
+/tmp/pedigree-UID, mode 0700; DIR/serve.json says where) and, with --addr, on a
+loopback TCP address. A socket that cannot be bound stops the start. Badger
 lets one process hold a data directory; while the server runs, every pedigree verb
 on the directory talks to it through the socket, with the same output and exit
 codes.
@@ -57,9 +67,12 @@ applies the stream, in order and verifying every record, into its store. The
 stream's first record is the frozen registry: serve a frozen directory with no
 entries first (it seeds the stream), then start other nodes on empty
 directories with --trust-root, the operator's public key. /readyz fails
-while the node lags or is cut off; /metrics has pedigree_fleet_* series.
+while the node lags, is cut off, or its stream is gone; /metrics has
+pedigree_fleet_* series. --nats-creds FILE (a NATS credentials file, mode
+0600) authenticates the node to external servers.
 --nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
-machine, no fault tolerance). A second node joins with:
+machine, no fault tolerance) that takes only the user and password kept in the
+keys directory (nats-<h>.json, 0600, made at first start). A second node joins with:
   pedigree --dir /srv/node2 serve --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --trust-root operator.pub`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,8 +81,17 @@ machine, no fault tolerance). A second node joins with:
 					return usagef("%v", err)
 				}
 			}
+			if len(socket) > server.MaxSocketPath {
+				return usagef("--socket %s is %d bytes, and a unix socket path may have at most %d", socket, len(socket), server.MaxSocketPath)
+			}
 			if err := g.check(); err != nil {
 				return err
+			}
+			if (uiApprover == "") != (uiApproverKey == "") {
+				return usagef("--ui-approver and --ui-approver-key go together")
+			}
+			if uiApprover != "" && !withUI {
+				return usagef("--ui-approver is for the page: add --ui")
 			}
 			if err := mem.apply(cmd); err != nil {
 				return err
@@ -99,9 +121,21 @@ machine, no fault tolerance). A second node joins with:
 			if err != nil {
 				return err
 			}
+			var uiOpts *server.UIOptions
+			if withUI {
+				uiOpts = &server.UIOptions{}
+				if uiApprover != "" {
+					s, err := signer(cmd.Context(), e, uiApprover, uiApproverKey)
+					if err != nil {
+						e.Close()
+						return err
+					}
+					uiOpts.Approver, uiOpts.ApproverKey = uiApprover, s
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			err = server.Run(ctx, e, server.Options{Socket: socket, Addr: addr, Log: log, ClaudeHooks: claudeHooks, Ready: func(s, t string) {
+			err = server.Run(ctx, e, server.Options{Socket: socket, RuntimeDir: a.runtimeDir(), Addr: addr, Log: log, ClaudeHooks: claudeHooks, UI: uiOpts, Ready: func(s, t string) {
 				if a.output == "json" {
 					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
@@ -118,10 +152,13 @@ machine, no fault tolerance). A second node joins with:
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock)")
+	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock, or a per-user runtime directory when that is too long)")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
 	fl.add(cmd)
 	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")
+	cmd.Flags().BoolVar(&withUI, "ui", false, "serve the page for people on the loopback TCP listener (--addr, default 127.0.0.1 on a free port); open it with 'pedigree ui'")
+	cmd.Flags().StringVar(&uiApprover, "ui-approver", "", "the principal (user tier, approval authority) whose key signs what is approved or rejected on the page")
+	cmd.Flags().StringVar(&uiApproverKey, "ui-approver-key", "", "that principal's private key file; without it the page shows the command to run")
 	g.add(cmd)
 	mem.add(cmd)
 	return cmd

@@ -79,7 +79,7 @@ func newTrajectoryShow(a *app) *cobra.Command {
 					fmt.Fprintln(w, "no alerts")
 				}
 				for _, al := range alerts {
-					fmt.Fprintf(w, "alert at call %d [%s]: %s\n", al.At, al.Rule, al.Message)
+					fmt.Fprintf(w, "alert at call %d [%s]: %s\n", al.At, al.Rule, line(w, al.Message))
 				}
 			})
 		},
@@ -313,6 +313,9 @@ Example:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Sessions <= 0 {
 				return usagef("--sessions must be positive")
+			}
+			if !(o.AttackShare >= 0 && o.AttackShare <= 1) {
+				return usagef("--attack-share must be in [0, 1], not %v", o.AttackShare)
 			}
 			enc := jsonLines(a.out)
 			for _, s := range offline.Generate(o) {

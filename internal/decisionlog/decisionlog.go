@@ -10,7 +10,8 @@
 // itself. A decision record is hashed into its ID, which the Merkle log
 // holds; an approval counts only after its signed entry verifies (the index
 // here only finds candidates); a use is the logged decision that names the
-// approval; a trajectory is re-derived from the logged decisions and recalls
+// approval, found by the engine in the log's leaves (the au/ row is a hint
+// that can only deny); a trajectory is re-derived from the logged decisions and recalls
 // by verify.
 package decisionlog
 
@@ -374,4 +375,30 @@ func (l *Log) VerifiedRecord(t kv.Txn, id string) (*gate.Decision, error) {
 	}
 	d.ID = id
 	return &d, nil
+}
+
+// Uses reports, inside t, whether the logged decision id spends approval,
+// after checking that its record is stored and hashes to id: a record
+// missing or rewritten is an error, never a "no".
+func (l *Log) Uses(t kv.Txn, id, approval string) (bool, error) {
+	body, err := t.Get([]byte(pDecision + id))
+	if errors.Is(err, kv.ErrNotFound) {
+		return false, fmt.Errorf("the logged decision %s is missing", id)
+	}
+	if err != nil {
+		return false, err
+	}
+	if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != id {
+		return false, fmt.Errorf("decision %s: the record does not hash to its ID", id)
+	}
+	if !bytes.Contains(body, []byte(approval)) {
+		return false, nil // it cannot name it
+	}
+	var d struct {
+		Approval string `json:"approval"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return false, fmt.Errorf("decision %s: %w", id, err)
+	}
+	return d.Approval == approval, nil
 }

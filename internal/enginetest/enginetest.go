@@ -8,7 +8,6 @@ package enginetest
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -180,6 +180,22 @@ func (w *World) Check(principal string, c pedigree.Call) *gate.Decision {
 	return d
 }
 
+// TryCheck checks a call as principal and returns the error too.
+func (w *World) TryCheck(principal string, c pedigree.Call) (*gate.Decision, error) {
+	c.Principal = principal
+	return w.E.Check(context.Background(), w.Keys[principal], c)
+}
+
+// Crash closes the engine as a killed process would leave it: without the
+// checkpoint it hands its witnesses at close.
+func (w *World) Crash() {
+	w.T.Helper()
+	if err := w.E.UnsafeAbandon(); err != nil {
+		w.T.Fatal(err)
+	}
+	w.E = nil
+}
+
 // NewOnDisk is New on a data directory in t.TempDir(), made with Init, so
 // that tests can close the engine, change the store behind its back
 // (Tamper) and reopen it.
@@ -302,9 +318,7 @@ func (w *World) RebuildRegistry() *registry.Signer {
 	if err != nil {
 		w.T.Fatal(err)
 	}
-	path := filepath.Join(w.Dir, pedigree.FreezeFile)
-	os.Remove(path)
-	if err := os.WriteFile(path, rec, 0o444); err != nil {
+	if err := safefile.WriteFile(w.Dir, pedigree.FreezeFile, rec, 0o444); err != nil {
 		w.T.Fatal(err)
 	}
 	// ...and seals the directory's configuration again with that key.

@@ -28,6 +28,9 @@ type ServerOptions struct {
 	Routes      []string
 	// Log the server's own log lines (off by default).
 	Log bool
+	// User and Password, when set, are the only credentials the server
+	// takes: a client without them is refused.
+	User, Password string
 }
 
 // Server is an embedded NATS server.
@@ -57,6 +60,9 @@ func StartServer(o ServerOptions) (*Server, error) {
 		MaxPayload: MaxRecordBytes + 64<<10,
 		NoSigs:     true,
 		NoLog:      !o.Log,
+	}
+	if o.User != "" {
+		opts.Users = []*server.User{{Username: o.User, Password: o.Password}}
 	}
 	if o.Cluster != "" {
 		opts.Cluster = server.ClusterOpts{Name: o.Cluster, Host: "127.0.0.1", Port: o.ClusterPort}

@@ -51,6 +51,10 @@ type Config struct {
 	// Name names the node in the server's client list and the logs.
 	Name string
 	Log  *slog.Logger
+	// User and Password, or Creds (a NATS credentials file: a JWT and
+	// its nkey seed), authenticate the node to its servers.
+	User, Password string
+	Creds          string
 }
 
 func (c *Config) defaults() error {
@@ -153,6 +157,12 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 		nats.ReconnectWait(250 * time.Millisecond), nats.RetryOnFailedConnect(false)}
 	if cfg.PinServers {
 		opts = append(opts, nats.IgnoreDiscoveredServers())
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Creds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.Creds))
 	}
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
@@ -528,6 +538,13 @@ func (n *Node) Ready() (bool, string) {
 		return false, "the applier stopped: " + s.Err
 	case s.Lag() > n.cfg.MaxLag:
 		return false, fmt.Sprintf("lagging: %d records behind the stream (applied %d of %d)", s.Lag(), s.Applied, s.Last)
+	}
+	// A node whose stream was deleted (or that may no longer reach it)
+	// cannot log anything: it is not ready, whatever it applied.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := n.js.Stream(ctx, n.cfg.Stream); err != nil {
+		return false, "the fleet's stream cannot be reached: " + err.Error()
 	}
 	return true, ""
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -38,22 +39,33 @@ func approvalSchema() map[string]any {
 	}
 }
 
-func (g *Gateway) askMessage(t tool, canon []byte, d *gate.Decision) string {
+// askMessage is what the person is asked: the call's exact view (every
+// protected argument whole and first, with where it came from;
+// gate.Pending.View), then why it is held. Everything in it is escaped for
+// a terminal, and it says so when something was.
+func (g *Gateway) askMessage(ctx context.Context, t tool, canon []byte, d *gate.Decision) string {
+	p, err := g.o.Backend.Subject(ctx, d.ID)
+	if err != nil {
+		// Without the logged evidence every argument is shown whole, as
+		// protected: the person still sees the exact call.
+		g.o.Log.Warn("the decision's evidence could not be read for the ask", "decision_id", d.ID, "error", err)
+		p = &gate.Pending{DecisionID: d.ID, Decision: d.Decision, Tool: d.Tool, Args: canon}
+	}
+	lines, escaped := p.View()
+	name, n := safetext.Escape(t.exposed.Name, safetext.Line)
+	escaped += n
 	var b strings.Builder
-	fmt.Fprintf(&b, "pedigree asks: may the agent run %s with %s? ", t.exposed.Name, clip(string(canon), 500))
-	b.WriteString(strings.Join(d.Reasons, "; "))
+	fmt.Fprintf(&b, "pedigree asks: may the agent run %s with these arguments?\n", name)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	var why strings.Builder
+	why.WriteString(strings.Join(d.Reasons, "; "))
 	for _, u := range d.Untrusted {
-		fmt.Fprintf(&b, ". It relies on content from %s (%s tier)%s", u.Principal, u.Tier, g.describe(u.Principal))
+		fmt.Fprintf(&why, ". It relies on content from %s (%s tier)%s", u.Principal, u.Tier, g.describe(u.Principal))
 	}
-	fmt.Fprintf(&b, ". Decision %s.", short(d.ID))
-	return b.String()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	fmt.Fprintf(&why, ". Decision %s.", short(d.ID))
+	return b.String() + safetext.Message(why.String(), escaped)
 }
 
 // ask asks the human through the host. On protocols before 2026-07-28 it
@@ -68,7 +80,7 @@ func (g *Gateway) ask(ctx context.Context, req *mcp.CallToolRequest, t tool, s *
 	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		return g.denied(t, d, "it needs a person's approval and this client cannot ask one (it declares no elicitation)"), nil
 	}
-	params := &mcp.ElicitParams{Mode: "form", Message: g.askMessage(t, canon, d), RequestedSchema: approvalSchema()}
+	params := &mcp.ElicitParams{Mode: "form", Message: g.askMessage(ctx, t, canon, d), RequestedSchema: approvalSchema()}
 	if ip.ProtocolVersion >= newProtocol {
 		state, err := g.sealState(requestState{Session: s.id, Tool: t.key, Action: lineage.ActionDigest(t.key, canon), Decision: d.ID})
 		if err != nil {

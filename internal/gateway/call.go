@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,7 +13,9 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 func (g *Gateway) handler(t tool) mcp.ToolHandler {
@@ -32,7 +35,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 		// Bad input: a protocol error, and nothing is recorded.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: the arguments of %s are refused: %v", t.exposed.Name, err)}
 	}
-	s := g.session(req.Session)
+	s := g.callSession(req.Session, t, canon)
 	if err := g.settled(s); err != nil {
 		return g.refused(t, nil, err.Error()), nil
 	}
@@ -98,7 +101,8 @@ func (g *Gateway) checkEarly(ctx context.Context, s *session, t tool, canon []by
 }
 
 // start records the entry that stands for the host's side of the session,
-// once, before the session's first call.
+// once, before the session's first call, and what the upstreams offer that
+// the operator's seal does not vouch for (admitUnvouched).
 func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,19 +121,22 @@ func (g *Gateway) start(ctx context.Context, s *session, ss *mcp.ServerSession) 
 	if err != nil {
 		return err
 	}
-	_, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
-		Session: s.id, Content: content, Parents: []lineage.Parent{}, StoreContent: true})
-	if err == nil {
-		s.started = true
+	if _, err = g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindPrompt,
+		Session: s.id, Content: content, Parents: []lineage.Parent{}, StoreContent: true}); err != nil {
+		return err
 	}
-	return err
+	if err := g.admitUnvouched(ctx, s); err != nil {
+		return fmt.Errorf("what the upstreams offer, not as the operator sealed it, could not be recorded: %w", err)
+	}
+	s.started = true
+	return nil
 }
 
 // forward sends an allowed call to its upstream and records the result as
 // the tool's output, derived from the call (and, for a memory read, from
 // the memory entries it returns). A result whose output entry cannot be
 // signed is withheld: content the engine does not know about would carry no
-// taint. The entry is committed while the result goes back (recordOutput);
+// taint. The entry is committed while the result goes back (admit);
 // one that then fails to commit refuses the rest of the session. stored,
 // when not nil, is the commit of the call and its decision, still running
 // (checkEarly): no result goes back before it is done, and a result whose
@@ -138,7 +145,7 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 	params := &mcp.CallToolParams{Name: t.name, Arguments: json.RawMessage(canon)}
 	// (The route stays until the result is returned: the SDK may hand the
 	// gateway the upstream's last progress after its result.)
-	defer g.withProgress(ctx, req, params)()
+	defer g.withProgress(ctx, req, params, s, t.up, d.CallID)()
 	res, err := t.up.client.CallTool(ctx, params)
 	if stored != nil {
 		if err := stored(); err != nil {
@@ -156,7 +163,14 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 		return nil, ctx.Err()
 	}
 	if err != nil {
-		return g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err)), nil
+		// What the upstream said is content, recorded as the call's output.
+		res := g.failed(t, d, fmt.Sprintf("the upstream %s failed: %v", t.up.cfg.Name, err))
+		carried := &mcp.CallToolResult{IsError: true, Content: res.Content}
+		if _, aerr := g.admit(context.WithoutCancel(ctx), admission{up: t.up, s: s, kind: lineage.KindToolOutput, body: carried,
+			parents: []lineage.Parent{{ID: d.CallID, Weight: 1}}, later: true}); aerr != nil && g.o.Mode != Shadow {
+			return g.failed(t, d, "the upstream failed, and what it said could not be recorded, so it is withheld: "+aerr.Error()), nil
+		}
+		return res, nil
 	}
 	// The upstream has acted: what it did is recorded whole even if the
 	// host cancels now.
@@ -177,17 +191,37 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, t tool,
 			parents = append(parents, mem...)
 		}
 	}
-	body, err := json.Marshal(res)
-	if err != nil {
-		return g.failed(t, d, "the result could not be encoded: "+err.Error()), nil
+	var as *registry.Signer
+	principal := ""
+	if confirms(t.name, canon, res) {
+		// Nothing in it but the call's arguments (confirm.go); what was
+		// written is the agent's memory, found again when it is read.
+		as, principal = g.o.Agent, AgentPrincipal
+		if text, ok := writtenText(t.name, canon); ok {
+			if _, err := g.o.Backend.Record(ctx, g.o.Agent, pedigree.Entry{Principal: AgentPrincipal, Kind: lineage.KindMemory,
+				Session: s.id, Content: []byte(text), StoreContent: len(text) <= maxStoredWrite, Parents: []lineage.Parent{{ID: d.CallID, Weight: 1}}}); err != nil {
+				return g.failed(t, d, "the file written could not be recorded: "+err.Error()), nil
+			}
+		}
+	} else if text, ok := fileText(t.name, canon, res); ok {
+		// A file the agent wrote itself, read back whole: its output
+		// derives from what wrote it, by digest, as memory does.
+		ids, err := g.o.Backend.ByContent(ctx, lineage.DigestContent([]byte(text)))
+		if err != nil {
+			return g.failed(t, d, "the file read could not be attributed: "+err.Error()), nil
+		}
+		if len(ids) > 0 && len(ids) < lineage.MaxParents/2 {
+			as, principal = g.o.Agent, AgentPrincipal
+			for _, id := range ids {
+				parents = append(parents, lineage.Parent{ID: id, Weight: 1})
+			}
+		}
 	}
-	if len(body) > MaxResultBytes {
-		return g.failed(t, d, fmt.Sprintf("the result is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)), nil
-	}
-	outputID, err := g.recordOutput(ctx, t, s, body, parents)
+	outputID, err := g.admit(ctx, admission{up: t.up, s: s, kind: lineage.KindToolOutput, body: res, parents: parents, later: true,
+		signer: as, principal: principal})
 	switch {
 	case err == nil:
-	case g.o.Mode == Shadow:
+	case g.o.Mode == Shadow && !errors.Is(err, errTooLarge):
 		g.o.Log.Error("shadow: forwarded a result that could not be recorded", "mode", "shadow", "tool", t.key, "error", err)
 	default:
 		return g.failed(t, d, "the result could not be recorded, so it is withheld: "+err.Error()), nil
@@ -247,12 +281,12 @@ func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResu
 	}
 	fmt.Fprintf(&b, " Decision %s (trace it: pedigree lineage trace %s).", d.ID, short(d.CallID))
 	if g.o.ApproveHint != "" {
-		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", d.ID))
+		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", short(d.ID)))
 	}
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny
 	m["gate_decision"] = d.Decision
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}, Meta: mcp.Meta{MetaDecision: m}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safetext.Message(b.String(), 0)}}, Meta: mcp.Meta{MetaDecision: m}}
 }
 
 // describe names where a principal's content comes from, when the gateway
@@ -272,12 +306,12 @@ func (g *Gateway) describe(principal string) string {
 // refused is a call the gateway could not decide on: a deny.
 func (g *Gateway) refused(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
 	text := fmt.Sprintf("pedigree denied %s: %s; nothing was forwarded.", t.exposed.Name, why)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safetext.Message(text, 0)}}, Meta: mcp.Meta{MetaDecision: g.decisionMeta(d)}}
 }
 
 // failed is an allowed call whose forwarding or recording failed.
 func (g *Gateway) failed(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
-	text := fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why)
+	text := safetext.Message(fmt.Sprintf("pedigree: %s: %s.", t.exposed.Name, why), 0)
 	m := g.decisionMeta(d)
 	m["error"] = why
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}, Meta: mcp.Meta{MetaDecision: m}}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
 
@@ -37,8 +38,16 @@ func CatalogKey(upstream, tool string) string { return upstream + "." + tool }
 // annotations, which the operator reviews: a tool the server says is
 // read-only is not sensitive; anything else is. Absent hints take the MCP
 // defaults (destructive and open-world unless said otherwise), so a tool
-// that says nothing is treated as irreversible and an external sink.
-func Draft(upstream string, tools []*mcp.Tool, memory bool) map[string]gate.Tool {
+// that says nothing is treated as irreversible and an external sink. A
+// sensitive tool asks (ask_on_untrusted) instead of being denied on an
+// untrusted context.
+//
+// An external upstream's annotations are that party's own claims: every
+// tool of an external upstream is an external sink (what is sent to it
+// leaves), whatever openWorldHint says. At run time the gateway decides
+// from the catalog alone: an annotation changed later (a rug pull) changes
+// nothing but what the session records (listing.go).
+func Draft(upstream string, tools []*mcp.Tool, memory, external bool) map[string]gate.Tool {
 	out := map[string]gate.Tool{}
 	for _, t := range tools {
 		a := t.Annotations
@@ -52,6 +61,13 @@ func Draft(upstream string, tools []*mcp.Tool, memory bool) map[string]gate.Tool
 		if sensitive {
 			e.Irreversible = a.DestructiveHint == nil || *a.DestructiveHint
 			e.ExternalSink = a.OpenWorldHint == nil || *a.OpenWorldHint
+			// Ask rather than deny where a person can tell: through the
+			// host's elicitation with --approver, else the refusal names
+			// the command that approves it.
+			e.AskOnUntrusted = true
+		}
+		if external {
+			e.ExternalSink = true
 		}
 		if memory && memoryReads[t.Name] {
 			e.Role = trajectory.Recall
@@ -94,9 +110,5 @@ func MergeCatalog(path string, drafts map[string]gate.Tool) ([]string, error) {
 	if _, err := gate.ParseCatalog(b); err != nil {
 		return nil, fmt.Errorf("the drafted catalog does not load: %w", err)
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return nil, err
-	}
-	return added, os.Rename(tmp, path)
+	return added, safefile.WriteFile(filepath.Dir(path), filepath.Base(path), b, 0o600)
 }

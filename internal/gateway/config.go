@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -49,6 +51,11 @@ type Upstream struct {
 	Memory bool `json:"memory,omitempty"`
 	// Tools are the tool names seen when it was added.
 	Tools []string `json:"tools"`
+	// Metadata is what the server said of its tools, prompts and
+	// resources when it was added: sealed with this file, the operator
+	// vouches for it (metadata.go). An upstream without it vouches for
+	// nothing: every listing of it is recorded as its content.
+	Metadata *Metadata `json:"metadata,omitempty"`
 }
 
 // Config is the gateway's part of a data directory.
@@ -71,7 +78,7 @@ func ValidateName(name string) error {
 // LoadConfig reads DIR/mcp/upstreams.json; a directory without one has no
 // upstreams.
 func LoadConfig(dir string) (*Config, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	b, err := safefile.ReadFile(dir, ConfigFile, pedigree.MaxConfigBytes)
 	return configFrom(b, err)
 }
 
@@ -112,18 +119,11 @@ func configFrom(b []byte, err error) (*Config, error) {
 
 // Save writes the configuration (mode 0600), replacing the file at once.
 func (c *Config) Save(dir string) error {
-	path := filepath.Join(dir, ConfigFile)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path+".tmp", append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return safefile.WriteFile(dir, ConfigFile, append(b, '\n'), 0o600)
 }
 
 // Find returns the upstream called name.
@@ -148,4 +148,56 @@ func LoadSigner(dir, principal string) (*registry.Signer, error) {
 		return nil, fmt.Errorf("the gateway's key for %s: %w", principal, err)
 	}
 	return s, nil
+}
+
+// DriftDir holds, for 'mcp list', what each upstream offered when a
+// gateway last started or heard list_changed (DIR/mcp/offered/NAME.json).
+// It is the gateway's observation, not configuration: nothing reads it to
+// decide.
+const DriftDir = "mcp/offered"
+
+// Drift is what an upstream offered, and when.
+type Drift struct {
+	Version int       `json:"version"`
+	Seen    string    `json:"seen"`
+	Offered *Metadata `json:"offered"`
+}
+
+// SaveDrift notes what an upstream offers now; an upstream that offers
+// what was sealed leaves no note.
+func SaveDrift(dir, name string, now *Metadata, at time.Time) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return err
+	}
+	u, _ := cfg.Find(name)
+	rel := filepath.Join(DriftDir, name+".json")
+	if len(Diff(u.Metadata, now)) == 0 {
+		return safefile.Remove(dir, rel, safefile.Regular)
+	}
+	b, err := json.MarshalIndent(Drift{Version: 1, Seen: at.UTC().Format(time.RFC3339), Offered: now}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return safefile.WriteFile(dir, rel, append(b, '\n'), 0o600)
+}
+
+// LoadDrift reads what an upstream last offered, or nil when no note is
+// kept.
+func LoadDrift(dir, name string) (*Drift, error) {
+	b, err := os.ReadFile(filepath.Join(dir, DriftDir, name+".json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d Drift
+	if err := json.Unmarshal(b, &d); err != nil || d.Version != 1 || d.Offered == nil {
+		return nil, fmt.Errorf("%s/%s.json: not a note this version reads", DriftDir, name)
+	}
+	return &d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,8 @@ type Backend interface {
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	ByContent(ctx context.Context, digest string) ([]string, error)
+	// Subject is a decision's exact call as a person is asked about it.
+	Subject(ctx context.Context, decisionID string) (*gate.Pending, error)
 }
 
 // Mode says what the gateway does with a decision.
@@ -74,6 +77,15 @@ type Options struct {
 	Now func() time.Time
 	// Version is the gateway's version, as it introduces itself.
 	Version string
+	// Drift, when set, is told what each upstream offers and how it
+	// differs from the metadata the operator sealed (at start, and after
+	// a list_changed).
+	Drift func(upstream string, now *Metadata, changes []Change)
+	// Bind, when set, names the host's own session a call (the tool's
+	// exposed name and canonical arguments) belongs to, or "": the Claude Code hook
+	// binds each call it checked (hook.GatewaySession), so that the
+	// gateway decides on, and records into, the same session as the hook.
+	Bind func(key string, canon []byte) string
 }
 
 // Gateway is one MCP server in front of every upstream.
@@ -90,7 +102,11 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
-	used     map[string]time.Time // request-state nonces already used
+	// bound are the host's sessions calls were bound to (Options.Bind),
+	// and pinned the one each connection's latest bound call went to.
+	bound  map[string]*session
+	pinned map[*mcp.ServerSession]*session
+	used   map[string]time.Time // request-state nonces already used
 	// progress maps the token the gateway gave an upstream call to the
 	// host's request that asked for progress (passthrough.go).
 	progress map[string]progressRoute
@@ -104,6 +120,12 @@ type Gateway struct {
 	outputs sync.WaitGroup
 	// waiting, in tests, is told when a request waits for outputs.
 	waiting func()
+	// admitted, in tests, is told of every entry admit records.
+	admitted func(session, id string, body []byte)
+
+	// vouchMu guards what the operator's seal vouches for (listing.go).
+	vouchMu sync.Mutex
+	vouch   vouching
 }
 
 type upstream struct {
@@ -112,8 +134,10 @@ type upstream struct {
 	client *mcp.ClientSession
 	tools  []*mcp.Tool
 	cmd    *exec.Cmd
-	// prompts are the upstream's prompts, read at start.
-	prompts []*mcp.Prompt
+	// prompts, resources and templates are the upstream's, read at start.
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
 }
 
 // New starts every upstream, reads its tools and builds the server. Close
@@ -144,7 +168,7 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
+	g := &Gateway{o: o, stateKey: key, sessions: map[*mcp.ServerSession]*session{}, bound: map[string]*session{}, pinned: map[*mcp.ServerSession]*session{}, used: map[string]time.Time{},
 		progress: map[string]progressRoute{}, subs: map[string]map[*mcp.ServerSession]bool{}, owners: newOwners()}
 	g.life, g.stop = context.WithCancel(context.WithoutCancel(ctx))
 	for _, cfg := range ups {
@@ -168,11 +192,41 @@ func New(ctx context.Context, ups []Upstream, o Options) (*Gateway, error) {
 	}
 	g.passThrough(so)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "pedigree", Version: o.Version}, so)
-	for _, t := range g.tools() {
+	g.server.AddReceivingMiddleware(g.mediateListings)
+	ts := g.tools()
+	g.vouchTools(ts)
+	for _, t := range ts {
 		g.server.AddTool(t.exposed, g.handler(t))
 	}
 	g.offerExtras(ctx)
+	for _, u := range g.upstreams {
+		g.reportDrift(u)
+	}
 	return g, nil
+}
+
+// reportDrift tells the operator (Options.Drift, the log) how what an
+// upstream offers differs from what was sealed.
+func (g *Gateway) reportDrift(u *upstream) {
+	now := u.metadata()
+	changes := Diff(u.cfg.Metadata, now)
+	if g.o.Drift != nil {
+		g.o.Drift(u.cfg.Name, now, changes)
+	}
+	if len(changes) == 0 {
+		return
+	}
+	g.o.Log.Warn("an upstream offers metadata that differs from the operator's seal: every session records it as the upstream's content",
+		"upstream", u.cfg.Name, "changes", fmt.Sprint(changes))
+}
+
+// metadata is what the upstream offers now.
+func (u *upstream) metadata() *Metadata {
+	md := &Metadata{Tools: u.tools, Prompts: u.prompts, Resources: u.resources, Templates: u.templates}
+	if md.Tools == nil {
+		md.Tools = []*mcp.Tool{}
+	}
+	return md
 }
 
 // Connect starts an upstream's command and reads its tools: what `mcp add`
@@ -265,6 +319,7 @@ func (g *Gateway) refresh(u *upstream, cs *mcp.ClientSession) {
 			gone = append(gone, t.exposed.Name)
 		}
 	}
+	g.vouchTools(after)
 	if len(gone) > 0 {
 		g.server.RemoveTools(gone...)
 	}
@@ -272,6 +327,7 @@ func (g *Gateway) refresh(u *upstream, cs *mcp.ClientSession) {
 		g.server.AddTool(t.exposed, g.handler(t))
 	}
 	g.o.Log.Info("upstream tools changed", "upstream", u.cfg.Name, "tools", len(tools))
+	g.reportDrift(u)
 }
 
 // tool is one tool the gateway offers.
@@ -301,11 +357,31 @@ func (g *Gateway) tools() []tool {
 			if e.InputSchema == nil {
 				e.InputSchema = map[string]any{"type": "object"}
 			}
+			if !offerable(&e) {
+				continue
+			}
 			out = append(out, tool{up: u, name: t.Name, key: CatalogKey(u.cfg.Name, t.Name), exposed: &e})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].exposed.Name < out[j].exposed.Name })
 	return out
+}
+
+// offerable reports whether the SDK takes a tool: its input schema must
+// be a JSON object of type object (the SDK panics on anything else, and an
+// upstream must not be able to stop the gateway with a bad schema), its
+// output schema JSON.
+func offerable(t *mcp.Tool) bool {
+	var in map[string]any
+	if b, err := json.Marshal(t.InputSchema); err != nil || json.Unmarshal(b, &in) != nil || in["type"] != "object" {
+		return false
+	}
+	if t.OutputSchema != nil {
+		if _, err := json.Marshal(t.OutputSchema); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Close stops the upstreams, once the outputs being recorded are stored.
@@ -330,6 +406,10 @@ type session struct {
 	mu       sync.Mutex
 	started  bool
 	protocol string
+	// listed are the digests of the metadata items not vouched for by the
+	// seal that this session has recorded (listing.go).
+	listMu sync.Mutex
+	listed map[string]bool
 
 	// The session's tool outputs being committed: a result goes back to
 	// the host while its output entry is committed, and the session's next
@@ -339,6 +419,55 @@ type session struct {
 	settle  *sync.Cond
 	pending int
 	lost    error
+}
+
+// callSession is the session a call belongs to: the host's own, when the
+// host's hook bound the call to it (Options.Bind), or bound an earlier call
+// of this connection to it; else the connection's. A connection that has
+// recorded in a session of its own is never bound: a host whose context is
+// tainted cannot move its calls into a cleaner one by repeating a call the
+// hook bound.
+func (g *Gateway) callSession(ss *mcp.ServerSession, t tool, canon []byte) *session {
+	if g.o.Bind == nil {
+		return g.session(ss)
+	}
+	g.mu.Lock()
+	own, hasOwn := g.sessions[ss]
+	pinned := g.pinned[ss]
+	g.mu.Unlock()
+	if hasOwn {
+		own.mu.Lock()
+		started := own.started
+		own.mu.Unlock()
+		if started {
+			return own
+		}
+	}
+	id := g.o.Bind(t.exposed.Name, canon)
+	if id == "" || len(id) > lineage.MaxSessionLen {
+		if pinned == nil {
+			return g.session(ss)
+		}
+		return pinned
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.bound[id]
+	if !ok {
+		s = &session{id: id}
+		s.settle = sync.NewCond(&s.outMu)
+		g.bound[id] = s
+	}
+	if _, ok := g.pinned[ss]; !ok {
+		go func() { // forget the pin when the connection ends
+			ss.Wait()
+			g.mu.Lock()
+			delete(g.pinned, ss)
+			g.mu.Unlock()
+		}()
+	}
+	g.pinned[ss] = s
+	return s
 }
 
 func (g *Gateway) session(ss *mcp.ServerSession) *session {
@@ -393,49 +522,4 @@ type earlyChecker interface {
 // (it skips verifying the signature just made).
 type insertSigned interface {
 	InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error)
-}
-
-// recordOutput signs a tool's output entry and commits it while the result
-// goes back to the host; the session's next request waits until it is
-// stored (settled). It returns the entry's ID. An output that cannot be
-// stored is logged, and, in enforce mode, refuses the session from then on.
-func (g *Gateway) recordOutput(ctx context.Context, t tool, s *session, body []byte, parents []lineage.Parent) (string, error) {
-	st, err := pedigree.BuildEntry(ctx, nil, pedigree.Entry{Principal: t.up.cfg.Principal, Kind: lineage.KindToolOutput,
-		Session: s.id, Content: body, Parents: parents}, g.o.Now())
-	if err != nil {
-		return "", err
-	}
-	signed, err := lineage.SignStatement(t.up.signer, st)
-	if err != nil {
-		return "", err
-	}
-	s.outMu.Lock()
-	s.pending++
-	s.outMu.Unlock()
-	// The host's request ends when its result is sent; the commit does not.
-	bctx := context.WithoutCancel(ctx)
-	g.outputs.Go(func() {
-		var err error
-		if in, ok := g.o.Backend.(insertSigned); ok {
-			_, err = in.InsertSigned(bctx, signed, nil)
-		} else {
-			_, err = g.o.Backend.Insert(bctx, signed.Envelope(), nil)
-		}
-		s.outMu.Lock()
-		defer s.outMu.Unlock()
-		s.pending--
-		s.settle.Broadcast()
-		if err == nil {
-			return
-		}
-		if g.o.Mode == Shadow {
-			g.o.Log.Error("shadow: a forwarded result could not be recorded", "mode", "shadow", "tool", t.key, "session", s.id, "output", signed.ID(), "error", err)
-			return
-		}
-		g.o.Log.Error("a tool output could not be recorded: the session is refused from here on", "tool", t.key, "session", s.id, "output", signed.ID(), "error", err)
-		if s.lost == nil {
-			s.lost = err
-		}
-	})
-	return signed.ID(), nil
 }

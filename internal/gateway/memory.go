@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -37,11 +38,19 @@ type (
 	}
 )
 
-// A memory item is one piece of content the memory server keeps and gives
-// back: an observation's text, an entity's name and type, a relation. Each
-// is one memory entry, found again by its content digest.
+// A memory item is one piece of what the memory server keeps, bound to its
+// place there: an entity (its name and type), an observation (its text with
+// the name of the entity it is about), a relation (its type with both
+// ends). Each is one memory entry, found again by its content digest, so an
+// observation moved to another entity in the server's file, or an entity
+// given another type, is content no one wrote through the gateway.
 func entityItem(e memEntity) string {
 	b, _ := json.Marshal(map[string]string{"entity": e.Name, "entityType": e.EntityType})
+	return string(b)
+}
+
+func observationItem(entity, text string) string {
+	b, _ := json.Marshal(map[string]string{"entity": entity, "observation": text})
 	return string(b)
 }
 
@@ -54,7 +63,9 @@ func (gr memGraph) items() []string {
 	var out []string
 	for _, e := range gr.Entities {
 		out = append(out, entityItem(e))
-		out = append(out, e.Observations...)
+		for _, o := range e.Observations {
+			out = append(out, observationItem(e.Name, o))
+		}
 	}
 	for _, r := range gr.Relations {
 		out = append(out, relationItem(r))
@@ -113,6 +124,26 @@ func dedupe(xs []string) []string {
 	return out
 }
 
+// MemoryWriteItems are the memory items a write to the reference memory
+// server stores (tool: create_entities, create_relations or
+// add_observations; args: its arguments), each bound to its place: the one
+// definition the gateway and the Claude Code hook both match reads by.
+func MemoryWriteItems(tool string, args []byte) ([]string, error) { return writeItems(tool, args) }
+
+// MemoryGraphItems are the memory items of a knowledge graph as a read
+// returns it in a text block, or false when the text is not exactly one
+// graph (a field the items would leave out would reach the model
+// unrecorded).
+func MemoryGraphItems(text string) ([]string, bool) {
+	var gr memGraph
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&gr) != nil || dec.More() {
+		return nil, false
+	}
+	return gr.items(), true
+}
+
 // writeItems are the memory items a write call stores.
 func writeItems(tool string, canon []byte) ([]string, error) {
 	switch tool {
@@ -129,7 +160,9 @@ func writeItems(tool string, canon []byte) ([]string, error) {
 		}
 		var out []string
 		for _, x := range o.Observations {
-			out = append(out, x.Contents...)
+			for _, c := range x.Contents {
+				out = append(out, observationItem(x.EntityName, c))
+			}
 		}
 		return dedupe(out), nil
 	}

@@ -9,14 +9,16 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pedigree-ai/pedigree/lineage"
 )
 
 // What passes through the gateway besides calls, reads and prompts:
-// progress, cancellation, resource subscriptions and completions. None of
-// it is recorded: a progress notification, a completion's suggestions and a
-// resource's "updated" signal are shown by hosts to the person, not handed
-// to the model, and what the host then reads (the resource, the prompt with
-// the completed arguments, the call's result) is recorded as ever.
+// progress, cancellation, resource subscriptions and completions. What
+// carries an upstream's text goes through admit (mediate.go): a progress
+// notification's message and a completion's values (or its error) are
+// recorded in the session before the host has them. A resource's "updated"
+// signal carries only the URI the host subscribed to.
 //
 // Cancellation needs no code here: the SDK cancels a handler's context when
 // the host sends notifications/cancelled, and the upstream call made with
@@ -31,6 +33,11 @@ type progressRoute struct {
 	ctx   context.Context // the host request's (streamable HTTP sends on its stream)
 	ss    *mcp.ServerSession
 	token any // the host's own progress token
+	// s, up and call say where a progress message is recorded: the
+	// session, the upstream's principal, and the call it derives from.
+	s    *session
+	up   *upstream
+	call string
 }
 
 // owners says which upstream offers each resource, resource template and
@@ -98,7 +105,7 @@ func (g *Gateway) passThrough(so *mcp.ServerOptions) {
 // own when the host asked for progress, and routes what comes back under
 // it to the host's token; done forgets the route. Tokens are the
 // gateway's because two host sessions may use the same one.
-func (g *Gateway) withProgress(ctx context.Context, req *mcp.CallToolRequest, params *mcp.CallToolParams) (done func()) {
+func (g *Gateway) withProgress(ctx context.Context, req *mcp.CallToolRequest, params *mcp.CallToolParams, s *session, u *upstream, call string) (done func()) {
 	host := req.Params.GetProgressToken()
 	if host == nil {
 		return func() {}
@@ -106,7 +113,7 @@ func (g *Gateway) withProgress(ctx context.Context, req *mcp.CallToolRequest, pa
 	g.mu.Lock()
 	g.nextTok++
 	tok := "pedigree-" + strconv.FormatUint(g.nextTok, 10)
-	g.progress[tok] = progressRoute{ctx: ctx, ss: req.Session, token: host}
+	g.progress[tok] = progressRoute{ctx: ctx, ss: req.Session, token: host, s: s, up: u, call: call}
 	g.mu.Unlock()
 	params.SetProgressToken(tok)
 	return func() {
@@ -119,7 +126,8 @@ func (g *Gateway) withProgress(ctx context.Context, req *mcp.CallToolRequest, pa
 // progressed sends an upstream's progress notification to the host request
 // whose call it belongs to. Progress under a token the gateway did not give,
 // or that reaches the gateway after the call's result went back, is
-// dropped (the protocol ends progress with the result).
+// dropped (the protocol ends progress with the result). A message is
+// recorded first, derived from its call; one that cannot be is dropped.
 func (g *Gateway) progressed(_ context.Context, p *mcp.ProgressNotificationParams) {
 	tok, _ := p.ProgressToken.(string)
 	g.mu.Lock()
@@ -131,6 +139,14 @@ func (g *Gateway) progressed(_ context.Context, p *mcp.ProgressNotificationParam
 	out := *p
 	out.ProgressToken = r.token
 	stripKeys(out.Meta)
+	if out.Message != "" || len(out.Meta) > 0 {
+		carried := map[string]any{"progress": out.Message, "_meta": out.Meta}
+		if _, err := g.admit(context.WithoutCancel(r.ctx), admission{up: r.up, s: r.s, kind: lineage.KindToolOutput, body: carried,
+			parents: []lineage.Parent{{ID: r.call, Weight: 1}}}); err != nil {
+			g.o.Log.Warn("a progress message could not be recorded: it is dropped", "upstream", r.up.cfg.Name, "session", r.s.id, "error", err)
+			return
+		}
+	}
 	if err := r.ss.NotifyProgress(r.ctx, &out); err != nil {
 		g.o.Log.Debug("progress not delivered to the host", "error", err)
 	}
@@ -143,13 +159,16 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if u == nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("pedigree: no upstream offers %s", req.Params.URI)}
 	}
-	g.session(req.Session) // forgotten, with its subscriptions, when it ends
+	s := g.session(req.Session) // forgotten, with its subscriptions, when it ends
 	g.mu.Lock()
 	first := len(g.subs[req.Params.URI]) == 0
 	g.mu.Unlock()
 	if first {
 		if err := u.client.Subscribe(ctx, &mcp.SubscribeParams{URI: req.Params.URI}); err != nil {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s refused the subscription: %v", u.cfg.Name, err)}
+			if serr := g.start(ctx, s, req.Session); serr != nil {
+				return withheld(serr)
+			}
+			return g.admitFailure(ctx, u, s, err) // what the upstream said is content
 		}
 	}
 	g.mu.Lock()
@@ -242,10 +261,17 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	if caps := u.capabilities(); caps == nil || caps.Completions == nil {
 		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
 	}
+	s := g.session(req.Session)
+	if err := g.start(ctx, s, req.Session); err != nil {
+		return nil, withheld(err)
+	}
 	res, err := u.client.Complete(ctx, &p)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s failed: %v", u.cfg.Name, err)}
+		return nil, g.admitFailure(ctx, u, s, err)
 	}
 	stripKeys(res.Meta)
+	if _, err := g.admit(ctx, admission{up: u, s: s, kind: lineage.KindRetrieval, body: res}); err != nil {
+		return nil, withheld(err)
+	}
 	return res, nil
 }

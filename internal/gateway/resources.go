@@ -2,13 +2,10 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -44,11 +41,13 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 					g.o.Log.Error("upstream resources/list", "upstream", u.cfg.Name, "error", err)
 					break
 				}
+				u.resources = append(u.resources, r)
 				if uris[r.URI] {
 					continue
 				}
 				uris[r.URI] = true
 				g.owners.resources[r.URI] = u
+				g.vouchExtra(itemResource, r.URI, offer(u, itemResource, r.URI, r, r, r.URI))
 				g.server.AddResource(r, g.readResource(u))
 			}
 			for rt, err := range u.client.ResourceTemplates(ctx, nil) {
@@ -56,11 +55,13 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 					g.o.Log.Error("upstream resources/templates/list", "upstream", u.cfg.Name, "error", err)
 					break
 				}
+				u.templates = append(u.templates, rt)
 				if uris[rt.URITemplate] {
 					continue
 				}
 				uris[rt.URITemplate] = true
 				g.owners.templates = append(g.owners.templates, ownedTemplate{rt.URITemplate, u})
+				g.vouchExtra(itemTemplate, rt.URITemplate, offer(u, itemTemplate, rt.URITemplate, rt, rt, rt.URITemplate))
 				g.server.AddResourceTemplate(rt, g.readResource(u))
 			}
 		}
@@ -70,6 +71,7 @@ func (g *Gateway) offerExtras(ctx context.Context) {
 				e.Name = u.cfg.Name + "__" + p.Name
 			}
 			g.owners.prompts[e.Name] = ownedPrompt{u, p.Name}
+			g.vouchExtra(itemPrompt, e.Name, offer(u, itemPrompt, p.Name, p, &e, e.Name))
 			g.server.AddPrompt(&e, g.getPrompt(u, p.Name))
 		}
 	}
@@ -82,8 +84,8 @@ func (u *upstream) capabilities() *mcp.ServerCapabilities {
 	return nil
 }
 
-// readResource forwards resources/read and records what it returns before
-// the host sees it.
+// readResource forwards resources/read and records what it returns (or
+// the upstream's error) before the host sees it.
 func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		s := g.session(req.Session)
@@ -95,7 +97,7 @@ func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 		}
 		res, err := u.client.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s failed: %v", u.cfg.Name, err)}
+			return nil, g.admitFailure(ctx, u, s, err)
 		}
 		stripKeys(res.Meta)
 		parents := []lineage.Parent{}
@@ -108,14 +110,15 @@ func (g *Gateway) readResource(u *upstream) mcp.ResourceHandler {
 				return nil, withheld(err)
 			}
 		}
-		if err := g.recordRetrieval(ctx, u, s, res, parents); err != nil {
+		if _, err := g.admit(ctx, admission{up: u, s: s, kind: lineage.KindRetrieval, body: res, parents: parents}); err != nil {
 			return nil, withheld(err)
 		}
 		return res, nil
 	}
 }
 
-// getPrompt forwards prompts/get and records the messages it returns.
+// getPrompt forwards prompts/get and records the messages it returns (or
+// the upstream's error).
 func (g *Gateway) getPrompt(u *upstream, name string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		s := g.session(req.Session)
@@ -127,27 +130,14 @@ func (g *Gateway) getPrompt(u *upstream, name string) mcp.PromptHandler {
 		}
 		res, err := u.client.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: req.Params.Arguments})
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("pedigree: the upstream %s failed: %v", u.cfg.Name, err)}
+			return nil, g.admitFailure(ctx, u, s, err)
 		}
 		stripKeys(res.Meta)
-		if err := g.recordRetrieval(ctx, u, s, res, []lineage.Parent{}); err != nil {
+		if _, err := g.admit(ctx, admission{up: u, s: s, kind: lineage.KindRetrieval, body: res}); err != nil {
 			return nil, withheld(err)
 		}
 		return res, nil
 	}
-}
-
-func (g *Gateway) recordRetrieval(ctx context.Context, u *upstream, s *session, res any, parents []lineage.Parent) error {
-	body, err := json.Marshal(res)
-	if err != nil {
-		return err
-	}
-	if len(body) > MaxResultBytes {
-		return fmt.Errorf("the answer is %d bytes, more than the %d the gateway records", len(body), MaxResultBytes)
-	}
-	_, err = g.o.Backend.Record(ctx, u.signer, pedigree.Entry{Principal: u.cfg.Principal, Kind: lineage.KindRetrieval,
-		Session: s.id, Content: body, Parents: parents})
-	return err
 }
 
 func withheld(err error) error {

@@ -7,6 +7,15 @@
 // tool's principal, derived from its call. The answer to a PreToolUse is
 // Claude Code's own allow, deny or ask, with a reason a person can act on.
 //
+// The events do not carry everything the model is sent: files loaded by
+// @-mentions, CLAUDE.md and memory files, the context hooks add, images,
+// compaction summaries, and the whole earlier conversation of a forked or
+// continued session reach it without a tool call. Claude Code's transcript
+// (the events' transcript_path) holds them all: at each UserPromptSubmit
+// and PreToolUse the hook reads what the transcript gained and records
+// every item the session's context does not hold yet (transcript.go parses,
+// sync.go says what is recorded as whom, and which source wins).
+//
 // The same Handler serves the `pedigree hook claude` command (one event on
 // stdin) and the sidecar's POST /v1/hooks/claude (Claude Code's http hooks).
 // It works against a pedigree.Backend: the engine itself, or a client of a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -119,10 +120,11 @@ var toolPat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
 func isNull(m json.RawMessage) bool { return len(m) == 0 || string(m) == "null" }
 
-// clip shortens what is quoted back from bad input.
+// clip shortens what is quoted back from bad input, on a character
+// boundary.
 func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
+	if c, left := safetext.Clip(s, 80); left > 0 {
+		return c + "…"
 	}
 	return s
 }

@@ -15,13 +15,13 @@ import (
 // fakeAPI is a scripted Anthropic Messages API: it answers POST
 // /v1/messages over the wire format Claude Code reads (server-sent events
 // when the request streams, one JSON message otherwise). Each turn of a
-// script is decided from the request itself: the number of tool results
-// the conversation holds so far picks the next tool_use, so the fake
-// keeps no state between requests.
+// script is decided from the request itself: the number of the script's
+// tool results the conversation holds so far picks the next tool_use, so
+// the fake keeps no state between requests.
 type fakeAPI struct {
 	t *testing.T
-	// script maps the first user prompt's marker to the tool uses to
-	// make, in order; after them the model says it is done.
+	// script maps a user prompt's marker to the tool uses to make, in
+	// order; after them the model says it is done.
 	script map[string][]toolUse
 	mu     sync.Mutex
 	// results are the tool_result blocks Claude Code sent back, by tool_use id.
@@ -66,22 +66,38 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	// The latest user text that holds a marker picks the script (the
+	// longest marker it holds): a resumed or forked conversation carries
+	// the earlier prompts too. Only the results of that script's own tool
+	// uses count, so the earlier turns' results do not skip its steps.
 	var uses []toolUse
-	done := 0
 	for _, m := range req.Messages {
-		blocks := contentBlocks(m.Content)
-		for _, b := range blocks {
-			if m.Role == "user" && b.Type == "text" && uses == nil && len(req.Tools) > 0 {
-				// The longest marker the prompt holds picks the script.
-				best := ""
-				for marker, s := range f.script {
-					if strings.Contains(b.Text, marker) && len(marker) > len(best) {
-						best, uses = marker, s
-					}
+		if m.Role != "user" || len(req.Tools) == 0 {
+			continue
+		}
+		for _, b := range contentBlocks(m.Content) {
+			if b.Type != "text" || strings.HasPrefix(strings.TrimSpace(b.Text), "<") {
+				continue // Claude Code's own reminders and attachments
+			}
+			best := ""
+			for marker, s := range f.script {
+				if strings.Contains(b.Text, marker) && len(marker) > len(best) {
+					best, uses = marker, s
 				}
 			}
+		}
+	}
+	ids := map[string]bool{}
+	for _, u := range uses {
+		ids[u.ID] = true
+	}
+	done := 0
+	for _, m := range req.Messages {
+		for _, b := range contentBlocks(m.Content) {
 			if b.Type == "tool_result" {
-				done++
+				if ids[b.ToolUseID] {
+					done++
+				}
 				f.mu.Lock()
 				f.results[b.ToolUseID] = toolResult{Content: b.text(), IsError: b.IsError}
 				f.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -65,15 +66,26 @@ func New(ctx context.Context, b pedigree.Backend, dir string) (*Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{b: b, m: m, dir: dir, state: NewState(filepath.Join(dir, StateDir)), signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
+	state := NewState(filepath.Join(dir, StateDir))
+	return &Handler{b: indexing{b, state}, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
 }
 
 // Handle answers one event. An error means the event must be blocked.
 func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 	switch ev.HookEventName {
 	case UserPromptSubmit:
-		return nil, h.prompt(ctx, ev)
+		// The prompt first: a transcript that already holds it then finds
+		// it recorded as the person's (sync.go).
+		if err := h.prompt(ctx, ev); err != nil {
+			return nil, err
+		}
+		return nil, h.transcript(ctx, ev)
 	case PreToolUse:
+		// What the transcript gained since the last event: the model was
+		// sent it before it proposed this call.
+		if err := h.transcript(ctx, ev); err != nil {
+			return nil, err
+		}
 		return h.pre(ctx, ev)
 	case PostToolUse, PostToolUseFailure:
 		err := h.post(ctx, ev)
@@ -81,9 +93,12 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 			h.state.MarkUnrecorded(ev.SessionID, fmt.Sprintf("the result of %s (tool_use_id %s) was not recorded: %v", ev.ToolName, clip(ev.ToolUseID), err))
 		}
 		return nil, err
-	case SessionStart, SessionEnd:
+	case SessionStart:
 		// A resumed session keeps its ID and its context in the store:
-		// nothing is recorded again.
+		// nothing is recorded again. Its transcript is read again whole
+		// at the next event, as the model is sent it whole (sync.go).
+		return nil, h.state.forgetReads(ev.SessionID)
+	case SessionEnd:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: unknown hook_event_name %q", ErrEvent, ev.HookEventName)
@@ -93,7 +108,7 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 // (a command hook exits 2 instead): Claude Code lets anything through on an
 // http hook's error, so errors are answered, never returned.
 func Block(ev *Event, err error) *Answer {
-	reason := "pedigree: " + err.Error()
+	reason := safetext.Message("pedigree: "+err.Error(), 0)
 	switch {
 	case ev != nil && ev.HookEventName == PreToolUse:
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
@@ -122,7 +137,13 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 // mentionPat finds @-mentions: Claude Code puts a mentioned file's content
 // (or an MCP resource, @server:uri) into the context along with the prompt,
 // without a tool call, so no PostToolUse would ever record it.
-var mentionPat = regexp.MustCompile(`(?:^|\s)@([^\s"'<>]+)`)
+// A name with a space is quoted (@"NOTES 2.md", as Claude Code's file
+// picker inserts it); a line range follows a file's name (@NOTES.md#L1-2).
+var mentionPat = regexp.MustCompile(`(?:^|\s)@(?:"([^"\n]+)"|([^\s"'<>]+))`)
+
+// rangePat is a mention's line range, which loads part of the file: the
+// whole file is recorded.
+var rangePat = regexp.MustCompile(`#L[0-9]+(?:-[0-9]+)?$`)
 
 // mentions records what a prompt's @-mentions bring in, each signed as the
 // tool that would have read it: a file by the Read tool's principal, an MCP
@@ -133,13 +154,16 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 		return fmt.Errorf("%w: the prompt has %d @-mentions, more than the %d the hook records", ErrEvent, len(found), maxMentions)
 	}
 	for _, m := range found {
-		ref := strings.TrimRight(m[1], ".,;:!?)]}")
+		ref := m[1]
+		if ref == "" {
+			ref = strings.TrimRight(m[2], ".,;:!?)]}")
+		}
 		var principal string
 		var content []byte
-		if server, _, ok := strings.Cut(ref, ":"); ok && server != "" && !strings.ContainsAny(server, "/\\.~") {
+		if server, _, ok := strings.Cut(ref, ":"); ok && m[1] == "" && server != "" && !strings.ContainsAny(server, "/\\.~") {
 			principal, content = h.m.MCP.Principal, []byte(ref)
 		} else {
-			path := ref
+			path := rangePat.ReplaceAllString(ref, "")
 			if strings.HasPrefix(path, "~/") {
 				home, err := os.UserHomeDir()
 				if err != nil {
@@ -166,6 +190,9 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 				f.Close()
 				if err != nil {
 					return fmt.Errorf("reading the mentioned %s: %w", clip(ref), err)
+				}
+				if p, _ := h.vouched(path, content); p != "" {
+					principal = p
 				}
 			}
 		}
@@ -211,36 +238,72 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 	if err := h.state.Put(&Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName, CallID: d.CallID, DecisionID: d.ID, Decision: d.Decision}); err != nil {
 		return nil, err
 	}
+	if name, ok := h.m.gatewayTool(ev.ToolName); ok && d.Decision != gate.Deny {
+		if err := h.bind(ev, name); err != nil {
+			return nil, err
+		}
+	}
 	switch d.Decision {
 	case gate.Allow:
 		if !h.m.AllowClean {
 			return nil, nil
 		}
 		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Allow),
-			PermissionDecisionReason: fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID))}}, nil
-	case gate.Ask, gate.Deny:
-		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(d.Decision), PermissionDecisionReason: h.reason(ev, d)}}, nil
+			PermissionDecisionReason: safetext.Message(fmt.Sprintf("pedigree allows %s: %s (decision %s)", ev.ToolName, strings.Join(d.Reasons, "; "), short(d.ID)), 0)}}, nil
+	case gate.Deny:
+		return deny(h.reason(ev, d)), nil
+	case gate.Ask:
+		return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Ask), PermissionDecisionReason: h.ask(ctx, ev, d, args)}}, nil
 	}
 	return nil, fmt.Errorf("the gate answered %q", d.Decision)
 }
 
 func deny(reason string) *Answer {
-	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: reason}}
+	return &Answer{HookSpecificOutput: &Specific{HookEventName: PreToolUse, PermissionDecision: string(gate.Deny), PermissionDecisionReason: safetext.Message(reason, 0)}}
+}
+
+// ask is the reason of an ask as the person reads it in Claude Code's
+// prompt: one sentence on what the call would do and what it followed, then
+// the call's exact view (every protected argument whole and first, with
+// where it came from; gate.Pending.View).
+func (h *Handler) ask(ctx context.Context, ev *Event, d *gate.Decision, args []byte) string {
+	p, err := h.b.Subject(ctx, d.ID)
+	if err != nil {
+		// Without the logged evidence every argument is shown whole.
+		h.log.Warn("pedigree hook: the decision's evidence could not be read for the ask", "decision", d.ID, "error", err)
+		p = &gate.Pending{DecisionID: d.ID, Decision: d.Decision, Tool: d.Tool, Args: args}
+	}
+	lines, escaped := p.View()
+	tool, n := safetext.Escape(ev.ToolName, safetext.Line)
+	var b strings.Builder
+	b.WriteString(safetext.Message(h.reason(ev, d), 0))
+	fmt.Fprintf(&b, "\nThe call, exactly: %s with:", tool)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n  %s", l)
+	}
+	if note := safetext.Note(escaped + n); note != "" {
+		b.WriteString("\n" + note)
+	}
+	return b.String()
 }
 
 // reason says what the call relied on, where it came from, and what the
 // person can do about it.
 func (h *Handler) reason(ev *Event, d *gate.Decision) string {
 	var b strings.Builder
-	verb := "denied"
 	if d.Decision == gate.Ask {
-		verb = "asks before running"
-	}
-	fmt.Fprintf(&b, "pedigree %s this %s call: ", verb, ev.ToolName)
-	if len(d.Untrusted) == 0 {
-		b.WriteString(strings.Join(d.Reasons, "; "))
+		fmt.Fprintf(&b, "pedigree asks before this %s call %s", ev.ToolName, action(ev))
 	} else {
-		b.WriteString("the session it was decided in holds content from ")
+		fmt.Fprintf(&b, "pedigree denied this %s call, which %s", ev.ToolName, action(ev))
+	}
+	if len(d.Untrusted) == 0 {
+		why := make([]string, len(d.Reasons))
+		for i, r := range d.Reasons {
+			why[i] = ruleless(r)
+		}
+		b.WriteString(": " + strings.Join(why, "; "))
+	} else {
+		b.WriteString(": it follows content from ")
 		for i, src := range d.Untrusted {
 			if i == maxReasonSources {
 				fmt.Fprintf(&b, " and %d more", len(d.Untrusted)-i)
@@ -265,7 +328,8 @@ func (h *Handler) reason(ev *Event, d *gate.Decision) string {
 		fmt.Fprintf(&b, " If you trust that source, approve this exact call once with: pedigree --dir %s gate approve %s --as %s --key %s, then ask Claude to retry.",
 			ShellQuote(h.dir), d.ID, h.m.User, ShellQuote(filepath.Join(h.dir, user.Key)))
 	}
-	fmt.Fprintf(&b, " Why: pedigree --dir %s lineage trace %s", ShellQuote(h.dir), short(d.CallID))
+	fmt.Fprintf(&b, " Why: pedigree --dir %s lineage trace %s; or see it drawn, and decide, on a page: pedigree --dir %s ui --decision %s",
+		ShellQuote(h.dir), short(d.CallID), ShellQuote(h.dir), short(d.ID))
 	return b.String()
 }
 
@@ -282,7 +346,11 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if ev.HookEventName == PostToolUseFailure {
 		content = []byte(*ev.Error)
 	}
-	if u != nil && h.recorded(ctx, ev, u.Output, out.Principal, content) {
+	o, err := h.origin(ctx, ev, out.Principal)
+	if err != nil {
+		return err
+	}
+	if u != nil && h.recorded(ctx, ev, u.Output, o.principal, content) {
 		return nil // delivered twice: recorded once
 	}
 	if u == nil {
@@ -295,26 +363,41 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 			return err
 		}
 	}
-	s, err := h.signer(ctx, out.Principal)
+	if name, ok := h.m.gatewayTool(ev.ToolName); ok && ev.HookEventName == PostToolUse {
+		if id := h.gatewayOutput(ctx, ev, name); id != "" {
+			// The gateway recorded this result in this session, with its
+			// own provenance: one record (gateway.go).
+			u.Output = id
+			if err := h.state.Put(u); err != nil {
+				return err
+			}
+			return h.state.describeOutput(id, ev, "recorded by the gateway")
+		}
+	}
+	s, err := h.signer(ctx, o.principal)
 	if err != nil {
 		return err
 	}
-	en := pedigree.Entry{Principal: out.Principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-		Content: content, StoreContent: len(content) <= MaxStoredContent}
-	var n *lineage.Node
-	if u.CallID != "" {
-		en.Parents = []lineage.Parent{{ID: u.CallID, Weight: 1}}
-		n, err = h.b.Record(ctx, s, en)
+	base, err := h.callParents(ctx, ev, u)
+	if err != nil {
+		return err
 	}
-	if u.CallID == "" || errors.Is(err, lineage.ErrUnknownParent) {
-		// No call was recorded for it (the hook was installed mid-session,
-		// or the call failed closed before it was stored): the output
-		// derives from everything the session held.
-		if en.Parents, err = h.contextParents(ctx, ev.SessionID); err != nil {
+	if o.written != nil {
+		w, err := h.recordWritten(ctx, ev, o, base)
+		if err != nil {
 			return err
 		}
-		n, err = h.b.Record(ctx, s, en)
+		o.parents = append(o.parents, lineage.Parent{ID: w.ID, Weight: 1})
 	}
+	if o.items != nil {
+		ps, err := h.recordItems(ctx, ev, o.items, base)
+		if err != nil {
+			return err
+		}
+		o.parents = append(o.parents, ps...)
+	}
+	n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: o.principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+		Content: content, StoreContent: len(content) <= MaxStoredContent, Parents: dedupeParents(append(base, o.parents...))})
 	if err != nil {
 		return err
 	}
@@ -322,7 +405,19 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if err := h.state.Put(u); err != nil {
 		return err
 	}
-	return h.state.describeOutput(n.ID, ev)
+	return h.state.describeOutput(n.ID, ev, o.rule)
+}
+
+// callParents is what a tool use's output derives from: its call, when the
+// store holds it, else everything the session held (the hook was installed
+// mid-session, or the call failed closed before it was stored).
+func (h *Handler) callParents(ctx context.Context, ev *Event, u *Use) ([]lineage.Parent, error) {
+	if lineage.IsID(u.CallID) {
+		if v, err := h.b.Show(ctx, u.CallID); err == nil && v.Node != nil && v.Node.Kind == lineage.KindCall && v.Node.Session == ev.SessionID {
+			return []lineage.Parent{{ID: u.CallID, Weight: 1}}, nil
+		}
+	}
+	return h.contextParents(ctx, ev.SessionID)
 }
 
 // recorded says whether the store holds id as this very output already: a
@@ -527,7 +622,7 @@ func shrink(v any) any {
 
 // describeOutput keeps a line saying which tool use an output entry came
 // from, for the reasons of later decisions. It only ever labels.
-func (s *State) describeOutput(id string, ev *Event) error {
+func (s *State) describeOutput(id string, ev *Event, rule string) error {
 	what := ev.ToolName
 	var in map[string]any
 	if json.Unmarshal(ev.ToolInput, &in) == nil {
@@ -538,15 +633,14 @@ func (s *State) describeOutput(id string, ev *Event) error {
 			}
 		}
 	}
+	if rule != "" {
+		what += ": " + rule
+	}
 	return s.label(id, what)
 }
 
 func (s *State) label(id, what string) error {
-	dir := filepath.Join(s.dir, "outputs")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, id), []byte(what), 0o600)
+	return s.write(filepath.Join(s.dir, "outputs", id), []byte(what))
 }
 
 // describe is the label of an output entry, or "".
@@ -554,7 +648,7 @@ func (h *Handler) describe(id string) string {
 	if !lineage.IsID(id) {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(h.state.dir, "outputs", id))
+	b, err := h.state.read(filepath.Join(h.state.dir, "outputs", id))
 	if err != nil {
 		return ""
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -25,7 +26,7 @@ const TokenFile = KeyDir + "/http-token"
 
 // Token reads the data directory's http hook token.
 func Token(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, TokenFile))
+	b, err := safefile.ReadFile(dir, TokenFile, 1<<10)
 	if err != nil {
 		return "", fmt.Errorf("the http hook token: %w (run 'pedigree hook claude init')", err)
 	}
@@ -78,11 +79,11 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 	var written []string
 	undo := func(err error) error {
 		for _, p := range written {
-			os.Remove(p)
+			safefile.Remove(filepath.Dir(p), filepath.Base(p), safefile.Regular)
 		}
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(dir, KeyDir), 0o700); err != nil {
+	if err := safefile.MkdirAll(dir, KeyDir, 0o700); err != nil {
 		return err
 	}
 	principals := make([]registry.Principal, 0, len(m.Principals))
@@ -94,7 +95,7 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 			return undo(err)
 		}
 		path := filepath.Join(dir, p.Key)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if err := safefile.MkdirAll(dir, filepath.Dir(p.Key), 0o700); err != nil {
 			return undo(err)
 		}
 		if err := registry.WritePrivateKeyFile(path, priv); err != nil {
@@ -103,15 +104,16 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 		written = append(written, path)
 		// The user answers Claude Code's permission prompt: when an asked
 		// call then runs, the hook records that as the user's approval, so
-		// the user principal holds approval authority.
-		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: tier == registry.User})
+		// the user principal holds approval authority (and only it: the
+		// repository principal of tier user approves nothing).
+		principals = append(principals, registry.Principal{ID: id, Tier: tier, PublicKey: s.Public(), Approver: id == m.User})
 	}
 	token := make([]byte, 32)
 	if _, err := rand.Read(token); err != nil {
 		return undo(err)
 	}
 	tokenPath := filepath.Join(dir, TokenFile)
-	if err := os.WriteFile(tokenPath, []byte(hex.EncodeToString(token)+"\n"), 0o600); err != nil {
+	if err := safefile.WriteFile(dir, TokenFile, []byte(hex.EncodeToString(token)+"\n"), 0o600); err != nil {
 		return undo(err)
 	}
 	written = append(written, tokenPath)
@@ -168,9 +170,5 @@ func mergeCatalog(path string, add *gate.Catalog) (*gate.Catalog, error) {
 
 // writeFile replaces path atomically.
 func writeFile(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return safefile.WriteFile(filepath.Dir(path), filepath.Base(path), b, mode)
 }

@@ -22,4 +22,6 @@ const (
 	maxMentions = 64
 	// maxReasonSources is how many untrusted sources a reason names.
 	maxReasonSources = 3
+	// maxMemoryItems bounds the items of one MCP memory write.
+	maxMemoryItems = 256
 )

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
@@ -48,6 +49,16 @@ type Mapping struct {
 	// Code's own permission rules. Off by default: a clean context is left
 	// to Claude Code.
 	AllowClean bool `json:"allow_clean"`
+	// Repository maps a tier (user, internal) to the principal that signs
+	// the content of the workspaces the operator declared at that tier.
+	Repository map[string]string `json:"repository,omitempty"`
+	// Gateway is the name of pedigree's MCP gateway among Claude Code's MCP
+	// servers: the hook defers to the gateway's record of its tools'
+	// results (gateway.go). "" turns that off.
+	Gateway string `json:"gateway,omitempty"`
+	// Workspaces are the repositories the operator vouches for
+	// ('pedigree hook claude trust-workspace'; see workspace.go).
+	Workspaces []Workspace `json:"workspaces,omitempty"`
 }
 
 // Principal is one principal the hook signs for.
@@ -84,7 +95,11 @@ func DefaultMapping(user string) *Mapping {
 			ToolWeb:      {Tier: registry.External.String()},
 			ToolLocal:    {Tier: registry.Unverified.String()},
 			ToolMCP:      {Tier: registry.External.String()},
+			RepoUser:     {Tier: registry.User.String()},
+			RepoInternal: {Tier: registry.Internal.String()},
 		},
+		Repository: map[string]string{registry.User.String(): RepoUser, registry.Internal.String(): RepoInternal},
+		Gateway:    DefaultGateway,
 		Tools: map[string]ToolOutput{
 			"WebFetch": {Principal: ToolWeb}, "WebSearch": {Principal: ToolWeb},
 			"TodoWrite": {Skip: true}, "ExitPlanMode": {Skip: true},
@@ -116,7 +131,10 @@ func DefaultCatalog() *gate.Catalog {
 	act := gate.Tool{Sensitive: &yes, Irreversible: true, AskOnUntrusted: true, Role: trajectory.Other}
 	read := gate.Tool{Sensitive: &no, Role: trajectory.Other}
 	c := &gate.Catalog{Tools: map[string]gate.Tool{
-		"Bash":     {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		// A Bash call's description is the words Claude shows beside the
+		// command: it does nothing, so it may come from anywhere.
+		"Bash": {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other,
+			Args: map[string]gate.ArgRule{"description": {Trusted: false}}},
 		"WebFetch": {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
 	}}
 	for _, t := range []string{"Write", "Edit", "MultiEdit", "NotebookEdit"} {
@@ -142,7 +160,7 @@ func (m *Mapping) Output(tool string) ToolOutput {
 
 // LoadMapping reads the data directory's mapping, strictly.
 func LoadMapping(dir string) (*Mapping, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MappingFile))
+	b, err := safefile.ReadFile(dir, MappingFile, pedigree.MaxConfigBytes)
 	return mappingFrom(dir, b, err)
 }
 
@@ -206,6 +224,12 @@ func (m *Mapping) validate() error {
 		if t != registry.Unverified && t != registry.External {
 			return fmt.Errorf("tool output signed by %s, a principal of tier %s: a tool's output must be unverified or external", o.Principal, t)
 		}
+	}
+	if m.Gateway != "" && (strings.Contains(m.Gateway, "__") || !toolPat.MatchString(m.Gateway)) {
+		return fmt.Errorf("gateway %q: an MCP server name of [A-Za-z0-9._:-], without \"__\"", m.Gateway)
+	}
+	if err := m.validateWorkspaces(); err != nil {
+		return err
 	}
 	for id, p := range m.Principals {
 		if err := registry.ValidateID(id); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree"
@@ -104,7 +103,7 @@ func (s *State) rollupPath(session string) string {
 }
 
 func (s *State) rollups(session string) []rollup {
-	b, err := os.ReadFile(s.rollupPath(session))
+	b, err := s.read(s.rollupPath(session))
 	if err != nil {
 		return nil
 	}
@@ -116,17 +115,9 @@ func (s *State) rollups(session string) []rollup {
 }
 
 func (s *State) putRollups(session string, rs []rollup) error {
-	if err := os.MkdirAll(s.session(session), 0o700); err != nil {
-		return err
-	}
 	b, err := json.Marshal(rs)
 	if err != nil {
 		return err
 	}
-	p := s.rollupPath(session)
-	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return s.write(s.rollupPath(session), b)
 }

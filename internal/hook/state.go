@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 )
 
 // State remembers, per session and tool_use_id, the call a PreToolUse
@@ -45,6 +45,32 @@ func digest(s string) string {
 	return hex.EncodeToString(h[:16])
 }
 
+// The state's files are reached from the data directory (the parent of
+// s.dir) through package safefile: a link planted anywhere under it is
+// refused, never followed.
+
+// maxStateFile bounds a state file read back.
+const maxStateFile = 16 << 20
+
+func (s *State) base() string { return filepath.Dir(s.dir) }
+
+// rel is p (under s.dir) relative to the data directory.
+func (s *State) rel(p string) string {
+	r, err := filepath.Rel(s.base(), p)
+	if err != nil {
+		return p // refused by safefile: not a relative name
+	}
+	return r
+}
+
+func (s *State) read(p string) ([]byte, error) {
+	return safefile.ReadFile(s.base(), s.rel(p), maxStateFile)
+}
+
+func (s *State) write(p string, b []byte) error {
+	return safefile.WriteFile(s.base(), s.rel(p), b, 0o600)
+}
+
 func (s *State) session(session string) string {
 	return filepath.Join(s.dir, "claude", digest(session))
 }
@@ -58,7 +84,7 @@ func (s *State) Get(session, toolUseID string) (*Use, error) {
 	if toolUseID == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(s.path(session, toolUseID))
+	b, err := s.read(s.path(session, toolUseID))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -78,19 +104,11 @@ func (s *State) Put(u *Use) error {
 	if u.ToolUseID == "" {
 		return nil
 	}
-	if err := os.MkdirAll(s.session(u.Session), 0o700); err != nil {
-		return err
-	}
 	b, err := json.Marshal(u)
 	if err != nil {
 		return err
 	}
-	p := s.path(u.Session, u.ToolUseID)
-	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return s.write(s.path(u.Session, u.ToolUseID), b)
 }
 
 // unrecordedFile marks a session one of whose tool results could not be
@@ -105,14 +123,12 @@ func (s *State) unrecordedPath(session string) string {
 // MarkUnrecorded marks the session (best effort: the caller is already
 // failing).
 func (s *State) MarkUnrecorded(session, why string) {
-	if os.MkdirAll(s.session(session), 0o700) == nil {
-		os.WriteFile(s.unrecordedPath(session), []byte(why+"\n"), 0o600)
-	}
+	s.write(s.unrecordedPath(session), []byte(why+"\n"))
 }
 
 // Unrecorded says why a session is marked ("" when it is not).
 func (s *State) Unrecorded(session string) string {
-	b, err := os.ReadFile(s.unrecordedPath(session))
+	b, err := s.read(s.unrecordedPath(session))
 	if errors.Is(err, os.ErrNotExist) {
 		return ""
 	}

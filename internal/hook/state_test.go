@@ -21,6 +21,7 @@ type hookEnv struct {
 	dir string
 	e   *pedigree.Engine
 	h   *hook.Handler
+	op  *registry.Signer
 }
 
 func newHookEnv(t *testing.T) *hookEnv {
@@ -53,7 +54,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hookEnv{t: t, dir: dir, e: e, h: h}
+	return &hookEnv{t: t, dir: dir, e: e, h: h, op: op}
 }
 
 // send hands the hook one event (as JSON) and fails on an error.

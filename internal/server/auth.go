@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"mime"
 	"net"
 	"net/http"
@@ -30,7 +31,9 @@ import (
 // say nothing) and the challenge are open.
 //
 // A client trusts the server that serve.json names only when its socket is
-// in the data directory, is a socket owned by this user with mode 0600, and
+// in the data directory (or, for a directory whose path is too long for a
+// socket, the one named for it in a private runtime directory of this
+// user's: see socketPath), is a socket owned by this user with mode 0600, and
 // the server proves it holds the token before the client sends anything
 // else: the client sends a random nonce, the server answers
 // HMAC-SHA256(token, nonce), and the client checks it. Reading the token
@@ -60,23 +63,7 @@ func makeToken(dir string) (string, error) {
 		return "", err
 	}
 	tok := hex.EncodeToString(b[:])
-	f, err := os.CreateTemp(dir, ".serve.token-*")
-	if err != nil {
-		return "", err
-	}
-	tmp := f.Name()
-	err = f.Chmod(0o600) // CreateTemp makes 0600 already; say it
-	if err == nil {
-		_, err = f.WriteString(tok)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if err = errors.Join(err, f.Close()); err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, TokenFile))
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := safefile.WriteFile(dir, TokenFile, []byte(tok), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", TokenFile, err)
 	}
 	return tok, nil
@@ -93,7 +80,7 @@ func ReadToken(dir string) (string, error) {
 	if err := ownedPrivate(fi, false); err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(dir, TokenFile, 1024)
 	if err != nil {
 		return "", err
 	}
@@ -140,6 +127,16 @@ func (s *Server) Authenticated(token string) http.Handler {
 			// Claude Code lets a call through on any refusal with a 4xx:
 			// the route admits, and answers every failure with a block.
 			s.ServeHTTP(w, r)
+			return
+		}
+		if s.ui != nil && r.URL.Path == "/favicon.ico" {
+			w.WriteHeader(http.StatusNoContent) // a browser asks for it on every page
+			return
+		}
+		if s.ui != nil && strings.HasPrefix(r.URL.Path, uiPrefix) {
+			// A browser: the page checks its own cookie, origin and
+			// CSRF token (ui.go), and nothing else is served there.
+			s.ui.ServeHTTP(w, r)
 			return
 		}
 		if err := admit(r, token); err != nil {
@@ -228,7 +225,7 @@ func (c *Client) authorize(req *http.Request) {
 // socket, this user's, mode 0600. No serve.json, or a socket that is gone,
 // is ErrNoServer; anything else that is wrong is ErrUntrustedServer.
 func discover(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	b, err := safefile.ReadFile(dir, InfoFile, 1<<20)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return "", ErrNoServer // no directory, or no server: the caller says which
 	}
@@ -251,8 +248,8 @@ func discover(dir string) (string, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return "", ErrNoServer
 	}
-	if err != nil || sockDir != absDir {
-		return "", untrusted("socket %s is not in the data directory", in.Socket)
+	if err != nil || !socketTrusted(dir, absDir, sockDir, filepath.Base(in.Socket)) {
+		return "", untrusted("socket %s is neither in the data directory nor the one named for it in a private directory of this user's", in.Socket)
 	}
 	socket := filepath.Join(sockDir, filepath.Base(in.Socket))
 	fi, err := os.Lstat(socket)

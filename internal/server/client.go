@@ -296,6 +296,15 @@ func (c *Client) Pending(ctx context.Context) ([]gate.Pending, error) {
 	return out.Pending, err
 }
 
+// Subject is one logged decision as a person reviews it.
+func (c *Client) Subject(ctx context.Context, decisionID string) (*gate.Pending, error) {
+	var p gate.Pending
+	if err := c.do(ctx, "GET", "/v1/decisions/"+url.PathEscape(decisionID)+"/subject", nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // Reviews lists approvals and rejections of decisions.
 func (c *Client) Reviews(ctx context.Context) ([]gate.Review, error) {
 	var out struct{ Reviews []gate.Review }
@@ -437,4 +446,12 @@ func (c *Client) Refusals(ctx context.Context, limit int) ([]pedigree.Refusal, e
 		out.Refusals = []pedigree.Refusal{}
 	}
 	return out.Refusals, nil
+}
+
+// UILogin asks a server started with --ui for a one-time link to its page
+// (path: a page under /ui/ to land on, or empty).
+func (c *Client) UILogin(ctx context.Context, path string) (string, error) {
+	var out struct{ URL string }
+	err := c.do(ctx, "POST", uiLoginAPI, map[string]string{"path": path}, &out)
+	return out.URL, err
 }

@@ -10,9 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 )
 
 // Files in the data directory while a server runs.
@@ -34,11 +37,18 @@ const (
 
 // Options say where to listen.
 type Options struct {
-	Socket string // default DIR/pedigree.sock
-	Addr   string // optional loopback host:port
-	Log    *slog.Logger
+	Socket string // default DIR/pedigree.sock, or a socket in RuntimeDir when that path is too long
+	// RuntimeDir is where the socket goes when DIR/pedigree.sock would
+	// exceed MaxSocketPath (see DefaultRuntimeDir); "" fails the start then.
+	RuntimeDir string
+	Addr       string // optional loopback host:port
+	Log        *slog.Logger
 	// ClaudeHooks answers Claude Code's http hooks (POST /v1/hooks/claude).
 	ClaudeHooks bool
+	// UI serves the page for people (pending decisions, the graph, the
+	// log) on the TCP listener; without Addr it listens on 127.0.0.1 on a
+	// port of the system's choosing.
+	UI *UIOptions
 	// Ready, when set, receives the addresses once listening.
 	Ready func(socket, addr string)
 }
@@ -73,8 +83,13 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	dir := e.Dir()
-	if o.Socket == "" {
-		o.Socket = filepath.Join(dir, SocketFile)
+	socket, err := socketPath(dir, o.Socket, o.RuntimeDir)
+	if err != nil {
+		return err
+	}
+	o.Socket = socket
+	if o.UI != nil && o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
 	}
 	if o.Addr != "" {
 		if err := CheckLoopback(o.Addr); err != nil {
@@ -83,22 +98,25 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	}
 	// A socket file left by a server that died is removed; one that
 	// answers means another server runs (it could not, holding no lock,
-	// but say so clearly).
-	if _, err := os.Stat(o.Socket); err == nil {
+	// but say so clearly). Anything but this user's socket in its place
+	// (a regular file, a link) is left as it is, and listen fails on it.
+	if fi, err := os.Lstat(o.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		if c, err := net.DialTimeout("unix", o.Socket, time.Second); err == nil {
 			c.Close()
 			return fmt.Errorf("a pedigree server already listens on %s", o.Socket)
 		}
-		os.Remove(o.Socket)
+		if err := safefile.Remove(filepath.Dir(o.Socket), filepath.Base(o.Socket), safefile.Socket); err != nil {
+			return fmt.Errorf("a stale socket: %w", err)
+		}
 	}
-	ul, err := net.Listen("unix", o.Socket)
+	ul, err := listenPrivate(o.Socket)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Socket, err)
 	}
-	if err := os.Chmod(o.Socket, 0o600); err != nil {
-		ul.Close()
-		return err
-	}
+	// The socket is removed when the server stops only while it is the one
+	// made here: the listener does not unlink a name someone replaced.
+	ul.(*net.UnixListener).SetUnlinkOnClose(false)
+	defer safefile.Remove(filepath.Dir(o.Socket), filepath.Base(o.Socket), safefile.Socket)
 	listeners := []net.Listener{ul}
 	if o.Addr != "" {
 		tl, err := net.Listen("tcp", o.Addr)
@@ -122,8 +140,16 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 		}
 		return err
 	}
-	defer os.Remove(filepath.Join(tokenDir, TokenFile))
+	defer safefile.Remove(tokenDir, TokenFile, safefile.Regular)
 	s := New(e, o.Log)
+	if o.UI != nil {
+		if err := s.EnableUI("http://"+o.Addr, *o.UI); err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return err
+		}
+	}
 	if o.ClaudeHooks {
 		if err := s.EnableClaudeHooks(); err != nil {
 			for _, l := range listeners {
@@ -134,23 +160,21 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	}
 	hs := &http.Server{Handler: s.Authenticated(token), ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
-	infoPath := filepath.Join(dir, InfoFile)
 	if dir != "" {
 		b, _ := json.Marshal(info{Socket: o.Socket, Addr: o.Addr, PID: os.Getpid()})
-		if err := os.WriteFile(infoPath, b, 0o600); err != nil {
+		if err := safefile.WriteFile(dir, InfoFile, b, 0o600); err != nil {
 			for _, l := range listeners {
 				l.Close()
 			}
 			return err
 		}
-		defer os.Remove(infoPath)
+		defer safefile.Remove(dir, InfoFile, safefile.Regular)
 	}
-	defer os.Remove(o.Socket)
 	errs := make(chan error, len(listeners))
 	for _, l := range listeners {
 		go func() { errs <- hs.Serve(l) }()
 	}
-	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr, "trust_root", e.TrustRoot())
+	o.Log.Info("serving", "socket", o.Socket, "addr", o.Addr, "trust_root", e.TrustRoot(), "ui", o.UI != nil)
 	if e.TrustRoot() == pedigree.TrustRootNone {
 		o.Log.Warn("no trust root is pinned: whoever can write the data directory can rebuild its registry unnoticed; pin the operator public key or the freeze digest (--trust-root)")
 	}
@@ -169,4 +193,31 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	sctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	return hs.Shutdown(sctx)
+}
+
+// socketUmask serialises the umask that makes a socket private from its
+// first instant: chmod after bind would follow a link put in its place.
+var socketUmask sync.Mutex
+
+// listenPrivate listens on a new unix socket at path, mode 0600 from its
+// creation (bind makes it under a 0177 umask), and checks that what is at
+// path is that socket, this user's.
+func listenPrivate(path string) (net.Listener, error) {
+	socketUmask.Lock()
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	socketUmask.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Lstat(path)
+	if err == nil {
+		err = ownedPrivate(fi, true)
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("the socket just made: %w", err)
+	}
+	return l, nil
 }

@@ -37,6 +37,8 @@ type Server struct {
 	// claude answers Claude Code's http hooks, when enabled.
 	claude      *hook.Handler
 	claudeToken string
+	// ui serves the page, when enabled (EnableUI).
+	ui *ui
 }
 
 type metrics struct {
@@ -79,6 +81,21 @@ func New(e *pedigree.Engine, log *slog.Logger) *Server {
 		func() float64 { return float64(e.RefusalCount()) }))
 	s.routes()
 	return s
+}
+
+// EnableUI serves the page (see ui.go) under /ui/ and the login-link API.
+// origin is where the browser reaches it: "http://127.0.0.1:PORT".
+func (s *Server) EnableUI(origin string, o UIOptions) error {
+	if o.Dir == "" {
+		o.Dir = s.e.Dir()
+	}
+	u, err := newUI(s.e, o)
+	if err != nil {
+		return err
+	}
+	u.origin = origin
+	s.ui = u
+	return nil
 }
 
 // Drain marks the server as draining: /readyz fails, so a supervisor stops
@@ -294,6 +311,13 @@ func (s *Server) routes() {
 		}
 		return reply(w, d)
 	})
+	s.route("GET", "/v1/decisions/{id}/subject", func(w http.ResponseWriter, r *http.Request) error {
+		p, err := s.e.Subject(r.Context(), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		return reply(w, p)
+	})
 	s.route("GET", "/v1/decisions/{id}/reevaluate", func(w http.ResponseWriter, r *http.Request) error {
 		re, err := s.e.Reevaluate(r.Context(), r.PathValue("id"))
 		if err != nil {
@@ -314,6 +338,7 @@ func (s *Server) routes() {
 		return reply(w, refusalsResponse{Refusals: rs})
 	})
 	s.mux.HandleFunc(claudeHookPath, s.claudeHook)
+	s.route("POST", uiLoginAPI, s.uiLogin)
 	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
 		var req verifyRequest
 		if err := decode(r, &req); err != nil {
@@ -485,6 +510,25 @@ func nonNil[T any](xs []T) []T {
 		return []T{}
 	}
 	return xs
+}
+
+// uiLogin makes a one-time link to the page for a bearer of the token.
+func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) error {
+	if s.ui == nil {
+		return badRequest{errors.New("the page is not served: start the server with --ui")}
+	}
+	var req struct {
+		Path string `json:"path,omitempty"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	link, err := s.ui.LoginURL(req.Path)
+	if err != nil {
+		return err
+	}
+	reply(w, map[string]string{"url": link})
+	return nil
 }
 
 func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {

@@ -65,16 +65,28 @@
 //	lin/       cd/<digest>\x00<id>          lineage              derived: re-derived from the memory entries' signed
 //	                                                            content digests, both ways (the MCP gateway's
 //	                                                            look-up from a memory server's answer)
+//	lin/       pc/<plan>\x00<step><id>      lineage              derived: re-derived from the calls' signed plan
+//	                                                            citations, both ways (whether a delegated plan
+//	                                                            step was carried out before)
 //	l/         leaf/<index>                tlog                 logged: the leaves; their root at each
 //	                                                            checkpoint's size must match its signed root
 //	l/         n/<level><index>            tlog                 derived: every subtree hash is recomputed
 //	l/         i/<kind><id>, state         tlog                 derived: recomputed from the leaves
 //	l/         cp/<size>                   tlog                 signed by the operator key
+//	l/         a/<index>                   tlog                 signed by the engine key (certified in the frozen
+//	                                                            registry as engine:local): the leaf's index, kind
+//	                                                            and ID, so a leaf dropped, added, moved or
+//	                                                            rewritten before the last is named; the log's
+//	                                                            tail is held by the engine's witnesses
 //	dec/       g/<decision id>             decisionlog          logged: the record hashes to its ID, a leaf
 //	dec/       gi/<decision id>            decisionlog          derived: hashes to the record's input digest
 //	dec/       gq/<seq>                    decisionlog          logged: seq is the decision's leaf index + 1
-//	dec/       au/<approval id>            decisionlog          logged: the decision that used the approval
-//	                                                            names it, and verify checks both ways
+//	dec/       au/<approval id>            decisionlog          hint that can only deny: a check rules out a use
+//	                                                            from the log's own leaves after the approval's
+//	                                                            (every leaf there, each decision hashing to its
+//	                                                            ID, none naming it), so deleting this row, or any
+//	                                                            row that scan reads, costs the approval and never
+//	                                                            buys a second use; verify checks both ways
 //	dec/       a/<session>\x00<action>\x00<id>  decisionlog     hint: a check reads the signed approval entry
 //	                                                            and the logged decision it names, never this row
 //	dec/       ad/<decision id>            decisionlog          hint: one decision, one approval, refused at

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/kv"
 )
 
@@ -71,6 +72,12 @@ type Options struct {
 	MinFree int64
 }
 
+// Exists says whether dir holds a store (on disk).
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "db", "MANIFEST"))
+	return err == nil
+}
+
 // Create makes a new store in dir (which may not hold one already) and writes
 // the schema version.
 func Create(dir string, o Options) (*DB, error) {
@@ -78,7 +85,7 @@ func Create(dir string, o Options) (*DB, error) {
 		if err := checkDir(dir, true); err != nil {
 			return nil, err
 		}
-		if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err == nil {
+		if Exists(dir) {
 			return nil, fmt.Errorf("%s: %w", dir, ErrExists)
 		}
 	}
@@ -107,6 +114,11 @@ func Open(dir string, o Options) (*DB, error) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, "db", "MANIFEST")); err != nil {
 			return nil, fmt.Errorf("%s: %w", dir, ErrNotInitialized)
+		}
+		// Badger follows links: a store file that is one would have it
+		// write somewhere else.
+		if err := safefile.CheckTree(dir, "db"); err != nil {
+			return nil, fmt.Errorf("refusing the store: %w", err)
 		}
 	}
 	d, err := open(dir, o)
@@ -151,13 +163,11 @@ func checkDir(dir string, create bool) error {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	if create {
-		probe := filepath.Join(dir, ".pedigree-write-probe")
-		f, err := os.OpenFile(probe, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
-		if err != nil {
+		const probe = ".pedigree-write-probe"
+		if err := safefile.Create(dir, probe, nil, 0o600); err != nil {
 			return fmt.Errorf("data directory %s is not writable: %w", dir, err)
 		}
-		f.Close()
-		os.Remove(probe)
+		safefile.Remove(dir, probe, safefile.Regular)
 	}
 	return nil
 }

@@ -78,7 +78,7 @@ func TestTrajectoryRowsAreRederived(t *testing.T) {
 				t.Fatal(err)
 			}
 			edit(t, dir, c.edit)
-			e, err := pedigree.Open(t.Context(), dir, opt, pedigree.WithoutDurabilityUnsafe())
+			e, err := pedigree.Open(t.Context(), dir, opt, pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineKeyFile(pedigree.DefaultEngineKeyFile(w.Dir)))
 			if err != nil {
 				t.Fatalf("a trajectory edit refused at open: %v", err)
 			}

@@ -29,6 +29,12 @@
 #                        protected argument at all
 #   unsourced-data       under a plan, a protected argument fills   deny
 #                        a data slot without naming its sources
+#   delegated            under a plan, a protected argument comes   ask (catalog
+#                        from the untrusted source its step names   on_delegated)
+#                        (and from nothing else untrusted), the
+#                        step's first call
+#   delegated-repeat     the same, but another call carried out     deny
+#                        the step from that source before
 #   steered              tainted control, every protected argument  ask (catalog
 #                        comes from explicit, trusted sources       on_steered)
 #   weak-justification,  an untrusted ancestor through weak edges   ask
@@ -38,7 +44,11 @@
 # A plan (input.plan) the call matches, made from trusted entries, is the
 # control justification (the gate builds input.justification so); its
 # literals have the plan as their source (slot "literal") and each data
-# slot is judged by its own sources (slot "data"). The plan-used and
+# slot is judged by its own sources (slot "data"); a delegated slot
+# (slot "delegated") names the source its value is to come from, and
+# input.arguments[name].delegation.from lists the argument's sources that
+# are that source (the gate checked each is the named step's output, or the
+# named entry). The plan-used and
 # plan-unused findings say whether the plan was used, and why not.
 #
 # tainted-justification findings name the untrusted control entries beside
@@ -98,6 +108,57 @@ deny_findings contains {"rule": "untrusted-argument", "arg": name, "entry": s.id
 	name in protected_args
 	some s in arg.sources
 	untrusted_tier[s.effective_tier]
+	not delegated_from(arg, s.id)
+}
+
+# A delegated argument fills a plan's data slot that names its source: the
+# output of an earlier step (which read the file or message the user named)
+# or an entry the user named. The sources that are that source are not an
+# untrusted argument: the user asked for that data flow. They make the call
+# delegated, and a person confirms the value (the catalog's on_delegated).
+# Any other untrusted source of the argument still denies.
+delegated_from(arg, id) if {
+	arg.slot == "delegated"
+	input.plan.earlier == 0
+	some d in arg.delegation.from
+	d == id
+}
+
+# A delegation holds once per step and source: a call that carries out a
+# step another call of the session carried out already, drawing on the same
+# source (input.plan.earlier counts those: an injection asking for the same
+# action again, with other values), is judged as without the delegation,
+# and says why.
+deny_findings contains {"rule": "delegated-repeat", "arg": name} if {
+	some name, arg in input.arguments
+	arg.slot == "delegated"
+	input.plan.earlier > 0
+	name in protected_args
+	count(arg.delegation.from) > 0
+}
+
+delegated_findings contains {"rule": "delegated", "arg": name, "entry": s.id} if {
+	some name, arg in input.arguments
+	arg.explicit
+	name in protected_args
+	some s in arg.sources
+	untrusted_tier[s.effective_tier]
+	delegated_from(arg, s.id)
+}
+
+# What a delegated call gets: the catalog's on_delegated, else ask.
+delegated_outcome := input.tool.on_delegated if {
+	input.tool.on_delegated in {"ask", "deny", "allow"}
+} else := "ask"
+
+deny_findings contains f if {
+	delegated_outcome == "deny"
+	some f in delegated_findings
+}
+
+ask_findings contains f if {
+	delegated_outcome == "ask"
+	some f in delegated_findings
 }
 
 # Without provenance of its own, an argument comes from the whole
@@ -119,11 +180,13 @@ deny_findings contains {"rule": "empty-sources", "arg": name} if {
 	name in protected_args
 }
 
-# Under a plan, a protected argument that fills a data slot is judged by its
-# own sources alone: it must name them.
+# Under a plan, a protected argument that fills a data slot (delegated or
+# not) is judged by its own sources alone: it must name them.
+data_slot := {"data": true, "delegated": true}
+
 deny_findings contains {"rule": "unsourced-data", "arg": name} if {
 	some name, arg in input.arguments
-	arg.slot == "data"
+	data_slot[arg.slot]
 	name in protected_args
 	unsourced(arg)
 }
@@ -207,6 +270,9 @@ verdict := {"decision": "deny", "findings": {{"rule": "untrusted-proposer"}}} if
 	tainted
 } else := {"decision": "ask", "findings": ask_findings | plan_findings} if {
 	count(ask_findings) > 0
+} else := {"decision": "allow", "findings": delegated_findings | plan_findings} if {
+	# on_delegated: allow (an ask or a deny was decided above).
+	count(delegated_findings) > 0
 } else := {"decision": "allow", "findings": {{"rule": "trusted"}} | plan_findings} if {
 	# Stated, not assumed: an input without a justification or arguments
 	# reaches no rule, and the default denies.

@@ -341,6 +341,126 @@ test_plan_unprotected_data_slot_without_sources_allows if {
 	d.decision == "allow"
 }
 
+# Issue 34: a delegated slot names the step whose output supplies the
+# value; bill is that output (from lists it), other is not.
+bill := object.union(entry("bill", "external", "external"), {"principal": "tool:file_read"})
+
+other := object.union(entry("other", "external", "external"), {"principal": "tool:web"})
+
+delegated(srcs, from) := {"explicit": true, "sources": srcs, "slot": "delegated", "delegation": {"step": 0, "tool": "file_read", "args": {"path": "bill.txt"}, "from": from}}
+
+delegated_call(tool, args) := object.union(call(tool, [plan_entry], args), {"plan": object.union(under_plan, {"earlier": 0})})
+
+test_delegated_asks if {
+	d := gate.decision with input as delegated_call(rules, {"to": delegated([bill], ["bill"])})
+	d.decision == "ask"
+	d.findings == {{"rule": "delegated", "arg": "to", "entry": "bill"}, {"rule": "plan-used"}}
+}
+
+test_delegated_with_another_untrusted_source_denies if {
+	d := gate.decision with input as delegated_call(rules, {"to": delegated([bill, other], ["bill"])})
+	d.decision == "deny"
+	found(d, {"rule": "untrusted-argument", "arg": "to", "entry": "other"})
+	not found(d, {"rule": "untrusted-argument", "arg": "to", "entry": "bill"})
+}
+
+# The source is not the named one's output (another file read, another
+# plan's step): an untrusted argument, as without a plan.
+test_delegated_from_elsewhere_denies if {
+	d := gate.decision with input as delegated_call(rules, {"to": delegated([other], [])})
+	d.decision == "deny"
+	d.findings == {{"rule": "untrusted-argument", "arg": "to", "entry": "other"}, {"rule": "plan-used"}}
+}
+
+# from counts only in a delegated slot.
+test_delegation_outside_a_delegated_slot_denies if {
+	arg := object.union(delegated([bill], ["bill"]), {"slot": "data"})
+	d := gate.decision with input as delegated_call(rules, {"to": arg})
+	d.decision == "deny"
+	found(d, {"rule": "untrusted-argument", "arg": "to", "entry": "bill"})
+}
+
+test_delegated_with_trusted_sources_allows if {
+	d := gate.decision with input as delegated_call(rules, {"to": delegated([prompt], ["prompt"])})
+	d.decision == "allow"
+	d.findings == {{"rule": "trusted"}, {"rule": "plan-used"}}
+}
+
+test_delegated_unprotected_argument_allows if {
+	d := gate.decision with input as delegated_call(rules, {"memo": delegated([bill], ["bill"])})
+	d.decision == "allow"
+	d.findings == {{"rule": "trusted"}, {"rule": "plan-used"}}
+}
+
+test_delegated_without_sources_denies if {
+	arg := object.union(delegated([], []), {"explicit": false})
+	d := gate.decision with input as delegated_call(rules, {"to": arg})
+	d.decision == "deny"
+	found(d, {"rule": "unsourced-data", "arg": "to"})
+}
+
+test_on_delegated if {
+	every outcome in ["ask", "deny", "allow"] {
+		tool := object.union(rules, {"on_delegated": outcome})
+		d := gate.decision with input as delegated_call(tool, {"to": delegated([bill], ["bill"])})
+		d.decision == outcome
+		found(d, {"rule": "delegated", "arg": "to", "entry": "bill"})
+	}
+	tool := object.union(rules, {"on_delegated": "sometimes"})
+	d := gate.decision with input as delegated_call(tool, {"to": delegated([bill], ["bill"])})
+	d.decision == "ask"
+}
+
+# A person confirms: the approval of the exact call allows it once.
+test_delegated_approved_allows if {
+	i := object.union(delegated_call(rules, {"to": delegated([bill], ["bill"])}), {"approvals": [{"id": "ap1", "approver": "user:alice", "approver_tier": "user", "expires": "x"}]})
+	d := gate.decision with input as i
+	d.decision == "allow"
+	found(d, {"rule": "overridden", "by": {"rule": "delegated", "arg": "to", "entry": "bill"}})
+}
+
+# A delegation holds once per step: a second call that carries out the
+# step from the same source is denied, saying why.
+test_delegated_repeat_denies if {
+	i := object.union(delegated_call(rules, {"to": delegated([bill], ["bill"])}), {"plan": object.union(under_plan, {"earlier": 1})})
+	d := gate.decision with input as i
+	d.decision == "deny"
+	found(d, {"rule": "delegated-repeat", "arg": "to"})
+	found(d, {"rule": "untrusted-argument", "arg": "to", "entry": "bill"})
+	not found(d, {"rule": "delegated"})
+}
+
+# Only a delegated protected argument drawn from its source is a repeat.
+test_delegated_repeat_needs_the_source if {
+	plan := {"plan": object.union(under_plan, {"earlier": 1})}
+	d := gate.decision with input as object.union(delegated_call(rules, {"to": delegated([prompt], [])}), plan)
+	d.decision == "allow"
+	e := gate.decision with input as object.union(delegated_call(rules, {"memo": delegated([bill], ["bill"])}), plan)
+	e.decision == "allow"
+}
+
+# A plain data slot is no delegation, repeated or not.
+test_repeat_outside_a_delegated_slot if {
+	arg := object.union(delegated([prompt], ["prompt"]), {"slot": "data"})
+	d := gate.decision with input as object.union(delegated_call(rules, {"to": arg}), {"plan": object.union(under_plan, {"earlier": 1})})
+	d.decision == "allow"
+}
+
+# Without the count of earlier calls, no delegation holds.
+test_delegated_without_earlier_denies if {
+	i := object.union(call(rules, [plan_entry], {"to": delegated([bill], ["bill"])}), {"plan": under_plan})
+	d := gate.decision with input as i
+	d.decision == "deny"
+}
+
+# A delegated value never excuses an untrusted proposer.
+test_delegated_untrusted_proposer_denies if {
+	i := delegated_call(rules, {"to": delegated([bill], ["bill"])})
+	action := object.union(i.action, {"principal": "tool:web", "principal_tier": "external"})
+	d := gate.decision with input as object.union(i, {"action": action})
+	d.decision == "deny"
+}
+
 test_untrusted_proposer_denies if {
 	every tier in ["unverified", "external"] {
 		action := object.union(base.action, {"principal": "tool:web", "principal_tier": tier})
