@@ -48,7 +48,7 @@ func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused er
 		return d, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		f, err := e.facts(pending.Statement, pending.Node, argSources, now)
+		f, err := e.facts(pending.Statement, pending.Node, argSources, now, e.gate.Lean())
 		if err != nil {
 			d, err := e.failClosed(ctx, d, nil, err.Error())
 			return d, nil, err
@@ -115,12 +115,26 @@ func (e *Engine) failClosed(ctx context.Context, d *gate.Decision, input []byte,
 // facts reads, in one read transaction, what the gate decides on: the
 // nodes the call names with the sources of their untrusted labels, the
 // session's trajectory, and the approvals of this exact action that verify.
-func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time) (*gate.Facts, error) {
+// For a gate whose policy input is lean (gate.Gate.Lean), a justification
+// that is its session's context is read through the context's summary.
+func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map[string][]string, now time.Time, lean bool) (*gate.Facts, error) {
 	f := &gate.Facts{Statement: st, Call: call, ArgSources: argSources,
 		Nodes: map[string]*lineage.Node{}, Sources: map[string][]lineage.Source{}}
-	ids := make([]string, 0, len(st.Parents))
-	for _, par := range st.Parents {
-		ids = append(ids, par.ID)
+	// A justification that is the session's context, summarised: only its
+	// untrusted entries are read (the gate leaves the others out).
+	var sum *lineage.Summary
+	if lean && st.Plan == nil {
+		sum = e.graph.Summary(st)
+	}
+	var ids []string
+	if sum != nil {
+		f.Summarised = true
+		ids = append(ids, sum.Untrusted...)
+	} else {
+		ids = make([]string, 0, len(st.Parents))
+		for _, par := range st.Parents {
+			ids = append(ids, par.ID)
+		}
 	}
 	for _, srcs := range argSources {
 		ids = append(ids, srcs...)
@@ -325,7 +339,7 @@ func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
 	}
 	now := e.cfg.clock()
 	d := e.gate.NewDecision(st, call.ID, now)
-	f, err := e.facts(st, call, srcs, now)
+	f, err := e.facts(st, call, srcs, now, e.gate.Lean())
 	if err == nil {
 		err = e.gate.Preview(ctx, f, d, now)
 	}

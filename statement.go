@@ -142,12 +142,19 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 			return nil, nil, err
 		}
 	}
+	var parents []lineage.Parent
 	if just == nil {
-		if just, err = r.Context(ctx, c.Session); err != nil {
+		// The session's context: distinct full IDs, in order (Validate
+		// checks them again).
+		ids, err := r.Context(ctx, c.Session)
+		if err != nil {
 			return nil, nil, err
 		}
+		parents = make([]lineage.Parent, len(ids))
+		for i, id := range ids {
+			parents[i] = lineage.Parent{ID: id, Weight: 1}
+		}
 	}
-	parents := make([]lineage.Parent, 0, len(just))
 	seen := map[string]bool{}
 	for _, j := range just {
 		if lineage.IsID(j) {
@@ -169,6 +176,9 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 			seen[id] = true
 			parents = append(parents, lineage.Parent{ID: id, Weight: 1})
 		}
+	}
+	if parents == nil {
+		parents = []lineage.Parent{}
 	}
 	st := &lineage.Statement{
 		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,

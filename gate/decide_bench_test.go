@@ -43,7 +43,8 @@ func benchGate(b *testing.B) *Gate {
 
 // BenchmarkDecide is the gate's part of `pedigree bench`'s decide on 1, 5
 // and 20 justification entries: building the input, encoding it for the
-// log, and evaluating the default policy (decide), and each part alone.
+// log, and evaluating the default policy (decide, which the memo answers
+// after the first), and each part alone.
 func BenchmarkDecide(b *testing.B) {
 	g := benchGate(b)
 	ctx := context.Background()
@@ -83,16 +84,24 @@ func BenchmarkDecide(b *testing.B) {
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("just=%d/eval", k), func(b *testing.B) {
-			b.ReportAllocs()
-			c0 := cpuTime()
-			for b.Loop() {
-				if v, err := g.eval(ctx, in, now); err != nil || v.Decision != Deny {
-					b.Fatal(v, err)
-				}
+		// eval reads the policy's value from the memo (every iteration is
+		// the same input); eval-fresh evaluates the policy every time.
+		for _, fresh := range []bool{false, true} {
+			name := "eval"
+			if fresh {
+				name = "eval-fresh"
 			}
-			reportCPU(b, c0)
-		})
+			b.Run(fmt.Sprintf("just=%d/%s", k, name), func(b *testing.B) {
+				b.ReportAllocs()
+				c0 := cpuTime()
+				for b.Loop() {
+					if v, err := g.evalMemo(ctx, in, now, !fresh); err != nil || v.Decision != Deny {
+						b.Fatal(v, err)
+					}
+				}
+				reportCPU(b, c0)
+			})
+		}
 	}
 }
 

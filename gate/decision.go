@@ -79,6 +79,11 @@ type Facts struct {
 	// Plan is the stored plan the call cites (nil when it cites none): its
 	// statement, read from its verified entry, and its node.
 	Plan *PlanFact
+	// Summarised says that the statement's parents are a prefix of its
+	// session's context whose summary (lineage.Graph.Summary) says that
+	// the entries missing from Nodes are trusted on every path: a gate
+	// that is Lean leaves them out of the input, and needs only the others.
+	Summarised bool
 }
 
 // PlanFact is a stored plan as the engine read it.
@@ -192,7 +197,8 @@ func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outc
 	if err != nil {
 		return "", nil, err
 	}
-	v, err := g.eval(ctx, in, at)
+	// Evaluated again, never read from the memo.
+	v, err := g.evalMemo(ctx, in, at, false)
 	if err != nil {
 		return Deny, []string{"fail closed: " + err.Error()}, nil
 	}

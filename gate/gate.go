@@ -57,6 +57,12 @@ type Gate struct {
 	version string
 	timeout time.Duration
 	model   *trajectory.Model
+	// lean: the policy's input lists only the justification entries with
+	// an untrusted label (Policy.lean).
+	lean bool
+	// memo keeps the policy's values by what it reads of the input (nil:
+	// not memoised; see memo.go).
+	memo *memo
 }
 
 type config struct {
@@ -109,7 +115,7 @@ func New(ctx context.Context, opts ...Option) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, version: c.policy.version(c.catalog)}
+	g := &Gate{catalog: c.catalog, query: q, timeout: c.timeout, model: c.model, version: c.policy.version(c.catalog), lean: c.policy.lean, memo: newMemo(c.policy)}
 	if err := g.probe(ctx); err != nil {
 		return nil, err
 	}
@@ -170,6 +176,12 @@ func (g *Gate) Model() *trajectory.Model { return g.model }
 // PolicyVersion digests the loaded policies, their data and the catalog.
 func (g *Gate) PolicyVersion() string { return g.version }
 
+// Lean reports whether the policy's input lists only the justification
+// entries with an untrusted label (the default policy's; see Policy.lean):
+// the engine then reads only those, when a summary says which they are
+// (Facts.Summarised).
+func (g *Gate) Lean() bool { return g.lean }
+
 // Catalog is the tool catalog in use.
 func (g *Gate) Catalog() *Catalog { return g.catalog }
 
@@ -184,7 +196,38 @@ type verdict struct {
 
 // eval runs the prepared query. Every way it can fail is an error, and the
 // caller turns every error into a deny.
+//
+// A value the memo holds for what the policy reads of v is used instead of
+// evaluating again (memo.go); evalMemo without useMemo skips it.
 func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, error) {
+	return g.evalMemo(ctx, v, now, true)
+}
+
+func (g *Gate) evalMemo(ctx context.Context, v ast.Value, now time.Time, useMemo bool) (*verdict, error) {
+	var key ast.Value
+	memoised := false
+	if useMemo && g.memo != nil {
+		key, memoised = g.memo.key(v)
+	}
+	var val ast.Value
+	if memoised {
+		val = g.memo.get(key)
+	}
+	if val == nil {
+		var err error
+		if val, err = g.evalQuery(ctx, v, now); err != nil {
+			return nil, err
+		}
+	}
+	out, err := g.verdictOf(val, v)
+	if err == nil && memoised {
+		g.memo.put(key, val)
+	}
+	return out, err
+}
+
+// evalQuery runs the prepared query on v.
+func (g *Gate) evalQuery(ctx context.Context, v ast.Value, now time.Time) (ast.Value, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	rs, err := g.query.Eval(ctx, rego.EvalParsedInput(v), rego.EvalTime(now))
@@ -201,6 +244,11 @@ func (g *Gate) eval(ctx context.Context, v ast.Value, now time.Time) (*verdict, 
 		return nil, errors.New("the policy yields more than one decision")
 	}
 	val, _ := rs[0].Expressions[0].Value.(ast.Value)
+	return val, nil
+}
+
+// verdictOf reads the policy's value val on input v.
+func (g *Gate) verdictOf(val, v ast.Value) (*verdict, error) {
 	out, err := parseVerdict(val, v)
 	if err != nil {
 		return nil, err

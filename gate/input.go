@@ -20,7 +20,10 @@ import (
 //
 //	action:        {tool, args, args_digest, principal, principal_tier, session, call_id}
 //	tool:          {known, sensitive (true, false or "unknown"), irreversible, external_sink, role, ask_on_untrusted, on_steered, on_delegated, args: {NAME: {trusted}}}
-//	justification: [entry]
+//	justification: [entry]: with the default policy, only the entries with an
+//	               untrusted effective or reach tier (the others yield no finding,
+//	               so a session's long trusted context is not the policy's work);
+//	               with an operator's modules (PolicyFromDir), every entry
 //	arguments:     {NAME: {explicit, sources: [entry], slot, delegation}}
 //	trajectory:    {features: {NAME: number}, alerts: [{rule, message, at}]}
 //	approvals:     [{id, approver, approver_tier, expires}]
@@ -133,6 +136,19 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 	d.Untrusted = d.Untrusted[:0]
 	just := make([]*ast.Term, 0, len(d.Justification))
 	for _, id := range d.Justification {
+		n, ok := f.Nodes[id]
+		if !ok && g.lean && f.Summarised && plan == nil {
+			continue // trusted on every path (Facts.Summarised)
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("%w %s", lineage.ErrUnknownEntry, id)
+		}
+		if g.lean && n.Effective.Trusted() && n.Reach.Trusted() {
+			// Trusted on every path: the default policy finds nothing on
+			// it (and it has no untrusted sources), so a long session's
+			// context costs the policy only its untrusted entries.
+			continue
+		}
 		t, err := term(id)
 		if err != nil {
 			return nil, nil, err
@@ -184,7 +200,8 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 		}
 		if name == tool.RecipientArg {
 			for _, id := range srcIDs {
-				if !f.Nodes[id].Effective.Trusted() {
+				// (An entry left out of Nodes is trusted: see above.)
+				if n := f.Nodes[id]; n != nil && !n.Effective.Trusted() {
 					recipientUntrusted = true
 				}
 			}

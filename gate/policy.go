@@ -27,6 +27,13 @@ type Policy struct {
 	Modules   map[string]*ast.Module
 	raw       map[string][]byte
 	Documents map[string]any
+	// lean is set on the embedded default policy alone: it reads of a
+	// justification entry only what an untrusted label gives it (a finding
+	// names an entry whose effective or reach tier is untrusted, and nothing
+	// else in the decision depends on the others), so its input lists only
+	// those (see Gate.input). A policy with an operator's modules may read
+	// more, and is given every entry.
+	lean bool
 }
 
 // LoadPolicy reads the .rego modules and data files (.json, .yaml) of fsys.
@@ -48,7 +55,13 @@ func LoadPolicy(fsys fs.FS, withTests bool) (*Policy, error) {
 }
 
 // DefaultPolicy is the embedded default policy.
-func DefaultPolicy() (*Policy, error) { return LoadPolicy(policies.FS, false) }
+func DefaultPolicy() (*Policy, error) {
+	p, err := LoadPolicy(policies.FS, false)
+	if err == nil {
+		p.lean = true
+	}
+	return p, err
+}
 
 // ExtensionPackage is the Rego package in which an operator's extension adds
 // `deny contains msg` and `ask contains msg` reasons.
@@ -87,6 +100,7 @@ func PolicyFromDir(dir string) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	def.lean = false
 	for name, m := range op.Modules {
 		def.Modules["operator/"+name] = m
 		def.raw["operator/"+name] = op.raw[name]

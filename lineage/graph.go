@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/kv"
@@ -30,6 +31,8 @@ type Graph struct {
 	reg   *registry.Registry
 	log   *slog.Logger
 	cache *nodeCache
+	// summaries are the sessions' contexts in summary (summary.go).
+	summaries summaries
 }
 
 // New returns the graph kept in store, checked against reg.
@@ -140,6 +143,9 @@ func (g *Graph) Preview(st *Statement) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s := g.Summary(st); s != nil {
+		return g.labelSummarised(st, IDOf(payload), p.Tier, s), nil
+	}
 	var n *Node
 	err = g.store.View(func(t kv.Txn) error {
 		n, err = g.label(t, st, IDOf(payload), p.Tier)
@@ -186,6 +192,9 @@ func (g *Graph) checkSignature(st *Statement, payload, env []byte) (registry.Pri
 // each of eight writers 350 to 560 µs per record. A cached node is never
 // stale: entries are immutable and only this process writes the store.
 func (g *Graph) labelCached(st *Statement, id string, tier registry.Tier) (*Node, error) {
+	if s := g.Summary(st); s != nil {
+		return g.labelSummarised(st, id, tier, s), nil
+	}
 	parents := make([]*Node, len(st.Parents))
 	for i, par := range st.Parents {
 		if parents[i] = g.cache.get(par.ID); parents[i] == nil {
@@ -450,30 +459,16 @@ func (g *Graph) RecordRecall(t kv.Txn, r *Recall) error {
 // rows do not hash to the session's head: a check never runs on a context
 // that rows deleted behind the engine's back have shrunk.
 func (g *Graph) Context(ctx context.Context, session string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var ids []string
-	prefix := append(append([]byte(pSession), session...), 0)
 	err := g.store.View(func(t kv.Txn) error {
-		var got contextHead
-		if err := t.Iterate(prefix, true, func(_, v []byte) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			ids = append(ids, string(v))
-			got = got.add(string(v))
-			return nil
-		}); err != nil {
-			return err
-		}
-		want, err := readHead(t, session)
-		if err != nil {
-			return err
-		}
-		if got != want {
-			return fmt.Errorf("the context of session %s (%d entries) differs from its head (%d): context rows were edited: %w", session, got.n, want.n, registry.ErrTampered)
-		}
-		return nil
+		var err error
+		ids, err = g.contextIn(t, session)
+		return err
 	})
-	return ids, err
+	return slices.Clone(ids), err
 }
 
 // Node returns the node of a full entry ID.

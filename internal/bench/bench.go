@@ -56,9 +56,15 @@ type Result struct {
 	CheckP99     float64 `json:"check_p99_us"`
 	DecideP50    float64 `json:"decide_p50_us"`
 	DecideP99    float64 `json:"decide_p99_us"`
-	TraceP50     float64 `json:"trace_p50_us"`
-	TraceP99     float64 `json:"trace_p99_us"`
-	TraceNodes   float64 `json:"trace_nodes_p50"`
+	// DecideSessionP50 and P99 are decide on a call justified by its
+	// session's context, as an agent's calls are: 16 sessions, each a
+	// user's prompt and the agent's entries since, one more after every
+	// call (30 at first, about 30 + checks/16 at the end).
+	DecideSessionP50 float64 `json:"decide_session_p50_us"`
+	DecideSessionP99 float64 `json:"decide_session_p99_us"`
+	TraceP50         float64 `json:"trace_p50_us"`
+	TraceP99         float64 `json:"trace_p99_us"`
+	TraceNodes       float64 `json:"trace_nodes_p50"`
 	// Trace1000P50 is the p50 of a whole trace of an entry with 1,023
 	// ancestors (a tree of summaries of summaries, see SummaryTree).
 	Trace1000P50 float64 `json:"trace_1000_p50_us"`
@@ -223,6 +229,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	res.DecideP50, res.DecideP99 = pct(decideLat, 50), pct(decideLat, 99)
+	if err := sessionDecide(ctx, e, keys, o.Checks, res); err != nil {
+		return nil, err
+	}
 	res.CheckP50, res.CheckP99 = pct(checkLat, 50), pct(checkLat, 99)
 	res.TraceP50, res.TraceP99 = pct(traceLat, 50), pct(traceLat, 99)
 	if len(traceNodes) > 0 {
@@ -259,6 +268,44 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.Dir = dir
 	}
 	return res, nil
+}
+
+// sessionDecide measures decide on calls justified by their session's
+// context (see Result.DecideSessionP50).
+func sessionDecide(ctx context.Context, e *pedigree.Engine, keys map[string]*registry.Signer, checks int, res *Result) error {
+	const sessions, start = 16, 30
+	record := func(who, session string, n int) error {
+		_, err := e.Record(ctx, keys[who], pedigree.Entry{Principal: who, Kind: lineage.KindToolOutput, Session: session,
+			Content: []byte("session entry " + strconv.Itoa(n))})
+		return err
+	}
+	for s := range sessions {
+		session := "work-" + strconv.Itoa(s)
+		if err := record("user:bench", session, 0); err != nil {
+			return err
+		}
+		for n := range start {
+			if err := record("agent:bench", session, n+1); err != nil {
+				return err
+			}
+		}
+	}
+	var lat []time.Duration
+	for i := range checks {
+		session := "work-" + strconv.Itoa(i%sessions)
+		call := pedigree.Call{Principal: "agent:bench", Session: session, Tool: sensitiveTool,
+			Args: []byte(`{"to":"x@example.org","n":` + strconv.Itoa(i) + `}`)}
+		t0 := time.Now()
+		if _, err := e.Preview(ctx, call); err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+		if err := record("agent:bench", session, start+1+i); err != nil {
+			return err
+		}
+	}
+	res.DecideSessionP50, res.DecideSessionP99 = pct(lat, 50), pct(lat, 99)
+	return nil
 }
 
 // open makes the engine the workload runs on, with its operator key: a new

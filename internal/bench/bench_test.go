@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/pedigree-ai/pedigree"
@@ -245,4 +246,32 @@ func BenchmarkInMemory(b *testing.B) {
 			}
 		}
 	})
+	// A call justified by its session's context (a user's prompt and the
+	// agent's entries since), at three lengths: the cost should not grow.
+	for _, n := range []int{10, 200, 1000} {
+		session := "work-" + strconv.Itoa(n)
+		w.Record("user:bench", session, "the prompt", nil)
+		for j := range n - 1 {
+			w.Record("agent:bench", session, "output "+strconv.Itoa(j), nil)
+		}
+		b.Run(fmt.Sprintf("decide/session=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var ru0, ru1 syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			defer func() {
+				// CPU time (user and system, every thread) per operation:
+				// a loaded machine moves it much less than wall time.
+				_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+				b.ReportMetric(float64(cpu)/float64(b.N)/1e3, "cpu-µs/op")
+			}()
+			for i := 0; b.Loop(); i++ {
+				call := pedigree.Call{Principal: "agent:bench", Session: session, Tool: sensitiveTool,
+					Args: []byte(`{"to":"x@example.org","n":` + strconv.Itoa(i) + `}`)}
+				if _, err := w.E.Preview(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -87,6 +87,7 @@ figures are what a data directory gives.
 				fmt.Fprintf(w, "record  %.0f/s   p50 %.0f µs  p99 %.0f µs\n", r.RecordPerSec, r.RecordP50, r.RecordP99)
 				fmt.Fprintf(w, "check   p50 %.0f µs  p99 %.0f µs   (%d denied)\n", r.CheckP50, r.CheckP99, r.Denied)
 				fmt.Fprintf(w, "decide  p50 %.0f µs  p99 %.0f µs\n", r.DecideP50, r.DecideP99)
+				fmt.Fprintf(w, "decide, justified by the session's context  p50 %.0f µs  p99 %.0f µs\n", r.DecideSessionP50, r.DecideSessionP99)
 				fmt.Fprintf(w, "trace   p50 %.0f µs  p99 %.0f µs  (%.0f entries p50); of 1,023 ancestors p50 %.0f µs\n", r.TraceP50, r.TraceP99, r.TraceNodes, r.Trace1000P50)
 				store := fmt.Sprintf("store %.1f MB", float64(r.StoreBytes)/1e6)
 				if r.InMemory {

@@ -25,7 +25,7 @@ const catalogBench = `tools:
 // benchmark opens the next. Every result joins the session's context and
 // every call is justified by the whole context, so a call late in a long
 // session costs more (the gate reads and evaluates every entry).
-var sessionCalls = []int{10, 50}
+var sessionCalls = []int{10, 200, 1000}
 
 // thinkPause is how long the paused runs wait between calls, outside the
 // timer: a host's model takes far longer than this between two tool calls,
