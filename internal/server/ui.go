@@ -517,8 +517,30 @@ func (u *ui) logView(w http.ResponseWriter, r *http.Request, sess uiSession) err
 		}
 		out = append(out, d)
 	}
-	return u.page(w, "log.html", map[string]any{"Decisions": out, "F": f, "Total": len(ds)}, sess)
+	data := map[string]any{"Decisions": out, "F": f, "Total": len(ds)}
+	// A session's trajectory alerts: the soft evidence beside its decisions
+	// (the default policy never asks or denies on an alert alone).
+	if f.Session != "" {
+		st, err := u.b.Trajectory(r.Context(), f.Session)
+		if err != nil {
+			return err
+		}
+		data["Alerts"] = st.Alerts
+	}
+	// Writes the engine refused (a bad signature, an unknown principal, an
+	// approval that did not hold), newest first: what someone tried that
+	// never reached the record.
+	refused, err := u.b.Refusals(r.Context(), uiRefusals)
+	if err != nil {
+		return err
+	}
+	slices.Reverse(refused)
+	data["Refusals"] = refused
+	return u.page(w, "log.html", data, sess)
 }
+
+// uiRefusals is how many of the latest refused writes the log view lists.
+const uiRefusals = 50
 
 func (u *ui) verifyView(w http.ResponseWriter, r *http.Request, sess uiSession) error {
 	data := map[string]any{}

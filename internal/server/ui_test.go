@@ -35,9 +35,9 @@ type uiWorld struct {
 	email  *lineage.Node
 }
 
-func newUIWorld(t *testing.T, withKey bool) *uiWorld {
+func newUIWorld(t *testing.T, withKey bool, opts ...pedigree.Option) *uiWorld {
 	t.Helper()
-	w := enginetest.New(t, enginetest.Default)
+	w := enginetest.New(t, enginetest.Default, opts...)
 	ctx := t.Context()
 	email, err := w.E.Record(ctx, w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput,
 		Session: "s1", Content: []byte(hostile), StoreContent: true, Parents: []lineage.Parent{}})
@@ -314,5 +314,56 @@ func TestLayoutLargeAndWeak(t *testing.T) {
 	c := layout(tr, "", true)
 	if len(c.Nodes) != 1+1+3 { // the root, its session's one parent, three other sessions
 		t.Errorf("collapsed: %d boxes, want 5", len(c.Nodes))
+	}
+}
+
+// TestUILogShowsAlertsAndRefusals: the log view lists, beside the
+// decisions, a session's trajectory alerts and the writes the engine
+// refused.
+func TestUILogShowsAlertsAndRefusals(t *testing.T) {
+	cat, err := gate.ParseCatalog([]byte("tools:\n  send_money: {sensitive: true, irreversible: true, args: {to: {trusted: true}}}\n  email_send: {sensitive: true, role: send, recipient_arg: to}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newUIWorld(t, false, pedigree.WithCatalog(cat))
+	// An entry claiming the mail tool, signed with someone else's key.
+	if _, err := u.w.E.Record(t.Context(), u.w.Keys["user:alice"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput,
+		Session: "s1", Content: []byte("x"), Parents: []lineage.Parent{}}); err == nil {
+		t.Fatal("an entry signed with another principal's key was stored")
+	}
+	// A session that recalls a memory, then emails it outside: an alert.
+	ctx := t.Context()
+	prompt, err := u.w.E.Record(ctx, u.w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt,
+		Session: "s2", Content: []byte("email the report to the client"), Parents: []lineage.Parent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := u.w.E.Record(ctx, u.w.Keys["agent:planner"], pedigree.Entry{Principal: "agent:planner", Kind: lineage.KindMemory,
+		Session: "s9", Content: []byte("the report"), Parents: enginetest.Strong(prompt.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.w.E.Recall(ctx, "s2", []string{mem.ID}); err != nil {
+		t.Fatal(err)
+	}
+	u.w.Check("agent:planner", pedigree.Call{Session: "s2", Tool: "email_send", Args: []byte(`{"to":"x@elsewhere.org"}`), Justification: []string{prompt.ID, mem.ID}})
+	u.login(t)
+	_, body := u.get(t, u.base+"log")
+	if !strings.Contains(body, "Refused writes") || !regexp.MustCompile(`<td>bad_(key|signature)</td><td>tool:gmail_read</td>`).MatchString(body) {
+		t.Fatalf("the log view does not list the refused write:\n%s", body)
+	}
+	if strings.Contains(body, "Trajectory alerts") {
+		t.Fatal("alerts listed with no session named")
+	}
+	if !strings.Contains(body, `log?session=s1"`) {
+		t.Fatalf("a decision's session does not link to its log: %s", body)
+	}
+	_, body = u.get(t, u.base+"log?session=s2")
+	if !strings.Contains(body, "Trajectory alerts in session s2") || !strings.Contains(body, "recall-then-external-send") {
+		t.Fatalf("the session's log does not list its trajectory alert:\n%s", body)
+	}
+	_, body = u.get(t, u.base+"log?session=elsewhere")
+	if !strings.Contains(body, "No trajectory alerts in this session") {
+		t.Fatalf("a session with no calls: %s", body)
 	}
 }
