@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -298,7 +299,12 @@ func mediationRound(t *testing.T, r *rand.Rand) int {
 		cs.Close()
 		cancel()
 		w.settle()
-		checked += checkMediated(t, w, session, sealed, got, adms)
+		// A late progress notification may still be admitted while the
+		// property is checked: check copies taken under the lock.
+		mu.Lock()
+		gotNow, admsNow := slices.Clone(got), slices.Clone(adms)
+		mu.Unlock()
+		checked += checkMediated(t, w, session, sealed, gotNow, admsNow)
 	}
 	return checked
 }
