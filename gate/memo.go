@@ -24,7 +24,7 @@ import (
 // memo is a gate's memo (nil: the policy is not memoised). Its values are
 // found by the hash of what the policy reads of an input (OPA keeps the
 // hashes of objects and arrays as they are built, so this is cheap) and
-// compared in full.
+// compared in full, every number as it is written (identical).
 type memo struct {
 	paths [][]string // sorted, none a prefix of another; an empty path is the whole input
 	mu    sync.Mutex
@@ -141,7 +141,7 @@ func (m *memo) get(k ast.Value) ast.Value {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.m[h] {
-		if e.key.Compare(k) == 0 {
+		if identical(e.key, k) {
 			return e.val
 		}
 	}
@@ -153,7 +153,7 @@ func (m *memo) put(k, v ast.Value) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.m[h] {
-		if e.key.Compare(k) == 0 {
+		if identical(e.key, k) {
 			return
 		}
 	}
@@ -170,6 +170,49 @@ func (m *memo) put(k, v ast.Value) {
 	}
 	m.m[h] = append(m.m[h], memoEntry{k, v})
 	m.n++
+}
+
+// identical reports whether a and b are the same value written the same
+// way. OPA compares numbers by value (100, 1e2 and 100.0 are equal, with
+// one hash), but a policy can read how a number is written (json.marshal,
+// sprintf), so two keys are one only when every number is spelt alike. An
+// object with a key that is not a string is never identical (a memo miss,
+// which is safe).
+func identical(a, b ast.Value) bool {
+	switch x := a.(type) {
+	case ast.Number:
+		y, ok := b.(ast.Number)
+		return ok && x == y
+	case *ast.Array:
+		y, ok := b.(*ast.Array)
+		if !ok || x.Len() != y.Len() {
+			return false
+		}
+		for i := range x.Len() {
+			if !identical(x.Elem(i).Value, y.Elem(i).Value) {
+				return false
+			}
+		}
+		return true
+	case ast.Object:
+		y, ok := b.(ast.Object)
+		if !ok || x.Len() != y.Len() {
+			return false
+		}
+		same := true
+		x.Until(func(k, v *ast.Term) bool {
+			w := y.Get(k)
+			_, str := k.Value.(ast.String)
+			same = str && w != nil && identical(v.Value, w.Value)
+			return !same
+		})
+		return same
+	case ast.Set:
+		// A set's text is its sorted elements, each as written.
+		y, ok := b.(ast.Set)
+		return ok && x.Compare(y) == 0 && x.String() == y.String()
+	}
+	return a.Compare(b) == 0
 }
 
 // String lists the memo's key paths, for tests and logs.
