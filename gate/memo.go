@@ -24,7 +24,8 @@ import (
 // memo is a gate's memo (nil: the policy is not memoised). Its values are
 // found by the hash of what the policy reads of an input (OPA keeps the
 // hashes of objects and arrays as they are built, so this is cheap) and
-// compared in full, every number as it is written (identical).
+// compared in full. An input with a number that is not a plain integer
+// (plainInt) is not memoised: OPA's comparison does not tell 1e2 from 100.
 type memo struct {
 	paths [][]string // sorted, none a prefix of another; an empty path is the whole input
 	mu    sync.Mutex
@@ -124,11 +125,15 @@ func (m *memo) key(in ast.Value) (ast.Value, bool) {
 			parts[i] = ast.ArrayTerm()
 			continue
 		}
-		ast.WalkTerms(t, func(*ast.Term) bool {
+		plain := true
+		ast.WalkTerms(t, func(x *ast.Term) bool {
 			terms++
-			return terms > maxMemoTerms
+			if n, ok := x.Value.(ast.Number); ok && !plainInt(n) {
+				plain = false
+			}
+			return terms > maxMemoTerms || !plain
 		})
-		if terms > maxMemoTerms {
+		if terms > maxMemoTerms || !plain {
 			return nil, false
 		}
 		parts[i] = ast.ArrayTerm(t)
@@ -141,7 +146,7 @@ func (m *memo) get(k ast.Value) ast.Value {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.m[h] {
-		if identical(e.key, k) {
+		if e.key.Compare(k) == 0 {
 			return e.val
 		}
 	}
@@ -153,7 +158,7 @@ func (m *memo) put(k, v ast.Value) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.m[h] {
-		if identical(e.key, k) {
+		if e.key.Compare(k) == 0 {
 			return
 		}
 	}
@@ -172,47 +177,29 @@ func (m *memo) put(k, v ast.Value) {
 	m.n++
 }
 
-// identical reports whether a and b are the same value written the same
-// way. OPA compares numbers by value (100, 1e2 and 100.0 are equal, with
-// one hash), but a policy can read how a number is written (json.marshal,
-// sprintf), so two keys are one only when every number is spelt alike. An
-// object with a key that is not a string is never identical (a memo miss,
-// which is safe).
-func identical(a, b ast.Value) bool {
-	switch x := a.(type) {
-	case ast.Number:
-		y, ok := b.(ast.Number)
-		return ok && x == y
-	case *ast.Array:
-		y, ok := b.(*ast.Array)
-		if !ok || x.Len() != y.Len() {
+// plainInt reports whether n is an integer written as Go's strconv
+// writes it (no sign but a minus, no leading zero, no fraction or exponent,
+// not -0), in at most 18 digits. OPA compares numbers by value (100, 1e2
+// and 100.0 are equal, with one hash), but a policy can read how a number
+// is written (json.marshal, sprintf); two keys equal by value whose numbers
+// are all plain are written alike, so only those are memoised.
+func plainInt(n ast.Number) bool {
+	s := string(n)
+	if s != "" && s[0] == '-' {
+		s = s[1:]
+		if s == "0" {
 			return false
 		}
-		for i := range x.Len() {
-			if !identical(x.Elem(i).Value, y.Elem(i).Value) {
-				return false
-			}
-		}
-		return true
-	case ast.Object:
-		y, ok := b.(ast.Object)
-		if !ok || x.Len() != y.Len() {
-			return false
-		}
-		same := true
-		x.Until(func(k, v *ast.Term) bool {
-			w := y.Get(k)
-			_, str := k.Value.(ast.String)
-			same = str && w != nil && identical(v.Value, w.Value)
-			return !same
-		})
-		return same
-	case ast.Set:
-		// A set's text is its sorted elements, each as written.
-		y, ok := b.(ast.Set)
-		return ok && x.Compare(y) == 0 && x.String() == y.String()
 	}
-	return a.Compare(b) == 0
+	if s == "" || len(s) > 18 || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // String lists the memo's key paths, for tests and logs.
