@@ -268,7 +268,10 @@ func WholeInput(input []byte, justification []*lineage.Node) ([]byte, error) {
 	wholeTerm := ast.ArrayTerm(whole...)
 	in.Insert(str("justification"), wholeTerm)
 	if at := in.Get(str("arguments")); at != nil {
-		args, _ := at.Value.(ast.Object)
+		args, ok := at.Value.(ast.Object)
+		if !ok {
+			return nil, errors.New("the logged input's arguments are not an object")
+		}
 		args.Foreach(func(_, a *ast.Term) {
 			if o, ok := a.Value.(ast.Object); ok && ast.BooleanTerm(false).Equal(o.Get(str("explicit"))) {
 				o.Insert(str("sources"), wholeTerm)
