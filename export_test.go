@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/lineage"
 )
 
 // PreviewWith is Preview decided by g instead of the engine's gate, on the
@@ -32,3 +33,6 @@ func (e *Engine) PreviewWith(ctx context.Context, g *gate.Gate, c Call) (*gate.D
 	}
 	return d, input, nil
 }
+
+// Nodes are the graph's nodes of ids.
+func (e *Engine) Nodes(ids []string) ([]*lineage.Node, error) { return e.graph.Nodes(ids) }

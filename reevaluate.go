@@ -46,11 +46,23 @@ func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (*Reevaluati
 	if r.Input == nil {
 		return nil, fmt.Errorf("decision %s failed closed before the policy ran (%v); there is no input to evaluate", r.ID[:12], r.Reasons)
 	}
+	input := r.Input
+	if !e.gate.Lean() {
+		// The input the default policy logged lists only the untrusted
+		// entries of the justification; this policy reads every entry.
+		nodes, err := e.graph.Nodes(r.Justification)
+		if err != nil {
+			return nil, fmt.Errorf("decision %s: its justification: %w", r.ID[:12], err)
+		}
+		if input, err = gate.WholeInput(input, nodes); err != nil {
+			return nil, fmt.Errorf("decision %s: its logged input: %w", r.ID[:12], err)
+		}
+	}
 	at, err := time.Parse(time.RFC3339Nano, r.Time)
 	if err != nil {
 		return nil, err
 	}
-	got, reasons, err := e.gate.Reevaluate(ctx, r.Input, at)
+	got, reasons, err := e.gate.Reevaluate(ctx, input, at)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -203,4 +204,79 @@ func (g *Gate) Reevaluate(ctx context.Context, input []byte, at time.Time) (Outc
 		return Deny, []string{"fail closed: " + err.Error()}, nil
 	}
 	return v.Decision, v.Reasons, nil
+}
+
+// WholeInput returns a logged input with its justification whole: the
+// default policy's input is lean (Gate.Lean: only the justification's
+// untrusted entries, also as the sources of each argument that names none),
+// and a policy with an operator's modules reads every entry, so
+// re-evaluating a lean input under it needs the others back. justification
+// are the nodes of the decision's justification, in its order; an entry the
+// input leaves out must be trusted on every path (it has no untrusted
+// sources), and every entry it lists must be among them. An input that
+// lists them all is returned as it is.
+func WholeInput(input []byte, justification []*lineage.Node) ([]byte, error) {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, err
+	}
+	v, err := ast.InterfaceToValue(raw)
+	if err != nil {
+		return nil, err
+	}
+	in, ok := v.(ast.Object)
+	if !ok {
+		return nil, errors.New("the logged input is not an object")
+	}
+	lt := in.Get(str("justification"))
+	if lt == nil {
+		return nil, errors.New("the logged input has no justification")
+	}
+	listed, ok := lt.Value.(*ast.Array)
+	if !ok {
+		return nil, errors.New("the logged input's justification is not an array")
+	}
+	if listed.Len() == len(justification) {
+		return input, nil
+	}
+	byID := map[string]*ast.Term{}
+	for i := range listed.Len() {
+		e, _ := listed.Elem(i).Value.(ast.Object)
+		if e == nil || e.Get(str("id")) == nil {
+			return nil, errors.New("the logged input's justification lists an entry without an ID")
+		}
+		id, _ := e.Get(str("id")).Value.(ast.String)
+		byID[string(id)] = listed.Elem(i)
+	}
+	whole := make([]*ast.Term, 0, len(justification))
+	for _, n := range justification {
+		t := byID[n.ID]
+		if t == nil {
+			if !n.Effective.Trusted() || !n.Reach.Trusted() {
+				return nil, fmt.Errorf("the logged input leaves out justification entry %s, which is not trusted", n.ID[:12])
+			}
+			t = entryTerm(n, nil)
+		}
+		delete(byID, n.ID)
+		whole = append(whole, t)
+	}
+	if len(byID) > 0 {
+		return nil, errors.New("the logged input lists an entry that is not in the decision's justification")
+	}
+	wholeTerm := ast.ArrayTerm(whole...)
+	in.Insert(str("justification"), wholeTerm)
+	if at := in.Get(str("arguments")); at != nil {
+		args, ok := at.Value.(ast.Object)
+		if !ok {
+			return nil, errors.New("the logged input's arguments are not an object")
+		}
+		args.Foreach(func(_, a *ast.Term) {
+			if o, ok := a.Value.(ast.Object); ok && ast.BooleanTerm(false).Equal(o.Get(str("explicit"))) {
+				o.Insert(str("sources"), wholeTerm)
+			}
+		})
+	}
+	return appendJSON(nil, in)
 }

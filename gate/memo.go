@@ -24,7 +24,8 @@ import (
 // memo is a gate's memo (nil: the policy is not memoised). Its values are
 // found by the hash of what the policy reads of an input (OPA keeps the
 // hashes of objects and arrays as they are built, so this is cheap) and
-// compared in full.
+// compared in full. An input with a number that is not a plain integer
+// (plainInt) is not memoised: OPA's comparison does not tell 1e2 from 100.
 type memo struct {
 	paths [][]string // sorted, none a prefix of another; an empty path is the whole input
 	mu    sync.Mutex
@@ -124,11 +125,15 @@ func (m *memo) key(in ast.Value) (ast.Value, bool) {
 			parts[i] = ast.ArrayTerm()
 			continue
 		}
-		ast.WalkTerms(t, func(*ast.Term) bool {
+		plain := true
+		ast.WalkTerms(t, func(x *ast.Term) bool {
 			terms++
-			return terms > maxMemoTerms
+			if n, ok := x.Value.(ast.Number); ok && !plainInt(n) {
+				plain = false
+			}
+			return terms > maxMemoTerms || !plain
 		})
-		if terms > maxMemoTerms {
+		if terms > maxMemoTerms || !plain {
 			return nil, false
 		}
 		parts[i] = ast.ArrayTerm(t)
@@ -170,6 +175,31 @@ func (m *memo) put(k, v ast.Value) {
 	}
 	m.m[h] = append(m.m[h], memoEntry{k, v})
 	m.n++
+}
+
+// plainInt reports whether n is an integer written as Go's strconv
+// writes it (no sign but a minus, no leading zero, no fraction or exponent,
+// not -0), in at most 18 digits. OPA compares numbers by value (100, 1e2
+// and 100.0 are equal, with one hash), but a policy can read how a number
+// is written (json.marshal, sprintf); two keys equal by value whose numbers
+// are all plain are written alike, so only those are memoised.
+func plainInt(n ast.Number) bool {
+	s := string(n)
+	if s != "" && s[0] == '-' {
+		s = s[1:]
+		if s == "0" {
+			return false
+		}
+	}
+	if s == "" || len(s) > 18 || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // String lists the memo's key paths, for tests and logs.

@@ -3,6 +3,7 @@ package lineage
 import (
 	"encoding/base64"
 	"encoding/json"
+	"github.com/pedigree-ai/pedigree/kv"
 )
 
 // ReplacePayload swaps an envelope's payload and keeps its signature: the
@@ -30,3 +31,6 @@ func RewriteNode(row []byte, fn func(*Node)) ([]byte, error) {
 
 // NodeRow encodes n as the graph stores it: rows a test writes directly.
 func NodeRow(n *Node) []byte { return encodeNode(n) }
+
+// ContextIn is contextIn, for tests that hold a read transaction.
+func (g *Graph) ContextIn(t kv.Txn, session string) ([]string, error) { return g.contextIn(t, session) }

@@ -18,7 +18,9 @@ it was made. With the same policy version the decision must come out the same:
 exit 0 says it did. Exit 3 says what changed: the policy version (the policies or
 the tool catalog are not those the decision was made with: --policies and --tools
 evaluate the log under a new policy before you deploy it), the decision, its
-reasons, or the approval it used.
+reasons, or the approval it used. The default policy's input lists only the
+untrusted entries of a justification; a policy with an operator's modules reads
+every entry, so the others are read back from the store before it runs.
 
 A decision that failed closed before the policy ran (an unverifiable call, an
 unknown justification) has no input to evaluate again: exit 1.`,
