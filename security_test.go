@@ -3,6 +3,8 @@ package pedigree_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -144,6 +146,59 @@ func TestEditedContextRefusedAtCheck(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("verify did not name the deleted membership: %+v", r.Problems)
+	}
+	w.SkipVerify = true
+}
+
+// TestReorderedContextFoundByVerify swaps two of a session's context rows
+// and rewrites the session's head to match, which anyone who can write the
+// store can do (neither is signed): the context still reads, as the same
+// set, so verify must re-derive its order from the log (entries at their
+// leaves, a recall's entries at the recall's) to name it. The order is what
+// a call that names its context by reference would rest on.
+func TestReorderedContextFoundByVerify(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	ctx := t.Context()
+	c := w.Record("tool:gmail_read", "s2", "c", nil)
+	a := w.Record("user:alice", "s", "a", nil)
+	if err := w.E.Recall(ctx, "s", []string{c.ID}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.Record("agent:planner", "s", "b", nil)
+	ids, err := w.E.Context(ctx, "s")
+	if err != nil || len(ids) != 3 || ids[0] != a.ID || ids[1] != c.ID || ids[2] != b.ID {
+		t.Fatalf("context of s: %v, %v", ids, err)
+	}
+	if r, err := w.E.Verify(ctx); err != nil || !r.OK() {
+		t.Fatalf("verify before the swap: %+v, %v", r, err)
+	}
+	w.Tamper(func(tx *store.Txn) error {
+		lt := tx.In(store.Lineage)
+		row := func(n uint64) []byte { return binary.BigEndian.AppendUint64([]byte("s/s\x00"), n) }
+		if err := lt.Set(row(1), []byte(b.ID)); err != nil {
+			return err
+		}
+		if err := lt.Set(row(2), []byte(c.ID)); err != nil {
+			return err
+		}
+		var chain [32]byte
+		for _, id := range []string{a.ID, b.ID, c.ID} {
+			chain = sha256.Sum256(append(chain[:], id...))
+		}
+		return lt.Set([]byte("h/s"), append(binary.BigEndian.AppendUint64(nil, 3), chain[:]...))
+	})
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := w.E.Context(ctx, "s"); err != nil || len(ids) != 3 || ids[1] != b.ID {
+		t.Fatalf("the swapped context should read (its head matches): %v, %v", ids, err)
+	}
+	r, err := w.E.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) != 1 || r.Problems[0].ID != b.ID || !strings.Contains(r.Problems[0].What, "context rows were reordered") {
+		t.Fatalf("verify of the swapped context: %+v, want one reordering problem on %s", r.Problems, b.ID)
 	}
 	w.SkipVerify = true
 }

@@ -81,7 +81,8 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 		if err != nil {
 			return err
 		}
-		var steps []decisionlog.Step // every trajectory step, in log order
+		var steps []decisionlog.Step     // every trajectory step, in log order
+		recallSeq := map[string]uint64{} // each logged recall record's sequence
 		logged := map[byte]map[string]bool{tlog.LeafEntry: {}, tlog.LeafDecision: {}, tlog.LeafRecall: {}}
 		leaf := func(index uint64, kind byte, id string) error {
 			seen, ok := logged[kind]
@@ -120,11 +121,15 @@ func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 				if !ok {
 					return errors.New("the logged recall record is missing or does not verify")
 				}
+				recallSeq[id] = index + 1
 				steps = append(steps, decisionlog.RecallStep(session))
 			}
 			return nil
 		}
 		if err := e.log.VerifyWith(ctx, t.In(store.Log), cps, leaf, bad); err != nil {
+			return err
+		}
+		if err := e.graph.VerifyContextOrder(ctx, lt, v, recallSeq, bad); err != nil {
 			return err
 		}
 		for id := range v.Entries {

@@ -25,7 +25,10 @@
 // it stores is logged in the same commit, and the log (package tlog) is not
 // the graph's. VerifyIn checks signatures, IDs, node rows, labels and
 // re-derives every session's context from the entries' signed sessions and
-// the recall records; the engine checks the result against the log.
+// the recall records; the engine checks the result against the log, and,
+// with the recall records' positions in it, each context's order
+// (VerifyContextOrder): a context's rows and head are not signed, so a
+// swap with the head rewritten to match is found there.
 //
 // Public, and meant for outside use: a harness builds and signs statements
 // here (Statement, SignStatement, Sign, Open), and reads nodes, edges,

@@ -2,6 +2,7 @@ package lineage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -42,6 +43,13 @@ func (r *Report) OK() bool { return len(r.Problems) == 0 }
 type Verified struct {
 	Entries map[string]uint64
 	Recalls map[string]string
+	// joins are, per session, the verified entries that join its context
+	// by being recorded there, in append order; recalled are the entries
+	// each verified recall record puts into its session. With the recall
+	// records' log positions they give every context's order
+	// (VerifyContextOrder).
+	joins    map[string][]string
+	recalled map[string][]string
 }
 
 // VerifyIn walks the graph's rows inside t (its namespace of one read
@@ -53,7 +61,7 @@ type Verified struct {
 // with the stored context rows. What it finds wrong goes to bad; an error
 // means it could not check.
 func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a ...any)) (*Verified, error) {
-	v := &Verified{Entries: map[string]uint64{}, Recalls: map[string]string{}}
+	v := &Verified{Entries: map[string]uint64{}, Recalls: map[string]string{}, joins: map[string][]string{}, recalled: map[string][]string{}}
 	if !g.reg.Frozen() {
 		bad("", "the registry is not frozen")
 	}
@@ -68,6 +76,9 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 		if st, n := g.verifyEntry(t, id, seq, nodes, bad); st != nil {
 			v.Entries[id] = seq
 			stmts[id], nodes[id] = st, n
+			if joinsContext(st) {
+				v.joins[st.Session] = append(v.joins[st.Session], id)
+			}
 		}
 		return nil
 	})
@@ -124,6 +135,7 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 			return nil
 		}
 		v.Recalls[id] = r.Session
+		v.recalled[id] = r.IDs
 		for _, e := range r.IDs {
 			if v.Entries[e] == 0 {
 				bad(id, "recall of %s, which is not a verified entry", e)
@@ -277,4 +289,89 @@ func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, nodes map[string]*N
 			n.Effective, n.Reach, want.Effective, want.Reach)
 	}
 	return st, n
+}
+
+// VerifyContextOrder checks that every session's context rows are in the
+// order the log gives their entries: an entry recorded in the session joins
+// at its own sequence, a recall record's entries join, in the record's
+// order, at the recall's sequence (recallSeq: each logged recall record's
+// leaf index + 1, which only the log knows), and an entry already in the
+// context is not added again. VerifyIn compares the rows with the derived
+// context as a set; this compares the order, which the context's head (a
+// hash chain over the rows, unsigned) cannot vouch for, since whoever can
+// swap two rows can rewrite the head. A session whose rows differ as a set,
+// or one with a recall the log does not hold, is left to the problems
+// VerifyIn and the log check report. v is VerifyIn's result over t.
+func (g *Graph) VerifyContextOrder(ctx context.Context, t kv.Txn, v *Verified, recallSeq map[string]uint64, bad func(id, f string, a ...any)) error {
+	type event struct {
+		seq uint64
+		ids []string
+	}
+	events := map[string][]event{}
+	for session, ids := range v.joins {
+		for _, id := range ids {
+			events[session] = append(events[session], event{v.Entries[id], []string{id}})
+		}
+	}
+	skip := map[string]bool{}
+	for id, session := range v.Recalls {
+		seq, ok := recallSeq[id]
+		if !ok {
+			skip[session] = true
+			continue
+		}
+		events[session] = append(events[session], event{seq, v.recalled[id]})
+	}
+	for session, evs := range events {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if skip[session] {
+			continue
+		}
+		slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.seq, b.seq) })
+		var want []string
+		in := map[string]bool{}
+		for _, e := range evs {
+			for _, id := range e.ids {
+				if !in[id] {
+					in[id] = true
+					want = append(want, id)
+				}
+			}
+		}
+		var got []string
+		prefix := append(append([]byte(pSession), session...), 0)
+		if err := t.Iterate(prefix, true, func(_, val []byte) error {
+			got = append(got, string(val))
+			return nil
+		}); err != nil {
+			return err
+		}
+		if !sameSet(got, in) {
+			continue // VerifyIn names what is missing or extra
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				bad(got[i], "context row %d of session %s names this entry, the log's order puts %s there: context rows were reordered", i, session, want[i])
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// sameSet reports whether ids, with no ID twice, are exactly the set in.
+func sameSet(ids []string, in map[string]bool) bool {
+	if len(ids) != len(in) {
+		return false
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !in[id] || seen[id] {
+			return false
+		}
+		seen[id] = true
+	}
+	return true
 }
