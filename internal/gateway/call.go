@@ -13,6 +13,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/rollup"
 	"github.com/pedigree-ai/pedigree/internal/safetext"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -64,11 +65,28 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 
 // check records the call, justified by the session's context, and decides.
 func (g *Gateway) check(ctx context.Context, s *session, t tool, canon []byte) (*gate.Decision, error) {
-	return g.o.Backend.Check(ctx, g.o.Agent, g.callOf(s, t, canon))
+	c, err := g.callOf(ctx, s, t, canon)
+	if err != nil {
+		return nil, err
+	}
+	return g.o.Backend.Check(ctx, g.o.Agent, c)
 }
 
-func (g *Gateway) callOf(s *session, t tool, canon []byte) pedigree.Call {
-	return pedigree.Call{Principal: AgentPrincipal, Session: s.id, Tool: t.key, Args: canon}
+// callOf is the call, justified by the session's context: by the engine's
+// default (the whole context) while it is short, else by the session's
+// rollups and the context's tail (internal/rollup), since a call names at
+// most lineage.MaxParents parents and a long session's context holds more.
+func (g *Gateway) callOf(ctx context.Context, s *session, t tool, canon []byte) (pedigree.Call, error) {
+	c := pedigree.Call{Principal: AgentPrincipal, Session: s.id, Tool: t.key, Args: canon}
+	just, rolled, err := rollup.Justification(ctx, g.o.Backend, &g.rollups, AgentPrincipal,
+		func() (*registry.Signer, error) { return g.o.Agent, nil }, s.id)
+	if err != nil {
+		return c, fmt.Errorf("the session's context could not be read: %w", err)
+	}
+	if rolled {
+		c.Justification = just
+	}
+	return c, nil
 }
 
 // checkEarly is check, except that on a local engine an allow of a tool
@@ -83,7 +101,11 @@ func (g *Gateway) checkEarly(ctx context.Context, s *session, t tool, canon []by
 		d, err := g.check(ctx, s, t, canon)
 		return d, nil, err
 	}
-	d, stored, err := ce.CheckEarly(ctx, g.o.Agent, g.callOf(s, t, canon))
+	c, err := g.callOf(ctx, s, t, canon)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, stored, err := ce.CheckEarly(ctx, g.o.Agent, c)
 	if err != nil || stored == nil {
 		return d, nil, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/rollup"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -31,6 +32,9 @@ type Backend interface {
 	Check(ctx context.Context, s *registry.Signer, c pedigree.Call) (*gate.Decision, error)
 	Approve(ctx context.Context, s *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error)
 	ByContent(ctx context.Context, digest string) ([]string, error)
+	// Context and Show serve a long session's rollups (internal/rollup).
+	Context(ctx context.Context, session string) ([]string, error)
+	Show(ctx context.Context, id string) (*pedigree.EntryView, error)
 	// Subject is a decision's exact call as a person is asked about it.
 	Subject(ctx context.Context, decisionID string) (*gate.Pending, error)
 }
@@ -115,6 +119,11 @@ type Gateway struct {
 	// owners the upstream that offers each resource, template and prompt.
 	subs   map[string]map[*mcp.ServerSession]bool
 	owners owners
+
+	// rollups are the long sessions' rollups (internal/rollup): a call
+	// names at most lineage.MaxParents parents, a session's context grows
+	// past that.
+	rollups rollup.InMemory
 
 	// outputs are the tool outputs being committed (Close waits for them).
 	outputs sync.WaitGroup
