@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -40,7 +41,13 @@ import (
 //     own configuration (~/.claude.json, the managed file) or a .mcp.json
 //     the operator vouched for in a workspace declaration: a .mcp.json
 //     nobody vouched for is the repository writer's word, and its server's
-//     first metadata would be sealed on trust.
+//     first metadata would be sealed on trust. What a gateway with a named
+//     data directory noted its upstreams offer that differs from the seal
+//     (gateway.DriftDir: a rug pull, a new tool, a list_changed, the notes
+//     'mcp list' shows) is recorded in the session as those upstreams'
+//     unsealed content: the gateway records it in its own sessions, and
+//     the listing Claude Code made at its start was bound to none of the
+//     hook's.
 //   - Any other server (a stdio server run directly, an http or sse
 //     server, an entry the hook cannot read): its metadata reached the
 //     model unsealed. The hook records an entry of the MCP principal
@@ -163,8 +170,9 @@ func serversAt(doc []byte, at []string) (map[string]json.RawMessage, error) {
 }
 
 // gated says whether a server runs behind pedigree's gateway, in a way the
-// hook can rely on for its metadata (see above).
-func (h *Handler) gated(s mcpServer, doc []byte) bool {
+// hook can rely on for its metadata (see above), and the gateway's data
+// directory when its entry names one (absolute).
+func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 	var e struct {
 		Type    string            `json:"type"`
 		Command string            `json:"command"`
@@ -172,11 +180,11 @@ func (h *Handler) gated(s mcpServer, doc []byte) bool {
 		Env     map[string]string `json:"env"`
 	}
 	if json.Unmarshal(s.Raw, &e) != nil || (e.Type != "" && e.Type != "stdio") {
-		return false
+		return false, ""
 	}
 	exe, _ := os.Executable()
 	if e.Command != "pedigree" && (exe == "" || e.Command != exe) {
-		return false
+		return false, ""
 	}
 	dir, rest := "", e.Args
 	for len(rest) > 0 && rest[0] != "mcp" {
@@ -186,24 +194,57 @@ func (h *Handler) gated(s mcpServer, doc []byte) bool {
 		case strings.HasPrefix(rest[0], "--dir="):
 			dir, rest = strings.TrimPrefix(rest[0], "--dir="), rest[1:]
 		default:
-			return false // a flag the hook does not know: not read as a gateway
+			return false, "" // a flag the hook does not know: not read as a gateway
 		}
 	}
 	if len(rest) < 2 || rest[0] != "mcp" || rest[1] != "run" {
-		return false
+		return false, ""
 	}
 	if dir == "" {
 		dir = e.Env["PEDIGREE_DIR"]
 	}
-	if dir != "" && filepath.IsAbs(dir) && sameDir(dir, h.dir) {
-		return true // only upstreams sealed in this store run there
+	if !filepath.IsAbs(dir) {
+		dir = ""
+	}
+	if dir != "" && sameDir(dir, h.dir) {
+		return true, dir // only upstreams sealed in this store run there
 	}
 	switch s.Scope {
 	case "user", "local", "managed":
-		return true
+		return true, dir
 	}
 	p, _ := h.vouched(s.File, doc)
-	return p != ""
+	return p != "", dir
+}
+
+type unsealedText struct{ content, label string }
+
+// offered is what the gateway of data directory dir noted its upstreams
+// offer that differs from the operator's seal (gateway.DriftDir, which
+// 'mcp list' shows): the gateway records such metadata in its own
+// sessions, and the tools/list Claude Code sent at its start was bound to
+// no session of the hook's. Each note is the metadata itself, recorded as
+// the server's unsealed content. A note that cannot be read counts as
+// unsealed metadata of that upstream.
+func offered(dir string) []unsealedText {
+	if dir == "" {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, gateway.DriftDir, "*.json"))
+	sort.Strings(files)
+	var out []unsealedText
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		label := fmt.Sprintf("the tool descriptions the gateway's upstream %s offers, which differ from the operator's seal", clip(name))
+		d, err := gateway.LoadDrift(dir, name)
+		if err != nil || d == nil {
+			out = append(out, unsealedText{fmt.Sprintf("The gateway in %s noted metadata of its upstream %q that differs from the seal, in a note the hook cannot read (%v).", dir, name, err), label})
+			continue
+		}
+		b, _ := json.Marshal(d.Offered)
+		out = append(out, unsealedText{fmt.Sprintf("The tool metadata the gateway's upstream %q offered (seen %s), which differs from what the operator sealed in %s: %s", name, d.Seen, dir, b), label})
+	}
+	return out
 }
 
 func sameDir(a, b string) bool {
@@ -257,7 +298,12 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 		sort.Strings(names)
 		for _, n := range names {
 			s := mcpServer{Name: n, Scope: c.Scope, File: c.File, Raw: compact(servers[n])}
-			if h.gated(s, doc) {
+			if ok, gwDir := h.gated(s, doc); ok {
+				// Behind the gateway: sealed, except what its upstreams
+				// offered that differs from the seal.
+				for _, d := range offered(gwDir) {
+					add(d.content, d.label)
+				}
 				continue
 			}
 			add(fmt.Sprintf("The tool names, descriptions and schemas of the MCP server %q (%s scope, %s), which reached the model without pedigree's gateway, unsealed. Its configuration: %s", n, c.Scope, c.File, s.Raw),
