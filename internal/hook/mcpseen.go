@@ -51,8 +51,8 @@ import (
 //   - Any other server (a stdio server run directly, an http or sse
 //     server, an entry the hook cannot read): its metadata reached the
 //     model unsealed. The hook records an entry of the MCP principal
-//     (external) in the session, naming the server and holding its
-//     configuration, once per session: it taints what follows, and an ask
+//     (external) in the session, naming the server and what it runs
+//     (never its env or headers), once per session: it taints what follows, and an ask
 //     or a deny names "the tool descriptions of MCP server NAME".
 //
 // The hook does not start a server to read its metadata: that would run a
@@ -219,6 +219,23 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 
 type unsealedText struct{ content, label string }
 
+// runs is what a server entry runs or reaches (its type, command and
+// arguments, or URL), without its env and headers: the record names the
+// server, and keeps no credential the configuration passes it.
+func runs(raw json.RawMessage) string {
+	var e struct {
+		Type    string   `json:"type,omitempty"`
+		Command string   `json:"command,omitempty"`
+		Args    []string `json:"args,omitempty"`
+		URL     string   `json:"url,omitempty"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return "an entry that is not an object of an MCP server"
+	}
+	b, _ := json.Marshal(e)
+	return string(b)
+}
+
 // offered is what the gateway of data directory dir noted its upstreams
 // offer that differs from the operator's seal (gateway.DriftDir, which
 // 'mcp list' shows): the gateway records such metadata in its own
@@ -259,16 +276,8 @@ func sameDir(a, b string) bool {
 // mcpMetadata records, in ev's session, the metadata of every configured
 // MCP server not behind the gateway, once per session.
 func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
-	var unsealed []struct {
-		content []byte
-		label   string
-	}
-	add := func(content, label string) {
-		unsealed = append(unsealed, struct {
-			content []byte
-			label   string
-		}{[]byte(content), label})
-	}
+	var unsealed []unsealedText
+	add := func(content, label string) { unsealed = append(unsealed, unsealedText{content, label}) }
 	docs := map[string][]byte{}
 	for _, c := range mcpConfigs(ev.CWD) {
 		doc, ok := docs[c.File]
@@ -306,7 +315,7 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 				}
 				continue
 			}
-			add(fmt.Sprintf("The tool names, descriptions and schemas of the MCP server %q (%s scope, %s), which reached the model without pedigree's gateway, unsealed. Its configuration: %s", n, c.Scope, c.File, s.Raw),
+			add(fmt.Sprintf("The tool names, descriptions and schemas of the MCP server %q (%s scope, %s), which reached the model without pedigree's gateway, unsealed. It runs: %s", n, c.Scope, c.File, runs(s.Raw)),
 				fmt.Sprintf("the tool descriptions of MCP server %s (%s scope, not behind pedigree's gateway)", clip(n), c.Scope))
 		}
 	}
@@ -321,7 +330,8 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 		}
 	}
 	for _, u := range unsealed {
-		in, _, err := h.matches(ctx, lineage.DigestContent(u.content), ev.SessionID, nil)
+		content := []byte(u.content)
+		in, _, err := h.matches(ctx, lineage.DigestContent(content), ev.SessionID, nil)
 		if err != nil {
 			return err
 		}
@@ -333,7 +343,7 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 			return err
 		}
 		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-			Content: u.content, Parents: []lineage.Parent{}, StoreContent: len(u.content) <= MaxStoredContent})
+			Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent})
 		if err != nil {
 			return err
 		}

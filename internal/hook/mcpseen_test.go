@@ -32,7 +32,7 @@ func TestHookMCPMetadataNotBehindTheGateway(t *testing.T) {
 		taints    string // "" when the call runs quietly
 	}{
 		{name: "no MCP server"},
-		{name: "a stdio server run directly", user: map[string]any{"mcpServers": map[string]any{"weather": map[string]any{"command": "node", "args": []string{"w.js"}}}},
+		{name: "a stdio server run directly", user: map[string]any{"mcpServers": map[string]any{"weather": map[string]any{"command": "node", "args": []string{"w.js"}, "env": map[string]string{"WEATHER_TOKEN": "s3cret-token"}}}},
 			taints: "the tool descriptions of MCP server weather (user scope, not behind pedigree's gateway)"},
 		{name: "an http server", user: map[string]any{"projects": map[string]any{cwd: map[string]any{"mcpServers": map[string]any{"remote": map[string]any{"type": "http", "url": "https://mcp.example/"}}}}},
 			taints: "MCP server remote (local scope"},
@@ -102,6 +102,11 @@ func TestHookMCPMetadataNotBehindTheGateway(t *testing.T) {
 			for _, id := range ids {
 				if v, err := c.e.Show(t.Context(), id); err == nil && v.Node.Principal == hook.ToolMCP {
 					mcp++
+				}
+			}
+			for _, id := range ids {
+				if v, err := c.e.Show(t.Context(), id); err == nil && strings.Contains(string(v.Content), "s3cret-token") {
+					t.Fatalf("entry %s keeps a credential of the server's env: %s", id, v.Content)
 				}
 			}
 			if want := map[bool]int{true: 0, false: 1}[tc.taints == ""]; mcp != want {
