@@ -148,13 +148,20 @@ func readMCPConfig(path string) ([]byte, error) {
 	return b, nil
 }
 
-// serversAt is the mcpServers object at path at of doc, by name.
-func serversAt(doc []byte, at []string) (map[string]json.RawMessage, error) {
+// serversAt is the mcpServers object at path at of doc, by name. objs
+// keeps the objects parsed on the way, by file and path, so that the
+// projects of a large ~/.claude.json are parsed once per event, not once
+// per directory looked up.
+func serversAt(objs map[string]map[string]json.RawMessage, file string, doc []byte, at []string) (map[string]json.RawMessage, error) {
 	var cur json.RawMessage = doc
-	for _, k := range at {
-		var o map[string]json.RawMessage
-		if err := json.Unmarshal(cur, &o); err != nil {
-			return nil, err
+	for i, k := range at {
+		key := file + "\x00" + strings.Join(at[:i], "\x00")
+		o, ok := objs[key]
+		if !ok {
+			if err := json.Unmarshal(cur, &o); err != nil {
+				return nil, err
+			}
+			objs[key] = o
 		}
 		v, ok := o[k]
 		if !ok || string(bytes.TrimSpace(v)) == "null" {
@@ -279,6 +286,7 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 	var unsealed []unsealedText
 	add := func(content, label string) { unsealed = append(unsealed, unsealedText{content, label}) }
 	docs := map[string][]byte{}
+	objs := map[string]map[string]json.RawMessage{}
 	for _, c := range mcpConfigs(ev.CWD) {
 		doc, ok := docs[c.File]
 		if !ok {
@@ -294,7 +302,7 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
-		servers, err := serversAt(doc, c.At)
+		servers, err := serversAt(objs, c.File, doc, c.At)
 		if err != nil {
 			add(fmt.Sprintf("Claude Code's MCP configuration %s could not be parsed (%v): the metadata of the servers it names reached the model unsealed.", c.File, err),
 				fmt.Sprintf("the MCP configuration %s, which the hook could not parse", clip(c.File)))
