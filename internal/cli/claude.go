@@ -274,7 +274,7 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 			out.Command += " hook claude"
 			hooks := hook.CommandSettings(out.Command)
 			out.Command = hooks.Hooks[hook.PreToolUse][0].Hooks[0].Command
-			if out.SelfTest, err = selfTest(cmd.Context(), out.Command, wd); err != nil {
+			if out.SelfTest, err = selfTest(cmd.Context(), out.Command); err != nil {
 				return fmt.Errorf("self-test of the hook failed, so settings.json was left alone: %w", err)
 			}
 			out.Done = append(out.Done, "self-test: "+out.SelfTest)
@@ -425,7 +425,7 @@ func (a *app) trustWorkspace(ctx context.Context, repo string) (string, error) {
 // CLAUDE_CONFIG_DIR, a working directory of its own): it tests the hook
 // command, and a server not behind the gateway yet, which install --mcp
 // moves after it, would taint its clean session.
-func selfTest(ctx context.Context, command, _ string) (string, error) {
+func selfTest(ctx context.Context, command string) (string, error) {
 	cwd, err := os.MkdirTemp("", "pedigree-selftest-")
 	if err != nil {
 		return "", err
