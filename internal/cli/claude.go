@@ -274,7 +274,7 @@ Undo with 'pedigree claude uninstall' (same --project or --settings).`,
 			out.Command += " hook claude"
 			hooks := hook.CommandSettings(out.Command)
 			out.Command = hooks.Hooks[hook.PreToolUse][0].Hooks[0].Command
-			if out.SelfTest, err = selfTest(cmd.Context(), out.Command, wd); err != nil {
+			if out.SelfTest, err = selfTest(cmd.Context(), out.Command); err != nil {
 				return fmt.Errorf("self-test of the hook failed, so settings.json was left alone: %w", err)
 			}
 			out.Done = append(out.Done, "self-test: "+out.SelfTest)
@@ -420,7 +420,18 @@ func (a *app) trustWorkspace(ctx context.Context, repo string) (string, error) {
 // one, as Claude Code would, and checks the clean call runs and the
 // exfiltration does not. Its sessions are recorded in the store, under
 // IDs that say what they were.
-func selfTest(ctx context.Context, command, cwd string) (string, error) {
+//
+// It runs apart from the person's MCP configuration (an empty
+// CLAUDE_CONFIG_DIR, a working directory of its own): it tests the hook
+// command, and a server not behind the gateway yet, which install --mcp
+// moves after it, would taint its clean session.
+func selfTest(ctx context.Context, command string) (string, error) {
+	cwd, err := os.MkdirTemp("", "pedigree-selftest-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(cwd)
+	env := append(os.Environ(), "CLAUDE_CONFIG_DIR="+cwd)
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return "", err
@@ -436,6 +447,7 @@ func selfTest(ctx context.Context, command, cwd string) (string, error) {
 		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		c := exec.CommandContext(ctx, "sh", "-c", command)
+		c.Env = env
 		c.Stdin = bytes.NewReader(b)
 		var stdout, stderr bytes.Buffer
 		c.Stdout, c.Stderr = &stdout, &stderr

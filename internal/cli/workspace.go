@@ -33,7 +33,9 @@ stays external.
 The declaration is part of the hook's mapping (claude-hook.yaml) with the manifest of
 vouched files (DIR/claude-workspaces/), so after freeze it counts only under the
 operator's seal: the command seals the configuration again with the operator key
-(--operator-key, default: the one init wrote). --list shows the declarations.`,
+(--operator-key, default: the one init wrote). --list shows the declarations as the
+hook counts them: after freeze it checks the mapping against the operator's seal and
+each manifest against its declaration, and fails (exit 1) naming what does not verify.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -41,9 +43,20 @@ operator's seal: the command seals the configuration again with the operator key
 				if len(args) > 0 {
 					return usagef("--list takes no DIR")
 				}
-				m, err := hook.LoadMapping(a.dir)
+				// As the hook counts them: under the operator's seal, each
+				// manifest as its declaration pins it.
+				b, err := a.backend(ctx)
 				if err != nil {
 					return err
+				}
+				defer b.Close()
+				view, err := b.Registry(ctx)
+				if err != nil {
+					return err
+				}
+				m, err := hook.Declarations(a.dir, view)
+				if err != nil {
+					return fmt.Errorf("the trusted workspaces cannot be listed: %w", err)
 				}
 				ws := m.Workspaces
 				if ws == nil {

@@ -41,7 +41,8 @@ func approvalSchema() map[string]any {
 
 // askMessage is what the person is asked: the call's exact view (every
 // protected argument whole and first, with where it came from;
-// gate.Pending.View), then why it is held. Everything in it is escaped for
+// gate.Pending.View), then why it is held: the content it relied on, then
+// the gate's rule names. Everything in it is escaped for
 // a terminal, and it says so when something was.
 func (g *Gateway) askMessage(ctx context.Context, t tool, canon []byte, d *gate.Decision) string {
 	p, err := g.o.Backend.Subject(ctx, d.ID)
@@ -59,12 +60,15 @@ func (g *Gateway) askMessage(ctx context.Context, t tool, canon []byte, d *gate.
 	for _, l := range lines {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
+	// What it relied on in plain words first; the rule names after.
 	var why strings.Builder
-	why.WriteString(strings.Join(d.Reasons, "; "))
 	for _, u := range d.Untrusted {
-		fmt.Fprintf(&why, ". It relies on content from %s (%s tier)%s", u.Principal, u.Tier, g.describe(u.Principal))
+		fmt.Fprintf(&why, "It relies on content from %s (%s tier)%s. ", u.Principal, u.Tier, g.describe(u.Principal))
 	}
-	fmt.Fprintf(&why, ". Decision %s.", short(d.ID))
+	if len(d.Reasons) > 0 {
+		fmt.Fprintf(&why, "Rules: %s. ", strings.Join(d.Reasons, "; "))
+	}
+	fmt.Fprintf(&why, "Decision %s.", short(d.ID))
 	return b.String() + safetext.Message(why.String(), escaped)
 }
 
@@ -74,17 +78,17 @@ func (g *Gateway) askMessage(ctx context.Context, t tool, canon []byte, d *gate.
 // the human cannot be asked, the call is refused: never forwarded unasked.
 func (g *Gateway) ask(ctx context.Context, req *mcp.CallToolRequest, t tool, s *session, canon []byte, d *gate.Decision) (*mcp.CallToolResult, error) {
 	if g.o.Approver == nil {
-		return g.denied(t, d, "it needs a person's approval and this gateway has no approver (--approver)"), nil
+		return g.denied(ctx, t, d, "it needs a person's approval and this gateway has no approver (--approver)"), nil
 	}
 	ip := req.Session.InitializeParams()
 	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
-		return g.denied(t, d, "it needs a person's approval and this client cannot ask one (it declares no elicitation)"), nil
+		return g.denied(ctx, t, d, "it needs a person's approval and this client cannot ask one (it declares no elicitation)"), nil
 	}
 	params := &mcp.ElicitParams{Mode: "form", Message: g.askMessage(ctx, t, canon, d), RequestedSchema: approvalSchema()}
 	if ip.ProtocolVersion >= newProtocol {
 		state, err := g.sealState(requestState{Session: s.id, Tool: t.key, Action: lineage.ActionDigest(t.key, canon), Decision: d.ID})
 		if err != nil {
-			return g.denied(t, d, "it needs a person's approval and the request could not be prepared: "+err.Error()), nil
+			return g.denied(ctx, t, d, "it needs a person's approval and the request could not be prepared: "+err.Error()), nil
 		}
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputID: params}, RequestState: state}, nil
 	}
@@ -92,7 +96,7 @@ func (g *Gateway) ask(ctx context.Context, req *mcp.CallToolRequest, t tool, s *
 	defer cancel()
 	res, err := req.Session.Elicit(actx, params)
 	if err != nil {
-		return g.denied(t, d, "it needs a person's approval and asking failed: "+err.Error()), nil
+		return g.denied(ctx, t, d, "it needs a person's approval and asking failed: "+err.Error()), nil
 	}
 	return g.answer(ctx, req, t, s, canon, d, res)
 }
@@ -106,17 +110,17 @@ func (g *Gateway) answer(ctx context.Context, req *mcp.CallToolRequest, t tool, 
 		if res != nil {
 			action = res.Action
 		}
-		return g.denied(t, d, fmt.Sprintf("it needs a person's approval and the person asked did not give it (%s)", action)), nil
+		return g.denied(ctx, t, d, fmt.Sprintf("it needs a person's approval and the person asked did not give it (%s)", action)), nil
 	}
 	if _, err := g.o.Backend.Approve(ctx, g.o.Approver, g.o.ApproverID, d.ID, ApprovalTTL); err != nil {
-		return g.denied(t, d, "the approval could not be recorded: "+err.Error()), nil
+		return g.denied(ctx, t, d, "the approval could not be recorded: "+err.Error()), nil
 	}
 	d2, err := g.check(ctx, s, t, canon)
 	if err != nil {
 		return g.refused(t, d, "the gate could not decide after the approval: "+err.Error()), nil
 	}
 	if d2.Decision != gate.Allow {
-		return g.denied(t, d2, "it was approved, and still refused"), nil
+		return g.denied(ctx, t, d2, "it was approved, and still refused"), nil
 	}
 	return g.forward(ctx, req, t, s, canon, d2, nil)
 }

@@ -60,7 +60,7 @@ func (g *Gateway) call(ctx context.Context, req *mcp.CallToolRequest, t tool) (*
 	case d.Decision == gate.Ask:
 		return g.ask(ctx, req, t, s, canon, d)
 	}
-	return g.denied(t, d, ""), nil
+	return g.denied(ctx, t, d, ""), nil
 }
 
 // check records the call, justified by the session's context, and decides.
@@ -284,22 +284,40 @@ func (g *Gateway) decisionMeta(d *gate.Decision) map[string]any {
 	return m
 }
 
-// denied is the result of a call the gate refused.
-func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResult {
+// denied is the result of a call the gate refused. It says first, in
+// plain words, what was stopped and why, then the call exactly as a person
+// would be asked about it (every protected argument whole, each argument
+// with the source its value came from; gate.Pending.View), then the
+// untrusted content it relied on; the gate's rule names come last, after
+// "Rules:" (they stay whole in -o json and gate log).
+func (g *Gateway) denied(ctx context.Context, t tool, d *gate.Decision, why string) *mcp.CallToolResult {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pedigree denied %s: ", t.exposed.Name)
+	fmt.Fprintf(&b, "pedigree denied %s, and nothing was forwarded", t.exposed.Name)
 	if why != "" {
-		b.WriteString(why + ". The gate said: ")
+		b.WriteString(": " + why)
 	}
-	b.WriteString(strings.Join(d.Reasons, "; "))
 	b.WriteString(".")
+	escaped := 0
+	if g.o.Backend != nil && d.ID != "" {
+		if p, err := g.o.Backend.Subject(ctx, d.ID); err == nil {
+			lines, n := p.View()
+			escaped += n
+			// One line: the host shows it as the tool's error text.
+			fmt.Fprintf(&b, " The call, with where each argument's value came from: %s.", strings.Join(lines, "; "))
+		} else {
+			g.o.Log.Warn("the decision's evidence could not be read for the deny", "decision_id", d.ID, "error", err)
+		}
+	}
 	for _, u := range d.Untrusted {
 		path := make([]string, len(u.Path))
 		for i, p := range u.Path {
 			path[i] = short(p)
 		}
-		fmt.Fprintf(&b, " The call relied on content from %s (%s tier)%s, entry %s, reached through %s.",
+		fmt.Fprintf(&b, " It relied on content from %s (%s tier)%s, entry %s, reached through %s.",
 			u.Principal, u.Tier, g.describe(u.Principal), short(u.ID), strings.Join(path, " <- "))
+	}
+	if len(d.Reasons) > 0 {
+		fmt.Fprintf(&b, " Rules: %s.", strings.Join(d.Reasons, "; "))
 	}
 	fmt.Fprintf(&b, " Decision %s (trace it: pedigree lineage trace %s).", d.ID, short(d.CallID))
 	if g.o.ApproveHint != "" {
@@ -308,7 +326,7 @@ func (g *Gateway) denied(t tool, d *gate.Decision, why string) *mcp.CallToolResu
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny
 	m["gate_decision"] = d.Decision
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safetext.Message(b.String(), 0)}}, Meta: mcp.Meta{MetaDecision: m}}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: safetext.Message(b.String(), escaped)}}, Meta: mcp.Meta{MetaDecision: m}}
 }
 
 // describe names where a principal's content comes from, when the gateway

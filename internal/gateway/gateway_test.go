@@ -222,8 +222,11 @@ func (w *world) connect(t testing.TB, protocol, elicit string) *client {
 	if elicit != "" {
 		opts.ElicitationHandler = func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			c.asked.Add(1)
-			if !strings.HasPrefix(req.Params.Message, "pedigree asks") {
-				t.Errorf("elicitation message %q", req.Params.Message)
+			// What it relied on, in plain words, before the rule names.
+			m := req.Params.Message
+			relied, rules := strings.Index(m, "It relies on content from "), strings.Index(m, "Rules: ")
+			if !strings.HasPrefix(m, "pedigree asks") || (rules >= 0 && relied > rules) || strings.Contains(m, "unsourced-argument") && rules < 0 {
+				t.Errorf("elicitation message %q", m)
 			}
 			if elicit == "accept" {
 				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
@@ -501,6 +504,35 @@ func TestUnknownMemoryIsUnverified(t *testing.T) {
 	}
 }
 
+// refusalLeadsWithPlainWords checks the order of a deny's words: what was
+// stopped first, then the call with each argument's value and its source
+// (the protected argument arg shown whole), then the content it relied on,
+// and only after "Rules:" the gate's rule names.
+func refusalLeadsWithPlainWords(t *testing.T, w *world, s, decisionID, arg string) {
+	t.Helper()
+	d, err := w.E.Decision(context.Background(), decisionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := strings.Index(s, "The call, with where each argument's value came from: ")
+	argAt := strings.Index(s, arg+" = ")
+	relied := strings.Index(s, "It relied on content from ")
+	rules := strings.Index(s, " Rules: ")
+	if !strings.HasPrefix(s, "pedigree denied ") || call < 0 || argAt < call || !strings.Contains(s[argAt:], "[protected, shown whole; from") ||
+		relied < argAt || rules < relied {
+		t.Fatalf("the refusal does not lead with what was stopped and where its arguments came from: %q", s)
+	}
+	for _, r := range d.Reasons {
+		rule, _, _ := strings.Cut(r, ":")
+		if strings.Contains(s[:rules], rule) {
+			t.Fatalf("rule %q named before \"Rules:\": %q", rule, s)
+		}
+		if !strings.Contains(s[rules:], rule) {
+			t.Fatalf("rule %q not named after \"Rules:\": %q", rule, s)
+		}
+	}
+}
+
 // Case 4: ask. Accept writes once (the same call again asks again); decline
 // and a client without elicitation do not write, and say how to approve.
 func TestAsk(t *testing.T) {
@@ -525,6 +557,7 @@ func TestAsk(t *testing.T) {
 				if !strings.HasPrefix(text(res), "pedigree denied") || !strings.Contains(text(res), d.DecisionID) || !strings.Contains(text(res), "gate approve") {
 					t.Fatalf("refusal text: %q", text(res))
 				}
+				refusalLeadsWithPlainWords(t, w, text(res), d.DecisionID, "path")
 				return
 			}
 			// Written once: the approval is used up, so the same call asks again.

@@ -100,7 +100,7 @@ func TestGatewayTextsEscapeControls(t *testing.T) {
 	d := &gate.Decision{ID: strings.Repeat("a", 64), CallID: strings.Repeat("b", 64), Decision: gate.Deny, Reasons: []string{"reason " + bad},
 		Untrusted: []lineage.Source{}}
 	for name, res := range map[string]*mcp.CallToolResult{
-		"denied":  g.denied(tl, d, "why "+bad),
+		"denied":  g.denied(t.Context(), tl, d, "why "+bad),
 		"refused": g.refused(tl, d, "why "+bad),
 		"failed":  g.failed(tl, d, "the upstream evil failed: "+bad),
 	} {

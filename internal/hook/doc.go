@@ -14,7 +14,11 @@
 // (the events' transcript_path) holds them all: at each UserPromptSubmit
 // and PreToolUse the hook reads what the transcript gained and records
 // every item the session's context does not hold yet (transcript.go parses,
-// sync.go says what is recorded as whom, and which source wins).
+// sync.go says what is recorded as whom, and which source wins). Neither
+// holds the MCP servers' tool descriptions, which Claude Code also sends:
+// the hook reads the MCP configuration Claude Code resolves, and records
+// every server not behind pedigree's gateway as unsealed external content
+// (mcpseen.go).
 //
 // The same Handler serves the `pedigree hook claude` command (one event on
 // stdin) and the sidecar's POST /v1/hooks/claude (Claude Code's http hooks).

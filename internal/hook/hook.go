@@ -79,11 +79,19 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 		if err := h.prompt(ctx, ev); err != nil {
 			return nil, err
 		}
+		if err := h.mcpMetadata(ctx, ev); err != nil {
+			return nil, err
+		}
 		return nil, h.transcript(ctx, ev)
 	case PreToolUse:
 		// What the transcript gained since the last event: the model was
 		// sent it before it proposed this call.
 		if err := h.transcript(ctx, ev); err != nil {
+			return nil, err
+		}
+		// The MCP servers' metadata, which no event or transcript line
+		// carries (mcpseen.go).
+		if err := h.mcpMetadata(ctx, ev); err != nil {
 			return nil, err
 		}
 		return h.pre(ctx, ev)

@@ -71,7 +71,7 @@ func WrapMCPServers(doc []byte, at []string, exe string) (out []byte, changes []
 			}
 			switch {
 			case e.Type != "" && e.Type != "stdio":
-				skipped = append(skipped, fmt.Sprintf("%s: a %s server (the gateway fronts stdio servers): left as it is", m.Key, e.Type))
+				skipped = append(skipped, fmt.Sprintf("%s: a %s server (the gateway fronts stdio servers): left as it is; its tool descriptions reach the model unsealed, so the hook records them as external content in every session, and calls that act there ask", m.Key, e.Type))
 				continue
 			case e.Command == "":
 				skipped = append(skipped, fmt.Sprintf("%s: no command: left as it is", m.Key))

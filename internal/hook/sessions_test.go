@@ -38,6 +38,10 @@ type sessionFile struct {
 	Trust     string            `json:"trust"`
 	Later     map[string]string `json:"later"`
 	Untracked map[string]string `json:"untracked"`
+	// Home is written into a fresh $HOME (Claude Code's ~/.claude.json
+	// with its MCP servers), after $REPO and $DATA (the hook's data
+	// directory) are put in.
+	Home map[string]string `json:"home"`
 	// Gap names what the hook cannot see in a poisoned session whose risky
 	// call runs (reported, not failed).
 	Gap   string `json:"gap"`
@@ -144,6 +148,15 @@ func replaySession(t *testing.T, s *sessionFile) sessionResult {
 			gitIn(t, root, "commit", "-qm", "later")
 		}
 		writeFiles(t, root, s.Untracked)
+	}
+	// Claude Code's configuration is the session's own, never the
+	// developer's who runs the test.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	for name, content := range s.Home {
+		content = strings.ReplaceAll(strings.ReplaceAll(content, "$REPO", root), "$DATA", h.dir)
+		writeFiles(t, home, map[string]string{name: content})
 	}
 	sub := func(raw json.RawMessage) json.RawMessage {
 		if raw == nil {

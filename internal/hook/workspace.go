@@ -152,6 +152,28 @@ func TrustWorkspace(ctx context.Context, dir, path, tier string, operator *regis
 	return &ws, nil
 }
 
+// Declarations is the hook's mapping as the hook counts it, for
+// 'trust-workspace --list': read under the operator's seal (after freeze;
+// view is the registry as the caller's backend reports it), with every
+// workspace's manifest the one its declaration pins. Any of it that does
+// not verify is an error wrapping pedigree.ErrTampered, naming what: the
+// hook would refuse every event (a mapping off its seal) or trust none of
+// that workspace's files (a manifest off its pin), and a list that showed
+// the declarations anyway would tell the person otherwise.
+func Declarations(dir string, view *pedigree.RegistryView) (*Mapping, error) {
+	m, err := loadSealedMapping(dir, view)
+	if err != nil {
+		return nil, err
+	}
+	for i := range m.Workspaces {
+		ws := &m.Workspaces[i]
+		if _, err := loadManifest(dir, ws); err != nil {
+			return nil, fmt.Errorf("%w: the declaration of workspace %s does not verify: %v", pedigree.ErrTampered, ws.Root, err)
+		}
+	}
+	return m, nil
+}
+
 // gitManifest reads the repository holding path: its top-level directory,
 // its HEAD commit, and the sha256 of each regular file's blob in that
 // commit (symlinks and submodules are left out: they vouch for nothing).
@@ -247,7 +269,11 @@ func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 // loadManifest reads a workspace's manifest and checks it is the one the
 // declaration pins.
 func (h *Handler) loadManifest(ws *Workspace) (*manifest, error) {
-	b, err := os.ReadFile(filepath.Join(h.dir, ws.Manifest))
+	return loadManifest(h.dir, ws)
+}
+
+func loadManifest(dir string, ws *Workspace) (*manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ws.Manifest))
 	if err != nil {
 		return nil, err
 	}

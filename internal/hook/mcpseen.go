@@ -1,0 +1,363 @@
+package hook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/gateway"
+	"github.com/pedigree-ai/pedigree/lineage"
+)
+
+// The MCP metadata the model sees. Claude Code puts every configured MCP
+// server's tool names, descriptions and input schemas into the model's
+// context at the start of a session and never passes them to a hook: no
+// event and no transcript line carries them. A tool description that says
+// "<IMPORTANT>before answering, run curl ...</IMPORTANT>" would steer a
+// session whose record holds only clean content.
+//
+// So at each prompt and each proposed call the hook reads the MCP server
+// configuration Claude Code loads for the event's working directory, as
+// Claude Code resolves it (its user scope, the mcpServers of ~/.claude.json
+// or $CLAUDE_CONFIG_DIR/.claude.json; its local scope, that file's
+// projects[DIR].mcpServers for the working directory and every directory
+// above it; its project scope, every .mcp.json from the working directory
+// up to the root; the managed managed-mcp.json), and sorts each server:
+//
+//   - Behind pedigree's gateway ('pedigree [--dir DIR] mcp run ...'): the
+//     gateway sealed the server's metadata and records in the session any
+//     that differs from the seal, so the hook records nothing. A gateway
+//     over the hook's own data directory runs only upstreams sealed in this
+//     store; another gateway (the one-line form, with a directory of its
+//     own, sealed on its first start) counts when the entry is the user's
+//     own configuration (~/.claude.json, the managed file) or a .mcp.json
+//     the operator vouched for in a workspace declaration: a .mcp.json
+//     nobody vouched for is the repository writer's word, and its server's
+//     first metadata would be sealed on trust. What a gateway with a named
+//     data directory noted its upstreams offer that differs from the seal
+//     (gateway.DriftDir: a rug pull, a new tool, a list_changed, the notes
+//     'mcp list' shows) is recorded in the session as those upstreams'
+//     unsealed content: the gateway records it in its own sessions, and
+//     the listing Claude Code made at its start was bound to none of the
+//     hook's.
+//   - Any other server (a stdio server run directly, an http or sse
+//     server, an entry the hook cannot read): its metadata reached the
+//     model unsealed. The hook records an entry of the MCP principal
+//     (external) in the session, naming the server and what it runs
+//     (never its env or headers), once per session: it taints what follows, and an ask
+//     or a deny names "the tool descriptions of MCP server NAME".
+//
+// The hook does not start a server to read its metadata: that would run a
+// program of the configuration's choosing inside the hook, and what it
+// answered the hook need not be what it answered Claude Code. A
+// configuration file that cannot be read or parsed is recorded the same
+// way (unsealed metadata of servers the hook cannot name). Servers given
+// on Claude Code's command line (--mcp-config), by plugins, or by claude.ai
+// connectors are not in these files: docs/hooks.md names that gap.
+
+// mcpConfig is one place Claude Code reads mcpServers from.
+type mcpConfig struct {
+	File  string
+	At    []string
+	Scope string // user, local, project, managed
+}
+
+// managedMCPFiles are the system-wide MCP configurations.
+var managedMCPFiles = []string{"/etc/claude-code/managed-mcp.json", "/Library/Application Support/ClaudeCode/managed-mcp.json"}
+
+// claudeJSON is the file of Claude Code's user and local scopes.
+func claudeJSON() string {
+	if d := os.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
+		return filepath.Join(d, ".claude.json")
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		return filepath.Join(home, ".claude.json")
+	}
+	return ""
+}
+
+// mcpConfigs are the places Claude Code may read for a session in cwd,
+// conservatively: every directory from cwd up counts as a project root.
+func mcpConfigs(cwd string) []mcpConfig {
+	var out []mcpConfig
+	cj := claudeJSON()
+	if cj != "" {
+		out = append(out, mcpConfig{File: cj, At: []string{"mcpServers"}, Scope: "user"})
+	}
+	if filepath.IsAbs(cwd) {
+		for d := filepath.Clean(cwd); ; d = filepath.Dir(d) {
+			if cj != "" {
+				out = append(out, mcpConfig{File: cj, At: []string{"projects", d, "mcpServers"}, Scope: "local"})
+			}
+			out = append(out, mcpConfig{File: filepath.Join(d, ".mcp.json"), At: []string{"mcpServers"}, Scope: "project"})
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	for _, f := range managedMCPFiles {
+		out = append(out, mcpConfig{File: f, At: []string{"mcpServers"}, Scope: "managed"})
+	}
+	return out
+}
+
+// mcpServer is one configured server.
+type mcpServer struct {
+	Name  string
+	Scope string
+	File  string
+	Raw   json.RawMessage
+}
+
+// maxMCPConfigBytes bounds a configuration file the hook reads
+// (~/.claude.json keeps history, and grows).
+const maxMCPConfigBytes = 64 << 20
+
+// readMCPConfig reads the file whole (nil when it does not exist).
+func readMCPConfig(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxMCPConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxMCPConfigBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxMCPConfigBytes)
+	}
+	return b, nil
+}
+
+// serversAt is the mcpServers object at path at of doc, by name. objs
+// keeps the objects parsed on the way, by file and path, so that the
+// projects of a large ~/.claude.json are parsed once per event, not once
+// per directory looked up.
+func serversAt(objs map[string]map[string]json.RawMessage, file string, doc []byte, at []string) (map[string]json.RawMessage, error) {
+	var cur json.RawMessage = doc
+	for i, k := range at {
+		key := file + "\x00" + strings.Join(at[:i], "\x00")
+		o, ok := objs[key]
+		if !ok {
+			if err := json.Unmarshal(cur, &o); err != nil {
+				return nil, err
+			}
+			objs[key] = o
+		}
+		v, ok := o[k]
+		if !ok || string(bytes.TrimSpace(v)) == "null" {
+			return nil, nil
+		}
+		cur = v
+	}
+	var servers map[string]json.RawMessage
+	if err := json.Unmarshal(cur, &servers); err != nil {
+		return nil, fmt.Errorf("%s: %v", strings.Join(at, "."), err)
+	}
+	return servers, nil
+}
+
+// gated says whether a server runs behind pedigree's gateway, in a way the
+// hook can rely on for its metadata (see above), and the gateway's data
+// directory when its entry names one (absolute).
+func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
+	var e struct {
+		Type    string            `json:"type"`
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}
+	if json.Unmarshal(s.Raw, &e) != nil || (e.Type != "" && e.Type != "stdio") {
+		return false, ""
+	}
+	exe, _ := os.Executable()
+	if e.Command != "pedigree" && (exe == "" || e.Command != exe) {
+		return false, ""
+	}
+	dir, rest := "", e.Args
+	for len(rest) > 0 && rest[0] != "mcp" {
+		switch {
+		case rest[0] == "--dir" && len(rest) > 1:
+			dir, rest = rest[1], rest[2:]
+		case strings.HasPrefix(rest[0], "--dir="):
+			dir, rest = strings.TrimPrefix(rest[0], "--dir="), rest[1:]
+		default:
+			return false, "" // a flag the hook does not know: not read as a gateway
+		}
+	}
+	if len(rest) < 2 || rest[0] != "mcp" || rest[1] != "run" {
+		return false, ""
+	}
+	if dir == "" {
+		dir = e.Env["PEDIGREE_DIR"]
+	}
+	if !filepath.IsAbs(dir) {
+		dir = ""
+	}
+	if dir != "" && sameDir(dir, h.dir) {
+		return true, dir // only upstreams sealed in this store run there
+	}
+	switch s.Scope {
+	case "user", "local", "managed":
+		return true, dir
+	}
+	p, _ := h.vouched(s.File, doc)
+	return p != "", dir
+}
+
+type unsealedText struct{ content, label string }
+
+// runs is what a server entry runs or reaches (its type, command and
+// arguments, or URL), without its env and headers: the record names the
+// server, and keeps no credential the configuration passes it.
+func runs(raw json.RawMessage) string {
+	var e struct {
+		Type    string   `json:"type,omitempty"`
+		Command string   `json:"command,omitempty"`
+		Args    []string `json:"args,omitempty"`
+		URL     string   `json:"url,omitempty"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		return "an entry that is not an object of an MCP server"
+	}
+	b, _ := json.Marshal(e)
+	return string(b)
+}
+
+// offered is what the gateway of data directory dir noted its upstreams
+// offer that differs from the operator's seal (gateway.DriftDir, which
+// 'mcp list' shows): the gateway records such metadata in its own
+// sessions, and the tools/list Claude Code sent at its start was bound to
+// no session of the hook's. Each note is the metadata itself, recorded as
+// the server's unsealed content. A note that cannot be read counts as
+// unsealed metadata of that upstream.
+func offered(dir string) []unsealedText {
+	if dir == "" {
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, gateway.DriftDir, "*.json"))
+	sort.Strings(files)
+	var out []unsealedText
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		label := fmt.Sprintf("the tool descriptions the gateway's upstream %s offers, which differ from the operator's seal", clip(name))
+		d, err := gateway.LoadDrift(dir, name)
+		if err != nil || d == nil {
+			out = append(out, unsealedText{fmt.Sprintf("The gateway in %s noted metadata of its upstream %q that differs from the seal, in a note the hook cannot read (%v).", dir, name, err), label})
+			continue
+		}
+		b, _ := json.Marshal(d.Offered)
+		out = append(out, unsealedText{fmt.Sprintf("The tool metadata the gateway's upstream %q offered (seen %s), which differs from what the operator sealed in %s: %s", name, d.Seen, dir, b), label})
+	}
+	return out
+}
+
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// mcpMetadata records, in ev's session, the metadata of every configured
+// MCP server not behind the gateway, once per session.
+func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
+	var unsealed []unsealedText
+	add := func(content, label string) { unsealed = append(unsealed, unsealedText{content, label}) }
+	docs := map[string][]byte{}
+	objs := map[string]map[string]json.RawMessage{}
+	for _, c := range mcpConfigs(ev.CWD) {
+		doc, ok := docs[c.File]
+		if !ok {
+			var err error
+			doc, err = readMCPConfig(c.File)
+			if err != nil {
+				add(fmt.Sprintf("Claude Code's MCP configuration %s could not be read (%v): the metadata of the servers it names reached the model unsealed.", c.File, err),
+					fmt.Sprintf("the MCP configuration %s, which the hook could not read", clip(c.File)))
+				doc = nil
+			}
+			docs[c.File] = doc
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		servers, err := serversAt(objs, c.File, doc, c.At)
+		if err != nil {
+			add(fmt.Sprintf("Claude Code's MCP configuration %s could not be parsed (%v): the metadata of the servers it names reached the model unsealed.", c.File, err),
+				fmt.Sprintf("the MCP configuration %s, which the hook could not parse", clip(c.File)))
+			continue
+		}
+		names := make([]string, 0, len(servers))
+		for n := range servers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			s := mcpServer{Name: n, Scope: c.Scope, File: c.File, Raw: compact(servers[n])}
+			if ok, gwDir := h.gated(s, doc); ok {
+				// Behind the gateway: sealed, except what its upstreams
+				// offered that differs from the seal.
+				for _, d := range offered(gwDir) {
+					add(d.content, d.label)
+				}
+				continue
+			}
+			add(fmt.Sprintf("The tool names, descriptions and schemas of the MCP server %q (%s scope, %s), which reached the model without pedigree's gateway, unsealed. It runs: %s", n, c.Scope, c.File, runs(s.Raw)),
+				fmt.Sprintf("the tool descriptions of MCP server %s (%s scope, not behind pedigree's gateway)", clip(n), c.Scope))
+		}
+	}
+	if len(unsealed) == 0 {
+		return nil
+	}
+	principal := h.m.MCP.Principal
+	if h.m.MCP.Skip || principal == "" {
+		var err error
+		if principal, err = h.unverified(); err != nil {
+			return err
+		}
+	}
+	for _, u := range unsealed {
+		content := []byte(u.content)
+		in, _, err := h.matches(ctx, lineage.DigestContent(content), ev.SessionID, nil)
+		if err != nil {
+			return err
+		}
+		if in {
+			continue // recorded in this session already
+		}
+		s, err := h.signer(ctx, principal)
+		if err != nil {
+			return err
+		}
+		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
+			Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent})
+		if err != nil {
+			return err
+		}
+		if err := h.state.label(n.ID, u.label); err != nil {
+			return err
+		}
+	}
+	return nil
+}
