@@ -39,9 +39,11 @@ type Engine struct {
 	// engine signs every leaf the engine logs (enginekey.go); nil, with
 	// engineErr saying why, when the engine cannot write.
 	engine        *registry.Signer
+	engineID      string // its principal (engine:local, engine:<node> in a fleet)
 	engineErr     error
 	verifiersOnce sync.Once
 	verifiers     []*registry.Verifier
+	verifierByID  map[string]*registry.Verifier
 	// The witnesses' state (witness.go).
 	witnessMu     sync.Mutex
 	witnessedSize uint64

@@ -156,6 +156,11 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 			return fail(errors.Join(err, fmt.Errorf("%w: this directory holds entries that are not from the fleet's stream", ErrFleet)))
 		}
 	}
+	if e.engine == nil {
+		// Its peers would refuse whatever it published.
+		return fail(fmt.Errorf("%w: %w: %w (register this node's engine key as a principal engine:<node>, tier external, "+
+			"in the seed directory before it is frozen)", ErrFleet, ErrUncertifiedEngine, e.engineErr))
+	}
 	if err := e.writeFreezeCopy(); err != nil {
 		return fail(err)
 	}
@@ -244,6 +249,9 @@ func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key 
 func (l *fleetLink) commit(ctx context.Context, r *record) error {
 	m, err := r.encode()
 	if err != nil {
+		return err
+	}
+	if m.data, err = l.e.sealRecord(m.kind, m.key, m.data); err != nil {
 		return err
 	}
 	_, err = l.n.Publish(ctx, m.kind, m.key, m.id, m.data, m.createOnly)

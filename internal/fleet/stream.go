@@ -48,6 +48,9 @@ const (
 	// dedupWindow is how long the stream remembers message IDs. Beyond it
 	// the per-subject create-only checks still refuse a second copy.
 	dedupWindow = 10 * time.Minute
+	// maxSquatters bounds how many refused records a create-only publish
+	// steps over on its subject before it gives up (a conflict: a deny).
+	maxSquatters = 64
 )
 
 // subject is the record's subject: prefix.kind.key.
