@@ -134,7 +134,8 @@ func (e *Engine) engineKeyList() []ed25519.PublicKey {
 func (e *Engine) engineKeys() []registry.Principal {
 	var out []registry.Principal
 	for _, p := range e.reg.List() {
-		if strings.HasPrefix(p.ID, "engine:") {
+		// Only at the external tier: an engine key carries no authority.
+		if strings.HasPrefix(p.ID, "engine:") && p.Tier == registry.External {
 			out = append(out, p)
 		}
 	}

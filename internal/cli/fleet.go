@@ -24,12 +24,14 @@ type fleetFlags struct {
 	replicas int
 	stream   string
 	creds    string
+	engine   string
 }
 
 func (f *fleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "", `join the fleet on these NATS servers (comma-separated URLs), or "embedded" for a one-server trial in DIR/nats`)
 	cmd.Flags().IntVar(&f.replicas, "nats-replicas", fleet.DefaultReplicas, "replicas of the fleet's stream (embedded: 1)")
 	cmd.Flags().StringVar(&f.stream, "nats-stream", fleet.DefaultStream, "name of the fleet's stream")
+	cmd.Flags().StringVar(&f.engine, "engine-key", "", "this node's engine key, which signs every record it publishes (default: the keys directory's, made by init); its public half must be registered as engine:<node> in the fleet's frozen registry")
 	cmd.Flags().StringVar(&f.creds, "nats-creds", "", "a NATS credentials file (JWT and nkey seed, mode 0600) that authenticates this node to the fleet's servers")
 }
 
@@ -44,6 +46,15 @@ func (f *fleetFlags) join(ctx context.Context, a *app, opts []pedigree.Option) (
 		return nil, nil, err
 	}
 	opts = append(opts, tr...)
+	// The node's engine key signs every record it publishes; its peers
+	// refuse what no engine key of the frozen registry signed.
+	ek := f.engine
+	if ek == "" {
+		ek = a.engineKeyFile()
+	} else if err := privateFile(ek); err != nil {
+		return nil, nil, err
+	}
+	opts = append(opts, pedigree.WithEngineKeyFile(ek))
 	if f.replicas < 1 || f.replicas > 5 {
 		return nil, nil, usagef("--nats-replicas %d: 1 to 5", f.replicas)
 	}
