@@ -46,6 +46,10 @@ type FleetOptions struct {
 	// authenticate the node to the fleet's servers.
 	NATSUser, NATSPassword string
 	NATSCreds              string
+	// NATSCA (PEM: the authorities the servers' certificates chain to)
+	// makes the link TLS only; NATSCert and NATSKey are the node's client
+	// certificate for servers that verify their clients.
+	NATSCA, NATSCert, NATSKey string
 }
 
 // ErrFleet: the node cannot join the fleet as asked.
@@ -76,7 +80,8 @@ func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) 
 		o.TrustRoot = c.trustRoot.Key
 	}
 	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
-		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds})
+		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds,
+		CA: o.NATSCA, Cert: o.NATSCert, Key: o.NATSKey})
 	if err != nil {
 		return nil, err
 	}

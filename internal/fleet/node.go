@@ -55,6 +55,11 @@ type Config struct {
 	// its nkey seed), authenticate the node to its servers.
 	User, Password string
 	Creds          string
+	// CA is a PEM file of the certificate authorities the servers'
+	// certificates must chain to (TLS; without it, the system's). Cert and
+	// Key are the node's client certificate and key, for servers that
+	// verify their clients.
+	CA, Cert, Key string
 }
 
 func (c *Config) defaults() error {
@@ -163,6 +168,19 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Creds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.Creds))
+	}
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return nil, errors.New("fleet: a client certificate and its key go together")
+	}
+	if cfg.CA != "" {
+		opts = append(opts, nats.RootCAs(cfg.CA))
+	}
+	if cfg.Cert != "" {
+		opts = append(opts, nats.ClientCert(cfg.Cert, cfg.Key))
+	}
+	if cfg.CA != "" || cfg.Cert != "" {
+		// Never fall back to plain text.
+		opts = append(opts, nats.Secure())
 	}
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
