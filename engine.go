@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -43,7 +44,7 @@ type Engine struct {
 	engineErr     error
 	verifiersOnce sync.Once
 	verifiers     []*registry.Verifier
-	verifierByID  map[string]*registry.Verifier
+	engineKeyByID map[string]ed25519.PublicKey
 	// The witnesses' state (witness.go).
 	witnessMu     sync.Mutex
 	witnessedSize uint64

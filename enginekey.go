@@ -110,11 +110,11 @@ func (e *Engine) loadEngineKey() {
 // registry is frozen).
 func (e *Engine) engineVerifiers() []*registry.Verifier {
 	e.verifiersOnce.Do(func() {
-		e.verifierByID = map[string]*registry.Verifier{}
+		e.engineKeyByID = map[string]ed25519.PublicKey{}
 		for _, p := range e.engineKeys() {
 			if v, err := registry.NewVerifier(p.PublicKey); err == nil {
 				e.verifiers = append(e.verifiers, v)
-				e.verifierByID[p.ID] = v
+				e.engineKeyByID[p.ID] = p.PublicKey
 			}
 		}
 	})

@@ -2,15 +2,16 @@ package pedigree
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/pedigree-ai/pedigree/internal/fleet"
-	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // A fleet node signs every record it publishes with its own engine key,
@@ -95,65 +96,75 @@ func (e *Engine) sealRecord(kind fleet.Kind, key string, rec []byte) ([]byte, er
 // that is not a certified engine key, and one signed for another subject
 // or other bytes are refused.
 func (e *Engine) openRecord(kind fleet.Kind, key string, data []byte) ([]byte, string, error) {
-	var probe struct {
-		Version int             `json:"version"`
-		Engine  json.RawMessage `json:"engine"`
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, "", fmt.Errorf("%w: %v", errUnsignedRecord, err)
-	}
-	if probe.Version != fleetRecordVersion || len(probe.Engine) == 0 {
-		return nil, "", fmt.Errorf("%w: a version %d record with no engine signature", errUnsignedRecord, probe.Version)
-	}
 	var w signedRecord
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil || dec.More() {
-		return nil, "", fmt.Errorf("%w: the signed record does not decode: %v", errUnsignedRecord, err)
+		return nil, "", fmt.Errorf("%w: the record is not a signed record (version %d): %v", errUnsignedRecord, fleetRecordVersion, err)
 	}
-	// The signer it names is read before the signature is checked, only
-	// to pick the one key to check it with.
+	if w.Version != fleetRecordVersion || len(w.Engine) == 0 {
+		return nil, "", fmt.Errorf("%w: a version %d record with no engine signature", errUnsignedRecord, w.Version)
+	}
+	// A DSSE envelope with one signature, checked here (the same PAE as
+	// sigstore's wrapper, without its copies): the signer it names is read
+	// first only to pick the one key to check it with.
 	var env struct {
 		PayloadType string `json:"payloadType"`
 		Payload     string `json:"payload"`
+		Signatures  []struct {
+			KeyID string `json:"keyid"`
+			Sig   string `json:"sig"`
+		} `json:"signatures"`
 	}
-	if err := json.Unmarshal(w.Engine, &env); err != nil {
-		return nil, "", fmt.Errorf("%w: the engine signature does not decode: %v", errUnsignedRecord, err)
+	if err := json.Unmarshal(w.Engine, &env); err != nil || env.PayloadType != fleetRecordPayloadType || len(env.Signatures) != 1 {
+		return nil, "", fmt.Errorf("%w: the engine signature is not one DSSE signature of a fleet record (%v)", errUnsignedRecord, err)
 	}
-	raw, err := base64.StdEncoding.DecodeString(env.Payload)
-	var claim recordSignature
-	if err == nil {
-		err = json.Unmarshal(raw, &claim)
-	}
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: the engine signature's payload does not decode: %v", errUnsignedRecord, err)
+		return nil, "", fmt.Errorf("%w: the engine signature's payload: %v", errUnsignedRecord, err)
 	}
-	v := e.engineVerifier(claim.Node)
-	if v == nil {
-		return nil, "", fmt.Errorf("%w: signed as %q, which is not an engine key the fleet's registry certifies", errUnsignedRecord, claim.Node)
-	}
-	payload, err := v.VerifyEnvelope(w.Engine, fleetRecordPayloadType)
+	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: the signature of %s does not verify: %v", errUnsignedRecord, claim.Node, err)
+		return nil, "", fmt.Errorf("%w: the engine signature: %v", errUnsignedRecord, err)
 	}
 	var a recordSignature
 	if err := json.Unmarshal(payload, &a); err != nil {
-		return nil, "", fmt.Errorf("%w: %v", errUnsignedRecord, err)
+		return nil, "", fmt.Errorf("%w: the engine signature's payload does not decode: %v", errUnsignedRecord, err)
+	}
+	pub := e.engineKey(a.Node)
+	if pub == nil {
+		return nil, "", fmt.Errorf("%w: signed as %q, which is not an engine key the fleet's registry certifies", errUnsignedRecord, a.Node)
+	}
+	if !ed25519.Verify(pub, pae(fleetRecordPayloadType, payload), sig) {
+		return nil, "", fmt.Errorf("%w: the signature of %s does not verify", errUnsignedRecord, a.Node)
 	}
 	sum := sha256.Sum256(w.Record)
-	if a.Node != claim.Node || a.Kind != string(kind) || a.Key != key || a.SHA256 != hex.EncodeToString(sum[:]) {
+	if a.Kind != string(kind) || a.Key != key || a.SHA256 != hex.EncodeToString(sum[:]) {
 		return nil, "", fmt.Errorf("%w: %s signed a %s record keyed %s, not these bytes on this subject", errUnsignedRecord, a.Node, a.Kind, a.Key)
 	}
 	return w.Record, a.Node, nil
+}
+
+// pae is DSSE's pre-authentication encoding of a payload.
+func pae(payloadType string, payload []byte) []byte {
+	b := make([]byte, 0, 32+len(payloadType)+len(payload))
+	b = append(b, "DSSEv1 "...)
+	b = strconv.AppendInt(b, int64(len(payloadType)), 10)
+	b = append(b, ' ')
+	b = append(b, payloadType...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(payload)), 10)
+	b = append(b, ' ')
+	return append(b, payload...)
 }
 
 // errUnsignedRecord: a record on the fleet's stream that no certified
 // engine key signed as it stands.
 var errUnsignedRecord = errors.New("not signed by a certified fleet node")
 
-// engineVerifier is the verifier of engine principal id (nil when the
+// engineKey is the public key of engine principal id (nil when the
 // registry certifies no such engine key).
-func (e *Engine) engineVerifier(id string) *registry.Verifier {
+func (e *Engine) engineKey(id string) ed25519.PublicKey {
 	e.engineVerifiers()
-	return e.verifierByID[id]
+	return e.engineKeyByID[id]
 }

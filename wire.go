@@ -84,17 +84,12 @@ func (r *record) encode() (*wireMessage, error) {
 
 var errUnknownRecord = errors.New("unknown kind of record")
 
-// decode verifies a record from the stream and makes it applicable: it
-// must be signed by a certified engine key for its subject (fleetsig.go),
-// every envelope is verified against the frozen registry (and its parents must
+// decode verifies a record from the stream, whose engine signature was
+// checked (fleetsig.go), and makes it applicable: every envelope is verified against the frozen registry (and its parents must
 // be applied already), a decision must hash to its ID and its input to its
 // digest, and the subject's key must be what the record is. Any failure is
 // a refusal: the record is not applied.
 func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data []byte) (*record, error) {
-	data, _, err := e.openRecord(kind, key, data)
-	if err != nil {
-		return nil, err
-	}
 	var w wireRecord
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
