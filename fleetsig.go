@@ -132,7 +132,7 @@ func (e *Engine) openRecord(kind fleet.Kind, key string, data []byte) ([]byte, s
 		return nil, "", fmt.Errorf("%w: the engine signature's payload does not decode: %v", errUnsignedRecord, err)
 	}
 	pub := e.engineKey(a.Node)
-	if pub == nil {
+	if len(pub) != ed25519.PublicKeySize {
 		return nil, "", fmt.Errorf("%w: signed as %q, which is not an engine key the fleet's registry certifies", errUnsignedRecord, a.Node)
 	}
 	if !ed25519.Verify(pub, pae(fleetRecordPayloadType, payload), sig) {
