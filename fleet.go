@@ -136,6 +136,12 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 		return nil, err
 	}
 	fail := func(err error) (*Engine, error) { e.Close(); return nil, err }
+	if e.engine == nil {
+		// Its peers would refuse whatever it published (and it seeds
+		// nothing).
+		return fail(fmt.Errorf("%w: %w: %w (register this node's engine key as a principal engine:<node>, tier external, "+
+			"in the seed directory before it is frozen)", ErrFleet, ErrUncertifiedEngine, e.engineErr))
+	}
 	mine, err := e.reg.Genesis()
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrFleet, err))
@@ -172,11 +178,6 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 		if k, err := e.graph.Count(1); err != nil || k > 0 {
 			return fail(errors.Join(err, fmt.Errorf("%w: this directory holds entries that are not from the fleet's stream", ErrFleet)))
 		}
-	}
-	if e.engine == nil {
-		// Its peers would refuse whatever it published.
-		return fail(fmt.Errorf("%w: %w: %w (register this node's engine key as a principal engine:<node>, tier external, "+
-			"in the seed directory before it is frozen)", ErrFleet, ErrUncertifiedEngine, e.engineErr))
 	}
 	if err := e.writeFreezeCopy(); err != nil {
 		return fail(err)
