@@ -224,7 +224,7 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 // refusal reports whether an error from apply is the record's fault (the
 // same on every node, so the record is refused) rather than the store's.
 func refusal(err error) bool {
-	return errors.Is(err, decisionlog.ErrApprovalUsed) || errors.Is(err, decisionlog.ErrApproved) ||
+	return errors.Is(err, decisionlog.ErrApprovalUsed) || errors.Is(err, decisionlog.ErrApproved) || errors.Is(err, decisionlog.ErrLogged) ||
 		errors.Is(err, gate.ErrApproval) || errors.Is(err, gate.ErrRejected) || errors.Is(err, lineage.ErrUnknownEntry) ||
 		errors.Is(err, lineage.ErrUnknownParent) || errors.Is(err, lineage.ErrMalformed)
 }

@@ -87,7 +87,8 @@
 // for other bytes is refused. So a writer with publish rights but no node's
 // engine key can neither log a decision no gate made nor burn an approval.
 // It can still copy a node's signed record onto its own subject again
-// (stored once, or refused as a second use), and put junk on an approval's
+// (an entry is stored once; a decision logged already, or a second use, is
+// refused), and put junk on an approval's
 // use subject: a use is a compare-and-set on the subject, and a node that
 // finds the subject held by a record every node refused publishes again
 // expecting that record (up to 64 of them), so junk costs a retry, not the
