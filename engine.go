@@ -2,6 +2,7 @@ package pedigree
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -39,9 +40,11 @@ type Engine struct {
 	// engine signs every leaf the engine logs (enginekey.go); nil, with
 	// engineErr saying why, when the engine cannot write.
 	engine        *registry.Signer
+	engineID      string // its principal (engine:local, engine:<node> in a fleet)
 	engineErr     error
 	verifiersOnce sync.Once
 	verifiers     []*registry.Verifier
+	engineKeyByID map[string]ed25519.PublicKey
 	// The witnesses' state (witness.go).
 	witnessMu     sync.Mutex
 	witnessedSize uint64

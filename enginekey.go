@@ -93,7 +93,8 @@ func (e *Engine) loadEngineKey() {
 			return
 		}
 	}
-	if !e.certifiedEngineKey(s.Public()) {
+	id, ok := e.certifiedEngineKey(s.Public())
+	if !ok {
 		if len(e.engineKeys()) == 0 && e.reg.Frozen() {
 			e.engineErr = fmt.Errorf("%w: this store was frozen before pedigree signed its log (its registry certifies no engine key); "+
 				"it can be read and verified, but not written: make a new data directory with 'pedigree init'", ErrNoEngineKey)
@@ -102,16 +103,18 @@ func (e *Engine) loadEngineKey() {
 		e.engineErr = fmt.Errorf("%w: the engine key (sha256 %s) is not the one this store's registry certifies", ErrNoEngineKey, registry.KeyFingerprint(s.Public())[:12])
 		return
 	}
-	e.engine = s
+	e.engine, e.engineID = s, id
 }
 
 // engineVerifiers verify the engine keys' signatures (made once: the
 // registry is frozen).
 func (e *Engine) engineVerifiers() []*registry.Verifier {
 	e.verifiersOnce.Do(func() {
+		e.engineKeyByID = map[string]ed25519.PublicKey{}
 		for _, p := range e.engineKeys() {
 			if v, err := registry.NewVerifier(p.PublicKey); err == nil {
 				e.verifiers = append(e.verifiers, v)
+				e.engineKeyByID[p.ID] = p.PublicKey
 			}
 		}
 	})
@@ -131,20 +134,22 @@ func (e *Engine) engineKeyList() []ed25519.PublicKey {
 func (e *Engine) engineKeys() []registry.Principal {
 	var out []registry.Principal
 	for _, p := range e.reg.List() {
-		if strings.HasPrefix(p.ID, "engine:") {
+		// Only at the external tier: an engine key carries no authority.
+		if strings.HasPrefix(p.ID, "engine:") && p.Tier == registry.External {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-func (e *Engine) certifiedEngineKey(pub ed25519.PublicKey) bool {
+// certifiedEngineKey is the engine principal whose key pub is, if any.
+func (e *Engine) certifiedEngineKey(pub ed25519.PublicKey) (string, bool) {
 	for _, p := range e.engineKeys() {
 		if p.PublicKey.Equal(pub) {
-			return true
+			return p.ID, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // attestation is what the engine signs for a leaf.

@@ -3,11 +3,13 @@ package pedigree
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
@@ -46,6 +48,10 @@ type FleetOptions struct {
 	// authenticate the node to the fleet's servers.
 	NATSUser, NATSPassword string
 	NATSCreds              string
+	// NATSCA (PEM: the authorities the servers' certificates chain to)
+	// makes the link TLS only; NATSCert and NATSKey are the node's client
+	// certificate for servers that verify their clients.
+	NATSCA, NATSCert, NATSKey string
 }
 
 // ErrFleet: the node cannot join the fleet as asked.
@@ -55,6 +61,16 @@ var ErrFleet = errors.New("fleet")
 type fleetLink struct {
 	e *Engine
 	n *fleet.Node
+	// mine are the records this node is publishing, by the SHA-256 of
+	// their bytes on the wire: its applier takes their signature as made
+	// (the same bytes for the same subject verify the same way).
+	mine sync.Map // [32]byte → ownRecord
+}
+
+type ownRecord struct {
+	kind fleet.Kind
+	key  string
+	rec  []byte
 }
 
 // JoinFleet opens (or makes, from the stream) the data directory dir as a
@@ -76,7 +92,8 @@ func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) 
 		o.TrustRoot = c.trustRoot.Key
 	}
 	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
-		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds})
+		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds,
+		CA: o.NATSCA, Cert: o.NATSCert, Key: o.NATSKey})
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +136,12 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 		return nil, err
 	}
 	fail := func(err error) (*Engine, error) { e.Close(); return nil, err }
+	if e.engine == nil {
+		// Its peers would refuse whatever it published (and it seeds
+		// nothing).
+		return fail(fmt.Errorf("%w: %w: %w (register this node's engine key as a principal engine:<node>, tier external, "+
+			"in the seed directory before it is frozen)", ErrFleet, ErrUncertifiedEngine, e.engineErr))
+	}
 	mine, err := e.reg.Genesis()
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrFleet, err))
@@ -216,7 +239,11 @@ func (l *fleetLink) Applied() (uint64, error) { return l.e.fleetApplied() }
 // is refused: only the place is stored.
 func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key string, data []byte) error {
 	e := l.e
-	r, err := e.decode(ctx, kind, key, data)
+	rec, err := l.open(kind, key, data)
+	var r *record
+	if err == nil {
+		r, err = e.decode(ctx, kind, key, rec)
+	}
 	if err == nil {
 		err = e.db.Commit(ctx, r.size()+16, func(t *store.Txn) error {
 			if err := e.apply(t, r); err != nil {
@@ -240,12 +267,31 @@ func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key 
 	return fmt.Errorf("%w: %s record %d: %w", fleet.ErrRefused, kind, seq, err)
 }
 
+// open checks a record's engine signature (not again for a record this
+// node is publishing) and returns the record it signs.
+func (l *fleetLink) open(kind fleet.Kind, key string, data []byte) ([]byte, error) {
+	if v, ok := l.mine.Load(sha256.Sum256(data)); ok {
+		if o := v.(ownRecord); o.kind == kind && o.key == key {
+			return o.rec, nil
+		}
+	}
+	rec, _, err := l.e.openRecord(kind, key, data)
+	return rec, err
+}
+
 // commit publishes r and waits until this node has applied it.
 func (l *fleetLink) commit(ctx context.Context, r *record) error {
 	m, err := r.encode()
 	if err != nil {
 		return err
 	}
+	rec := m.data
+	if m.data, err = l.e.sealRecord(m.kind, m.key, rec); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(m.data)
+	l.mine.Store(sum, ownRecord{kind: m.kind, key: m.key, rec: rec})
+	defer l.mine.Delete(sum)
 	_, err = l.n.Publish(ctx, m.kind, m.key, m.id, m.data, m.createOnly)
 	switch {
 	case errors.Is(err, fleet.ErrConflict) && m.kind == fleet.Use:

@@ -2,6 +2,9 @@ package pedigree
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/store"
@@ -119,6 +122,14 @@ func (e *Engine) apply(t *store.Txn, r *record) error {
 		}
 		return e.decisions.AddReview(dt, gate.Review{DecisionID: st.Rejection.Decision, Outcome: gate.Rejected, Entry: r.entry.Node.ID, By: st.Principal, Time: st.Time})
 	case recDecision:
+		// A copy of a logged decision's record (on a fleet's stream,
+		// beyond its de-duplication window) is not logged twice.
+		if ok, err := e.decisions.Logged(t.In(store.Decisions), r.decision.ID); err != nil || ok {
+			if err == nil {
+				err = fmt.Errorf("%w: %s", decisionlog.ErrLogged, r.decision.ID)
+			}
+			return err
+		}
 		if r.entry != nil {
 			if _, err := e.writeEntry(t, r.entry); err != nil {
 				return err

@@ -84,8 +84,8 @@ func (r *record) encode() (*wireMessage, error) {
 
 var errUnknownRecord = errors.New("unknown kind of record")
 
-// decode verifies a record from the stream and makes it applicable: every
-// envelope is verified against the frozen registry (and its parents must
+// decode verifies a record from the stream, whose engine signature was
+// checked (fleetsig.go), and makes it applicable: every envelope is verified against the frozen registry (and its parents must
 // be applied already), a decision must hash to its ID and its input to its
 // digest, and the subject's key must be what the record is. Any failure is
 // a refusal: the record is not applied.
@@ -224,7 +224,7 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 // refusal reports whether an error from apply is the record's fault (the
 // same on every node, so the record is refused) rather than the store's.
 func refusal(err error) bool {
-	return errors.Is(err, decisionlog.ErrApprovalUsed) || errors.Is(err, decisionlog.ErrApproved) ||
+	return errors.Is(err, decisionlog.ErrApprovalUsed) || errors.Is(err, decisionlog.ErrApproved) || errors.Is(err, decisionlog.ErrLogged) ||
 		errors.Is(err, gate.ErrApproval) || errors.Is(err, gate.ErrRejected) || errors.Is(err, lineage.ErrUnknownEntry) ||
 		errors.Is(err, lineage.ErrUnknownParent) || errors.Is(err, lineage.ErrMalformed)
 }

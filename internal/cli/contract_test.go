@@ -84,6 +84,8 @@ func TestExitCodeTable(t *testing.T) {
 		{"serve --socket too long", []string{"serve", "--socket", "/tmp/" + strings.Repeat("x", 120) + "/s.sock"}, ExitUsage, "107"},
 		{"serve --memory-limit lots", []string{"serve", "--memory-limit", "lots"}, ExitUsage, "--memory-limit"},
 		{"serve --nats-replicas 0", []string{"serve", "--nats", "embedded", "--nats-replicas", "0"}, ExitUsage, "--nats-replicas"},
+		{"serve --nats-cert without its key", []string{"serve", "--nats", "nats://127.0.0.1:1", "--nats-cert", "c.pem"}, ExitUsage, "--nats-key"},
+		{"serve --nats embedded --nats-ca", []string{"serve", "--nats", "embedded", "--nats-ca", "ca.pem"}, ExitUsage, "--nats-ca"},
 		{"bench --checks -1", []string{"bench", "--checks", "-1", "--in-memory"}, ExitUsage, "--checks"},
 		{"gate approve --ttl 10y", []string{"gate", "approve", p, "--as", "user:alice", "--key", alice, "--ttl", "10y"}, ExitUsage, "--ttl"},
 		{"mcp add with a bad name", []string{"mcp", "add", "Bad Name", "--", "true"}, ExitUsage, "upstream name"},

@@ -24,12 +24,20 @@ type fleetFlags struct {
 	replicas int
 	stream   string
 	creds    string
+	engine   string
+	ca       string
+	cert     string
+	key      string
 }
 
 func (f *fleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "", `join the fleet on these NATS servers (comma-separated URLs), or "embedded" for a one-server trial in DIR/nats`)
 	cmd.Flags().IntVar(&f.replicas, "nats-replicas", fleet.DefaultReplicas, "replicas of the fleet's stream (embedded: 1)")
 	cmd.Flags().StringVar(&f.stream, "nats-stream", fleet.DefaultStream, "name of the fleet's stream")
+	cmd.Flags().StringVar(&f.engine, "engine-key", "", "this node's engine key, which signs every record it publishes (default: the keys directory's, made by init); its public half must be registered as engine:<node> in the fleet's frozen registry")
+	cmd.Flags().StringVar(&f.ca, "nats-ca", "", "TLS only: the PEM file of the authorities the NATS servers' certificates must chain to")
+	cmd.Flags().StringVar(&f.cert, "nats-cert", "", "this node's TLS client certificate (PEM), for servers that verify their clients (with --nats-key)")
+	cmd.Flags().StringVar(&f.key, "nats-key", "", "the key of --nats-cert (PEM, mode 0600)")
 	cmd.Flags().StringVar(&f.creds, "nats-creds", "", "a NATS credentials file (JWT and nkey seed, mode 0600) that authenticates this node to the fleet's servers")
 }
 
@@ -44,6 +52,15 @@ func (f *fleetFlags) join(ctx context.Context, a *app, opts []pedigree.Option) (
 		return nil, nil, err
 	}
 	opts = append(opts, tr...)
+	// The node's engine key signs every record it publishes; its peers
+	// refuse what no engine key of the frozen registry signed.
+	ek := f.engine
+	if ek == "" {
+		ek = a.engineKeyFile()
+	} else if err := privateFile(ek); err != nil {
+		return nil, nil, err
+	}
+	opts = append(opts, pedigree.WithEngineKeyFile(ek))
 	if f.replicas < 1 || f.replicas > 5 {
 		return nil, nil, usagef("--nats-replicas %d: 1 to 5", f.replicas)
 	}
@@ -55,6 +72,20 @@ func (f *fleetFlags) join(ctx context.Context, a *app, opts []pedigree.Option) (
 			return nil, nil, err
 		}
 		o.NATSCreds = f.creds
+	}
+	if (f.cert == "") != (f.key == "") {
+		return nil, nil, usagef("--nats-cert and --nats-key go together")
+	}
+	if f.ca != "" || f.cert != "" {
+		if f.url == "embedded" {
+			return nil, nil, usagef("--nats-ca, --nats-cert and --nats-key are for external servers: the embedded one listens on loopback")
+		}
+		if f.key != "" {
+			if err := privateFile(f.key); err != nil {
+				return nil, nil, err
+			}
+		}
+		o.NATSCA, o.NATSCert, o.NATSKey = f.ca, f.cert, f.key
 	}
 	var stop func()
 	if f.url == "embedded" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/server"
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // serve --nats embedded runs a one-server fleet on one machine: the verbs
@@ -72,4 +73,55 @@ func TestServeEmbeddedFleet(t *testing.T) {
 	if r := c.must("-o", "json", "lineage", "show", email[:10]).json(t); r["principal"] != "tool:gmail_read" {
 		t.Fatalf("after serve: %v", r)
 	}
+}
+
+// serve --nats --engine-key: a node signs with the engine key it is given
+// when the frozen registry certifies it (engine:node2, registered before
+// the freeze), and is refused with a key the registry does not certify.
+func TestServeFleetEngineKey(t *testing.T) {
+	c := newEnv(t)
+	c.must("init")
+	c.must("registry", "add", "engine:node2", "--tier", "external", "--new-key", c.key("node2-engine"))
+	c.must("registry", "add", "tool:gmail_read", "--tier", "external", "--new-key", c.key("tool_gmail_read"))
+	c.must("registry", "freeze")
+	_, priv, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.WritePrivateKeyFile(c.key("stranger"), priv); err != nil {
+		t.Fatal(err)
+	}
+	r := c.run("serve", "--nats", "embedded", "--engine-key", c.key("stranger"))
+	if r.code != ExitError || !strings.Contains(r.err, "not certified") {
+		t.Fatalf("serve with an uncertified engine key: exit %d\n%s", r.code, r.err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errw bytes.Buffer
+	a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: c.getenv, clock: c.clock}
+	done := make(chan int, 1)
+	go func() {
+		done <- a.run(ctx, []string{"--dir", c.dir, "serve", "--nats", "embedded", "--engine-key", c.key("node2-engine")})
+	}()
+	info := filepath.Join(c.dir, server.InfoFile)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(info); err == nil {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve --engine-key exited %d\n%s", code, errw.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve --engine-key did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.served = true
+	c.rec("tool:gmail_read", "--session", "s1", "--kind", "tool_output", "--content", "signed by node2")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d\n%s", code, errw.String())
+	}
+	c.served = false
 }

@@ -69,7 +69,13 @@ entries first (it seeds the stream), then start other nodes on empty
 directories with --trust-root, the operator's public key. /readyz fails
 while the node lags, is cut off, or its stream is gone; /metrics has
 pedigree_fleet_* series. --nats-creds FILE (a NATS credentials file, mode
-0600) authenticates the node to external servers.
+0600) authenticates the node to external servers; --nats-ca FILE makes the link
+TLS only (the servers' certificates must chain to it), and --nats-cert and
+--nats-key give the node a client certificate. Every record a node publishes
+is signed by its engine key (--engine-key FILE, default the keys directory's),
+whose public half is registered as engine:<node> (tier external) in the seed
+directory before it is frozen; every node refuses records no such key signed,
+and a node whose key is not registered is not let in.
 --nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
 machine, no fault tolerance) that takes only the user and password kept in the
 keys directory (nats-<h>.json, 0600, made at first start). A second node joins with:

@@ -48,6 +48,12 @@ const (
 // ErrApprovalUsed: the approval was used by another decision meanwhile.
 var ErrApprovalUsed = errors.New("approval already used")
 
+// ErrLogged: the decision is in the log already (a copy of its record).
+var ErrLogged = errors.New("the decision is logged already")
+
+// Logged reports whether decision id is stored.
+func (l *Log) Logged(t kv.Txn, id string) (bool, error) { return t.Has([]byte(pDecision + id)) }
+
 // Log is the decision log.
 type Log struct {
 	store kv.Store

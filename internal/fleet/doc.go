@@ -73,12 +73,26 @@
 // be the call it decided on, and an approval it uses must be applied. A
 // record that fails is refused: it is not applied, the node stores its
 // place past it, logs it, counts it (pedigree_fleet_refused_records_total)
-// and lists it (Refusals). Decisions are not signed: a writer with publish
-// rights can log a decision record that no gate made. It cannot make an
-// entry, an approval, or a taint label, and it cannot make a call allowed
-// (nothing reads an allow from the log); it can burn an approval, or squat
-// an approval's use subject with junk, which leaves that approval unusable
-// (a deny). Give publish rights on the stream's subjects to the nodes only.
+// and lists it (Refusals).
+//
+// # Every record is signed by the node that published it
+//
+// Before anything else, a record must carry a DSSE signature by a node's
+// engine key over the record's kind, subject key and bytes (the engine's
+// fleetsig.go has the format). Each node has an engine key of its own,
+// certified as a principal engine:<node> (tier external) of the frozen
+// registry, so every node knows every other node's key from the genesis;
+// a node whose key the registry does not certify is not let in. A record
+// that is unsigned, signed by any other key, signed for another subject or
+// for other bytes is refused. So a writer with publish rights but no node's
+// engine key can neither log a decision no gate made nor burn an approval.
+// It can still copy a node's signed record onto its own subject again
+// (an entry is stored once; a decision logged already, or a second use, is
+// refused), and put junk on an approval's
+// use subject: a use is a compare-and-set on the subject, and a node that
+// finds the subject held by a record every node refused publishes again
+// expecting that record (up to 64 of them), so junk costs a retry, not the
+// approval. Give publish rights on the stream's subjects to the nodes only.
 //
 // # Durability: exactly what is promised
 //

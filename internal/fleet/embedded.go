@@ -31,6 +31,17 @@ type ServerOptions struct {
 	// User and Password, when set, are the only credentials the server
 	// takes: a client without them is refused.
 	User, Password string
+	// TLSCert and TLSKey make the client port TLS only; with TLSCA the
+	// server also requires a client certificate that chains to it.
+	TLSCert, TLSKey, TLSCA string
+	// Permissions, when set with User, bound what that user may publish
+	// and subscribe to (NodePermissions is a node's).
+	Permissions *Permissions
+}
+
+// Permissions are the subjects a NATS user may publish and subscribe to.
+type Permissions struct {
+	Publish, Subscribe []string
 }
 
 // Server is an embedded NATS server.
@@ -62,7 +73,19 @@ func StartServer(o ServerOptions) (*Server, error) {
 		NoLog:      !o.Log,
 	}
 	if o.User != "" {
-		opts.Users = []*server.User{{Username: o.User, Password: o.Password}}
+		u := &server.User{Username: o.User, Password: o.Password}
+		if p := o.Permissions; p != nil {
+			u.Permissions = &server.Permissions{Publish: &server.SubjectPermission{Allow: p.Publish},
+				Subscribe: &server.SubjectPermission{Allow: p.Subscribe}}
+		}
+		opts.Users = []*server.User{u}
+	}
+	if o.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: o.TLSCert, KeyFile: o.TLSKey, CaFile: o.TLSCA, Verify: o.TLSCA != ""})
+		if err != nil {
+			return nil, fmt.Errorf("fleet: the server's TLS: %w", err)
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = true, tc, o.TLSCA != "", 2
 	}
 	if o.Cluster != "" {
 		opts.Cluster = server.ClusterOpts{Name: o.Cluster, Host: "127.0.0.1", Port: o.ClusterPort}

@@ -68,3 +68,16 @@ func (r *Raw) HasLeader(ctx context.Context, stream string) bool {
 	info, err := s.Info(ctx)
 	return err == nil && info.Cluster != nil && info.Cluster.Leader != ""
 }
+
+// Last is the data of the last record on subject.
+func (r *Raw) Last(ctx context.Context, stream, subject string) ([]byte, error) {
+	s, err := r.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	return m.Data, nil
+}

@@ -37,6 +37,7 @@ type fixture struct {
 	urls     [3]string
 	operator *registry.Signer
 	keys     map[string]*registry.Signer
+	engines  map[string]*registry.Signer // the engine keys of nodes B and C (A's is the one init made)
 	catalog  *gate.Catalog
 	nodes    map[string]*pedigree.Engine
 	dirs     map[string]string
@@ -57,7 +58,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(root)
-	fx = &fixture{root: root, keys: map[string]*registry.Signer{}, nodes: map[string]*pedigree.Engine{}, dirs: map[string]string{}}
+	fx = &fixture{root: root, keys: map[string]*registry.Signer{}, engines: map[string]*registry.Signer{}, nodes: map[string]*pedigree.Engine{}, dirs: map[string]string{}}
 	defer fx.stop()
 	if err := fx.start(); err != nil {
 		return 0, err
@@ -106,6 +107,14 @@ func (f *fixture) start() error {
 		f.keys[p.ID], _, _ = registry.GenerateSigner(nil)
 		p.PublicKey = f.keys[p.ID].Public()
 		if err := e.AddPrincipal(ctx, p); err != nil {
+			return err
+		}
+	}
+	// Every node's engine key is certified in the registry the fleet
+	// starts from: A's by init (engine:local), B's and C's here.
+	for _, name := range []string{"B", "C"} {
+		f.engines[name], _, _ = registry.GenerateSigner(nil)
+		if err := e.AddPrincipal(ctx, registry.Principal{ID: "engine:" + name, Tier: registry.External, PublicKey: f.engines[name].Public()}); err != nil {
 			return err
 		}
 	}
@@ -164,9 +173,13 @@ func (f *fixture) join(ctx context.Context, name string) error {
 		url = f.urls[2]
 	}
 	deadline := time.Now().Add(30 * time.Second)
+	opts := []pedigree.Option{pedigree.WithCatalog(f.catalog), pedigree.WithoutDurabilityUnsafe()}
+	if k := f.engines[name]; k != nil {
+		opts = append(opts, pedigree.WithEngineSigner(k))
+	}
 	for {
 		e, err := pedigree.JoinFleet(ctx, f.dirs[name], pedigree.FleetOptions{NATS: url, TrustRoot: f.operator.Public(), Name: name, Wait: 5 * time.Second, PinServers: name == "C"},
-			pedigree.WithCatalog(f.catalog), pedigree.WithoutDurabilityUnsafe())
+			opts...)
 		if err == nil {
 			f.nodes[name] = e
 			return nil

@@ -55,6 +55,11 @@ type Config struct {
 	// its nkey seed), authenticate the node to its servers.
 	User, Password string
 	Creds          string
+	// CA is a PEM file of the certificate authorities the servers'
+	// certificates must chain to (TLS; without it, the system's). Cert and
+	// Key are the node's client certificate and key, for servers that
+	// verify their clients.
+	CA, Cert, Key string
 }
 
 func (c *Config) defaults() error {
@@ -163,6 +168,19 @@ func Connect(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Creds != "" {
 		opts = append(opts, nats.UserCredentials(cfg.Creds))
+	}
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return nil, errors.New("fleet: a client certificate and its key go together")
+	}
+	if cfg.CA != "" {
+		opts = append(opts, nats.RootCAs(cfg.CA))
+	}
+	if cfg.Cert != "" {
+		opts = append(opts, nats.ClientCert(cfg.Cert, cfg.Key))
+	}
+	if cfg.CA != "" || cfg.Cert != "" {
+		// Never fall back to plain text.
+		opts = append(opts, nats.Secure())
 	}
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
@@ -449,19 +467,34 @@ func (n *Node) Publish(ctx context.Context, kind Kind, key, id string, data []by
 func (n *Node) publish(ctx context.Context, subj, id string, data []byte, createOnly bool) (uint64, bool, error) {
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id), jetstream.WithExpectStream(n.cfg.Stream),
 		jetstream.WithRetryAttempts(20), jetstream.WithRetryWait(100 * time.Millisecond)}
-	if createOnly {
-		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
-	}
+	// A create-only publish expects its subject to hold nothing but records
+	// every node refused (none at first): a record no node applied does
+	// not take the subject, so junk published there by a writer that is
+	// not a node (unsigned, see the engine's fleetsig.go) cannot squat it.
+	var expect uint64
+	squatters := 0
 	pctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
 	defer cancel()
 	for {
-		ack, err := n.js.Publish(pctx, subj, data, opts...)
+		o := opts
+		if createOnly {
+			o = append(opts[:len(opts):len(opts)], jetstream.WithExpectLastSequencePerSubject(expect))
+		}
+		ack, err := n.js.Publish(pctx, subj, data, o...)
 		switch {
 		case err == nil:
 			n.saw(ack.Sequence)
 			return ack.Sequence, ack.Duplicate, nil
 		case isWrongLastSequence(err):
-			return 0, false, n.conflict(ctx, pctx, subj)
+			held, refused, err := n.conflict(ctx, pctx, subj)
+			if !refused || squatters >= maxSquatters {
+				return 0, false, err
+			}
+			// The subject's last record was refused (by this node, so by
+			// every node): expect it, and publish again.
+			expect = held
+			squatters++
+			continue
 		case pctx.Err() != nil || !retryable(err):
 			return 0, false, fmt.Errorf("fleet: publish %s: %w", subj, err)
 		}
@@ -479,21 +512,26 @@ func (n *Node) publish(ctx context.Context, subj, id string, data []byte, create
 // check deciding again sees the approval used). The record may be a moment
 // from readable: the stream refuses a second proposal on a subject before
 // the first is stored.
-func (n *Node) conflict(ctx, pctx context.Context, subj string) error {
+//
+// When this node refused the record that holds the subject, conflict
+// returns its sequence and refused true (with the ErrConflict error, for a
+// caller that will not publish again).
+func (n *Node) conflict(ctx, pctx context.Context, subj string) (uint64, bool, error) {
 	for {
 		m, err := n.stream.GetLastMsgForSubject(pctx, subj)
 		if err == nil {
-			if werr := n.WaitApplied(ctx, m.Sequence); werr != nil && !errors.Is(werr, ErrRefused) {
-				return werr
+			werr := n.WaitApplied(ctx, m.Sequence)
+			if werr != nil && !errors.Is(werr, ErrRefused) {
+				return 0, false, werr
 			}
-			return fmt.Errorf("%w: %s holds record %d", ErrConflict, subj, m.Sequence)
+			return m.Sequence, werr != nil, fmt.Errorf("%w: %s holds record %d", ErrConflict, subj, m.Sequence)
 		}
 		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return fmt.Errorf("%w: %s (and it cannot be read: %v)", ErrConflict, subj, err)
+			return 0, false, fmt.Errorf("%w: %s (and it cannot be read: %v)", ErrConflict, subj, err)
 		}
 		select {
 		case <-pctx.Done():
-			return fmt.Errorf("%w: %s (its record was not stored within %s)", ErrConflict, subj, n.cfg.Wait)
+			return 0, false, fmt.Errorf("%w: %s (its record was not stored within %s)", ErrConflict, subj, n.cfg.Wait)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -48,6 +48,9 @@ const (
 	// dedupWindow is how long the stream remembers message IDs. Beyond it
 	// the per-subject create-only checks still refuse a second copy.
 	dedupWindow = 10 * time.Minute
+	// maxSquatters bounds how many refused records a create-only publish
+	// steps over on its subject before it gives up (a conflict: a deny).
+	maxSquatters = 64
 )
 
 // subject is the record's subject: prefix.kind.key.
@@ -114,4 +117,35 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, name, prefix stri
 		return nil, fmt.Errorf("fleet stream %s holds subjects %v, not %s.>", name, got.Subjects, prefix)
 	}
 	return s, nil
+}
+
+// NodePermissions are the subjects a node's NATS user needs, and no more:
+// it publishes records under prefix, reads the stream (its info, one
+// record, an ordered pull consumer of its own) and may create it with the
+// settings every node checks; it receives replies on its inbox. It cannot
+// delete, purge or reconfigure the stream, delete a record, or touch
+// another stream. Give every node such a user (docs/fleet.md has the same
+// list as a nats-server configuration).
+func NodePermissions(stream, prefix string) Permissions {
+	if stream == "" {
+		stream = DefaultStream
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	api := "$JS.API."
+	return Permissions{
+		Publish: []string{
+			prefix + ".>",
+			api + "STREAM.INFO." + stream,
+			api + "STREAM.CREATE." + stream,
+			api + "STREAM.MSG.GET." + stream,
+			api + "CONSUMER.CREATE." + stream,
+			api + "CONSUMER.CREATE." + stream + ".>",
+			api + "CONSUMER.INFO." + stream + ".>",
+			api + "CONSUMER.DELETE." + stream + ".>",
+			api + "CONSUMER.MSG.NEXT." + stream + ".>",
+		},
+		Subscribe: []string{"_INBOX.>"},
+	}
 }
