@@ -158,6 +158,13 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 		if d.ID != "" {
 			return nil, fmt.Errorf("%w: a sealed decision holds no ID", lineage.ErrMalformed)
 		}
+		// Its session keys the decision log's rows (its trajectory): one
+		// no statement could name is refused here, not left to the store
+		// to fail on (a store error is retried forever: the applier would
+		// stop at it on every node).
+		if !lineage.ValidSession(d.Session) {
+			return nil, fmt.Errorf("%w: a decision of a session no statement may name (%d bytes)", lineage.ErrMalformed, len(d.Session))
+		}
 		sum := sha256.Sum256(w.Decision)
 		d.ID = hex.EncodeToString(sum[:])
 		digest := ""
