@@ -66,9 +66,13 @@ func (r *record) encode() (*wireMessage, error) {
 		w.Decision, w.Input = r.body, r.input
 		m.kind, m.key, m.id = fleet.Decision, r.decision.ID, r.decision.ID
 		if r.decision.Approval != "" {
-			// The use of an approval is a compare-and-set on the
-			// approval's subject: one decision in the stream uses it.
-			m.kind, m.key, m.createOnly = fleet.Use, r.decision.Approval, true
+			// The use of an approval, on the approval's subject. Not
+			// create-only: anyone who can publish could keep the subject
+			// taken with junk. Single use is the applier's: every node
+			// applies the first use in the stream and refuses any later
+			// one (decisionlog.ErrApprovalUsed), so the loser's publish
+			// comes back refused and its check decides again.
+			m.kind, m.key = fleet.Use, r.decision.Approval
 		}
 	case recRecall:
 		w.Recall = r.recall
