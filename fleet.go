@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 	"github.com/pedigree-ai/pedigree/internal/fleet"
 	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
@@ -293,11 +292,10 @@ func (l *fleetLink) commit(ctx context.Context, r *record) error {
 	l.mine.Store(sum, ownRecord{kind: m.kind, key: m.key, rec: rec})
 	defer l.mine.Delete(sum)
 	_, err = l.n.Publish(ctx, m.kind, m.key, m.id, m.data, m.createOnly)
+	// A use of an approval that another decision used first earlier in
+	// the stream comes back refused as decisionlog.ErrApprovalUsed: this
+	// node has applied that use, so the check decides again without it.
 	switch {
-	case errors.Is(err, fleet.ErrConflict) && m.kind == fleet.Use:
-		// Another node used the approval first; this node has applied
-		// that use, so the check decides again without it.
-		return fmt.Errorf("%w: %w", decisionlog.ErrApprovalUsed, err)
 	case errors.Is(err, fleet.ErrConflict):
 		// The entry is in the stream already.
 	case err != nil:

@@ -66,9 +66,13 @@ func (r *record) encode() (*wireMessage, error) {
 		w.Decision, w.Input = r.body, r.input
 		m.kind, m.key, m.id = fleet.Decision, r.decision.ID, r.decision.ID
 		if r.decision.Approval != "" {
-			// The use of an approval is a compare-and-set on the
-			// approval's subject: one decision in the stream uses it.
-			m.kind, m.key, m.createOnly = fleet.Use, r.decision.Approval, true
+			// The use of an approval, on the approval's subject. Not
+			// create-only: anyone who can publish could keep the subject
+			// taken with junk. Single use is the applier's: every node
+			// applies the first use in the stream and refuses any later
+			// one (decisionlog.ErrApprovalUsed), so the loser's publish
+			// comes back refused and its check decides again.
+			m.kind, m.key = fleet.Use, r.decision.Approval
 		}
 	case recRecall:
 		w.Recall = r.recall
@@ -157,6 +161,13 @@ func (e *Engine) decode(ctx context.Context, kind fleet.Kind, key string, data [
 		}
 		if d.ID != "" {
 			return nil, fmt.Errorf("%w: a sealed decision holds no ID", lineage.ErrMalformed)
+		}
+		// Its session keys the decision log's rows (its trajectory): one
+		// no statement could name is refused here, not left to the store
+		// to fail on (a store error is retried forever: the applier would
+		// stop at it on every node).
+		if !lineage.ValidSession(d.Session) {
+			return nil, fmt.Errorf("%w: a decision of a session no statement may name (%d bytes)", lineage.ErrMalformed, len(d.Session))
 		}
 		sum := sha256.Sum256(w.Decision)
 		d.ID = hex.EncodeToString(sum[:])

@@ -125,6 +125,13 @@ var (
 	ErrUnknownParent = errors.New("unknown parent")
 )
 
+// ValidSession reports whether s is a session a statement may name: empty,
+// or up to MaxSessionLen of [A-Za-z0-9._:@/+-] starting with a letter or
+// digit.
+func ValidSession(s string) bool {
+	return len(s) <= MaxSessionLen && (s == "" || sessionPat.MatchString(s))
+}
+
 var (
 	sessionPat = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$`)
 	toolPat    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
@@ -310,7 +317,7 @@ func (s *Statement) Validate() error {
 	if _, err := ParseKind(string(s.Kind)); err != nil {
 		return err
 	}
-	if len(s.Session) > MaxSessionLen || (s.Session != "" && !sessionPat.MatchString(s.Session)) {
+	if !ValidSession(s.Session) {
 		return bad("session %q: up to %d of [A-Za-z0-9._:@/+-], starting with a letter or digit", s.Session, MaxSessionLen)
 	}
 	if len(s.ContentDigest) != 71 || s.ContentDigest[:7] != "sha256:" || !IsID(s.ContentDigest[7:]) {

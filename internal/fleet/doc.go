@@ -30,7 +30,7 @@
 //	pedigree.approval.<id>      a signed approval entry
 //	pedigree.rejection.<id>     a signed rejection entry
 //	pedigree.decision.<id>      a sealed decision (with its input, trajectory step, call entry)
-//	pedigree.use.<approval id>  a decision that used that approval: create-only
+//	pedigree.use.<approval id>  a decision that used that approval
 //	pedigree.recall.<id>        a recall record
 //
 // Every publish carries a message ID ("<kind>:<id>"), so a publish retried
@@ -43,13 +43,16 @@
 //
 // # Single use stays single use
 //
-// Using an approval is a compare-and-set: the decision that uses approval X
-// is published on pedigree.use.X with an expected last subject sequence of
-// 0, so the stream accepts at most one decision per approval, whatever the
-// number of nodes racing. The loser's publish fails with ErrConflict once
-// the loser has applied the winner's use; its check decides again without
-// the approval. A node that cannot reach the stream cannot publish, so it
-// never uses an approval it cannot record.
+// The decision that uses approval X is published on pedigree.use.X, and
+// every node applies the first use of X in the stream and refuses any
+// later one: one decision per approval, whatever the number of nodes
+// racing, decided by the stream's order, which every node shares. The
+// loser's publish comes back refused once the loser has applied the
+// winner's use; its check decides again without the approval. (The use
+// is not a compare-and-set on its subject: a writer with publish rights
+// could keep the subject taken with junk no node applies.) A node that
+// cannot reach the stream cannot publish, so it never uses an approval it
+// cannot record.
 //
 // # The genesis and the trust root
 //
@@ -89,10 +92,9 @@
 // It can still copy a node's signed record onto its own subject again
 // (an entry is stored once; a decision logged already, or a second use, is
 // refused), and put junk on an approval's
-// use subject: a use is a compare-and-set on the subject, and a node that
-// finds the subject held by a record every node refused publishes again
-// expecting that record (up to 64 of them), so junk costs a retry, not the
-// approval. Give publish rights on the stream's subjects to the nodes only.
+// use subject, which every node refuses: junk costs the nodes the time to
+// refuse it, not the approval. Give publish rights on the stream's
+// subjects to the nodes only.
 //
 // # Durability: exactly what is promised
 //

@@ -81,3 +81,43 @@ func (r *Raw) Last(ctx context.Context, stream, subject string) ([]byte, error) 
 	}
 	return m.Data, nil
 }
+
+// Rewrite replaces the stream with a copy of it without the records keep
+// refuses, as whoever administers the servers could (delete the stream,
+// create it again, publish the genuine records it chooses).
+func (r *Raw) Rewrite(ctx context.Context, stream, prefix string, replicas int, keep func(subject string) bool) error {
+	s, err := r.js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return err
+	}
+	type msg struct {
+		subject string
+		data    []byte
+	}
+	var msgs []msg
+	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			return err
+		}
+		if keep(m.Subject) {
+			msgs = append(msgs, msg{m.Subject, m.Data})
+		}
+	}
+	if err := r.js.DeleteStream(ctx, stream); err != nil {
+		return err
+	}
+	if _, err := r.js.CreateStream(ctx, streamConfig(stream, prefix, replicas)); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if _, err := r.js.Publish(ctx, m.subject, m.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
