@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
@@ -123,7 +124,11 @@ const maxMCPConfigBytes = 64 << 20
 
 // readMCPConfig reads the file whole (nil when it does not exist).
 func readMCPConfig(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO named .mcp.json (another user's in /tmp, or a
+	// repository's symlink to one) would block the open until a writer
+	// came, and Claude Code lets a call through when its hook times out.
+	// It opens at once, and is refused below as not a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -180,13 +185,8 @@ func serversAt(objs map[string]map[string]json.RawMessage, file string, doc []by
 // hook can rely on for its metadata (see above), and the gateway's data
 // directory when its entry names one (absolute).
 func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
-	var e struct {
-		Type    string            `json:"type"`
-		Command string            `json:"command"`
-		Args    []string          `json:"args"`
-		Env     map[string]string `json:"env"`
-	}
-	if json.Unmarshal(s.Raw, &e) != nil || (e.Type != "" && e.Type != "stdio") {
+	e, ok := parseEntry(s.Raw)
+	if !ok || (e.Type != "" && e.Type != "stdio") {
 		return false, ""
 	}
 	exe, _ := os.Executable()
@@ -207,13 +207,32 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 	if len(rest) < 2 || rest[0] != "mcp" || rest[1] != "run" {
 		return false, ""
 	}
+	// The command line takes --dir after 'mcp run' too (up to "--"), and
+	// the last one wins: 'pedigree --dir H mcp run --dir ./store' serves
+	// ./store.
+	for i := 2; i < len(rest) && rest[i] != "--"; i++ {
+		switch {
+		case rest[i] == "--dir" && i+1 < len(rest):
+			dir = rest[i+1]
+			i++
+		case rest[i] == "--dir":
+			return false, ""
+		case strings.HasPrefix(rest[i], "--dir="):
+			dir = strings.TrimPrefix(rest[i], "--dir=")
+		}
+	}
 	if dir == "" {
 		dir = e.Env["PEDIGREE_DIR"]
 	}
 	if !filepath.IsAbs(dir) {
 		dir = ""
 	}
-	if dir != "" && sameDir(dir, h.dir) {
+	// An entry's env is its writer's word on what runs: PATH chooses which
+	// "pedigree" Claude Code starts (Node looks the command up in the PATH
+	// of the env it passes), the loader's variables what that binary runs.
+	// Taken from the user's own configuration, not from a .mcp.json.
+	runsOther := s.Scope == "project" && loaderEnv(e.Env)
+	if dir != "" && sameDir(dir, h.dir) && !runsOther {
 		return true, dir // only upstreams sealed in this store run there
 	}
 	switch s.Scope {
@@ -224,22 +243,58 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 	return p != "", dir
 }
 
+// loaderEnv says whether env sets what decides which program runs.
+func loaderEnv(env map[string]string) bool {
+	for k := range env {
+		if k == "PATH" || strings.HasPrefix(k, "LD_") || strings.HasPrefix(k, "DYLD_") {
+			return true
+		}
+	}
+	return false
+}
+
+// seenEntry is a server entry as Claude Code reads it.
+type seenEntry struct {
+	Type, Command, URL string
+	Args               []string
+	Env                map[string]string
+}
+
+// parseEntry reads a server entry with JSON's exact, case-sensitive keys,
+// as Claude Code's JSON.parse does: encoding/json folds case when it
+// fills a struct, and {"command":"node","Command":"pedigree"} would read
+// as the gateway while Claude Code runs node. A field of the wrong type is
+// not an entry the hook can read.
+func parseEntry(raw json.RawMessage) (seenEntry, bool) {
+	var o map[string]json.RawMessage
+	var e seenEntry
+	if json.Unmarshal(raw, &o) != nil || o == nil {
+		return e, false
+	}
+	for k, v := range map[string]any{"type": &e.Type, "command": &e.Command, "url": &e.URL, "args": &e.Args, "env": &e.Env} {
+		if b, ok := o[k]; ok && json.Unmarshal(b, v) != nil {
+			return e, false
+		}
+	}
+	return e, true
+}
+
 type unsealedText struct{ content, label string }
 
 // runs is what a server entry runs or reaches (its type, command and
 // arguments, or URL), without its env and headers: the record names the
 // server, and keeps no credential the configuration passes it.
 func runs(raw json.RawMessage) string {
-	var e struct {
+	e, ok := parseEntry(raw)
+	if !ok {
+		return "an entry that is not an object of an MCP server"
+	}
+	b, _ := json.Marshal(struct {
 		Type    string   `json:"type,omitempty"`
 		Command string   `json:"command,omitempty"`
 		Args    []string `json:"args,omitempty"`
 		URL     string   `json:"url,omitempty"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return "an entry that is not an object of an MCP server"
-	}
-	b, _ := json.Marshal(e)
+	}{e.Type, e.Command, e.Args, e.URL})
 	return string(b)
 }
 
