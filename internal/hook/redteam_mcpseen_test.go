@@ -117,3 +117,12 @@ func TestRedTeamMCPConfigFIFO(t *testing.T) {
 		t.Fatal("the hook hung opening a FIFO named .mcp.json: Claude Code would let the call through at its hook timeout")
 	}
 }
+
+// Claude Code expands ${VAR} and ${VAR:-default} in a .mcp.json entry's
+// args before it runs it: an argument the hook reads literally as
+// "${UNSET:---dir=./.store}" reaches the gateway as --dir=./.store.
+func TestRedTeamMCPGatewayExpandedArgs(t *testing.T) {
+	c := newHookEnv(t)
+	args, _ := json.Marshal([]string{"--dir", c.dir, "mcp", "run", "${PEDIGREE_RT_UNSET:---dir=./.store}"})
+	rtMCPCase(t, c, "rt-expand", `{"mcpServers":{"docs":{"command":"pedigree","args":`+string(args)+`}}}`, "MCP server docs")
+}
