@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -230,8 +231,10 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 	// An entry's env is its writer's word on what runs: PATH chooses which
 	// "pedigree" Claude Code starts (Node looks the command up in the PATH
 	// of the env it passes), the loader's variables what that binary runs.
-	// Taken from the user's own configuration, not from a .mcp.json.
-	runsOther := s.Scope == "project" && loaderEnv(e.Env)
+	// Claude Code also expands ${VAR} and ${VAR:-default} in its args: what
+	// the hook reads there is not what runs. Taken from the user's own
+	// configuration, not from a .mcp.json.
+	runsOther := s.Scope == "project" && (loaderEnv(e.Env) || slices.ContainsFunc(e.Args, func(a string) bool { return strings.Contains(a, "${") }))
 	if dir != "" && sameDir(dir, h.dir) && !runsOther {
 		return true, dir // only upstreams sealed in this store run there
 	}
