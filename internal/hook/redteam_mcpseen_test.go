@@ -126,3 +126,27 @@ func TestRedTeamMCPGatewayExpandedArgs(t *testing.T) {
 	args, _ := json.Marshal([]string{"--dir", c.dir, "mcp", "run", "${PEDIGREE_RT_UNSET:---dir=./.store}"})
 	rtMCPCase(t, c, "rt-expand", `{"mcpServers":{"docs":{"command":"pedigree","args":`+string(args)+`}}}`, "MCP server docs")
 }
+
+// The opposite failure: the person's own configuration, wrapped by
+// 'claude install --mcp' (keeping the server's env, an nvm PATH included)
+// or naming the gateway over this store with ${HOME} in its args, taints
+// nothing.
+func TestRedTeamMCPUserGatewayStaysQuiet(t *testing.T) {
+	c := newHookEnv(t)
+	home, cwd := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	user := fmt.Sprintf(`{"mcpServers":{
+		"fs":{"command":"pedigree","args":["mcp","run","--name","fs","--","node","fs.js"],"env":{"PATH":"/home/u/.nvm/bin:/usr/bin","TOKEN":"x"}},
+		"pedigree":{"command":"pedigree","args":["--dir",%q,"mcp","run","--approver","user:alice","--approver-key","${HOME}/.config/pedigree/keys/alice.key"]}},
+		"projects":{%q:{"mcpServers":{"mem":{"type":"stdio","command":"pedigree","args":["--dir=%s","mcp","run"]}}}}}`, c.dir, cwd, c.dir)
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(user), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.must(map[string]any{"session_id": "rt-quiet", "hook_event_name": "UserPromptSubmit", "prompt": "build it", "cwd": cwd}, "")
+	ev := bash("rt-quiet", "toolu_rt")
+	ev["cwd"] = cwd
+	if a := c.must(ev, ""); permission(a) != "" && permission(a) != string(gate.Allow) {
+		t.Fatalf("a clean session behind the gateway was stopped: %s", a.HookSpecificOutput.PermissionDecisionReason)
+	}
+}
