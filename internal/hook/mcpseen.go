@@ -3,6 +3,8 @@ package hook
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -222,11 +224,16 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 			dir = strings.TrimPrefix(rest[i], "--dir=")
 		}
 	}
+	named := dir != ""
 	if dir == "" {
 		dir = e.Env["PEDIGREE_DIR"]
+		named = dir != ""
 	}
 	if !filepath.IsAbs(dir) {
 		dir = ""
+	}
+	if !named {
+		dir = oneLineDir(rest[2:], e.Env) // "" when that is not the one-line form
 	}
 	// An entry's env is its writer's word on what runs: PATH chooses which
 	// "pedigree" Claude Code starts (Node looks the command up in the PATH
@@ -235,7 +242,7 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 	// the hook reads there is not what runs. Taken from the user's own
 	// configuration, not from a .mcp.json.
 	runsOther := s.Scope == "project" && (loaderEnv(e.Env) || slices.ContainsFunc(e.Args, func(a string) bool { return strings.Contains(a, "${") }))
-	if dir != "" && sameDir(dir, h.dir) && !runsOther {
+	if named && dir != "" && sameDir(dir, h.dir) && !runsOther {
 		return true, dir // only upstreams sealed in this store run there
 	}
 	switch s.Scope {
@@ -244,6 +251,52 @@ func (h *Handler) gated(s mcpServer, doc []byte) (ok bool, gwDir string) {
 	}
 	p, _ := h.vouched(s.File, doc)
 	return p != "", dir
+}
+
+// oneLineDir is the directory the one-line gateway ('pedigree mcp run
+// [flags] -- COMMAND...', no --dir) keeps for COMMAND, as 'mcp run'
+// derives it: $PEDIGREE_DIR, else $XDG_DATA_HOME/pedigree/mcp/NAME-H, else
+// ~/.local/share/pedigree/mcp/NAME-H, H the first 4 bytes of the sha256 of
+// the command line's JSON. It is found by H, whatever NAME is. "" when
+// there is no command, or no such directory.
+func oneLineDir(run []string, env map[string]string) string {
+	i := slices.Index(run, "--")
+	if i < 0 || i == len(run)-1 {
+		return ""
+	}
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	base := ""
+	switch {
+	case getenv("PEDIGREE_DIR") != "":
+		if d := getenv("PEDIGREE_DIR"); filepath.IsAbs(d) {
+			return d
+		}
+		return ""
+	case getenv("XDG_DATA_HOME") != "":
+		base = filepath.Join(getenv("XDG_DATA_HOME"), "pedigree")
+	case getenv("HOME") != "":
+		base = filepath.Join(getenv("HOME"), ".local", "share", "pedigree")
+	default:
+		return ""
+	}
+	b, _ := json.Marshal(run[i+1:])
+	sum := sha256.Sum256(b)
+	suffix := "-" + hex.EncodeToString(sum[:4])
+	if n := slices.Index(run[:i], "--name"); n >= 0 && n+1 < i {
+		return filepath.Join(base, "mcp", run[n+1]+suffix)
+	}
+	des, _ := os.ReadDir(filepath.Join(base, "mcp"))
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), suffix) {
+			return filepath.Join(base, "mcp", de.Name())
+		}
+	}
+	return ""
 }
 
 // loaderEnv says whether env sets what decides which program runs.
