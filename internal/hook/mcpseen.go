@@ -45,13 +45,18 @@ import (
 //     own configuration (~/.claude.json, the managed file) or a .mcp.json
 //     the operator vouched for in a workspace declaration: a .mcp.json
 //     nobody vouched for is the repository writer's word, and its server's
-//     first metadata would be sealed on trust. What a gateway with a named
-//     data directory noted its upstreams offer that differs from the seal
-//     (gateway.DriftDir: a rug pull, a new tool, a list_changed, the notes
-//     'mcp list' shows) is recorded in the session as those upstreams'
-//     unsealed content: the gateway records it in its own sessions, and
-//     the listing Claude Code made at its start was bound to none of the
-//     hook's.
+//     first metadata would be sealed on trust. The entry is read as Claude
+//     Code reads it: exact keys, the last --dir (after 'mcp run' too). A
+//     .mcp.json entry counts as the gateway over this store only without
+//     an env that picks the program (PATH, LD_*, DYLD_*) and without
+//     ${...} in its args, which Claude Code expands. What a gateway noted
+//     its upstreams offer that differs from the seal (gateway.DriftDir: a
+//     rug pull, a new tool, a list_changed, the notes 'mcp list' shows), in
+//     the directory its entry names or, for the one-line form, the one
+//     'mcp run' derives from the command, is recorded in the session as
+//     those upstreams' unsealed content: the gateway records it in its own
+//     sessions, and the listing Claude Code made at its start was bound to
+//     none of the hook's.
 //   - Any other server (a stdio server run directly, an http or sse
 //     server, an entry the hook cannot read): its metadata reached the
 //     model unsealed. The hook records an entry of the MCP principal
@@ -63,7 +68,9 @@ import (
 // program of the configuration's choosing inside the hook, and what it
 // answered the hook need not be what it answered Claude Code. A
 // configuration file that cannot be read or parsed is recorded the same
-// way (unsealed metadata of servers the hook cannot name). Servers given
+// way (unsealed metadata of servers the hook cannot name); it is opened
+// without blocking, so a FIFO in its place cannot hang the hook into
+// Claude Code's timeout, which lets the call through. Servers given
 // on Claude Code's command line (--mcp-config), by plugins, or by claude.ai
 // connectors are not in these files: docs/hooks.md names that gap.
 
