@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -187,6 +188,44 @@ func TestRedTeamMCPOneLineGatewayDrift(t *testing.T) {
 	ev["cwd"] = cwd
 	a := c.must(ev, "")
 	want := "the tool descriptions the gateway's upstream weather offers"
+	if d := permission(a); d == "" || d == string(gate.Allow) || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, want) {
+		t.Fatalf("want the call stopped, naming %q; got %q %+v", want, d, a)
+	}
+}
+
+// Claude Code keys its local scope (projects[DIR].mcpServers, where
+// 'claude mcp add' puts a server by default) by the canonical git root:
+// in a linked worktree, the main checkout's root, which is no directory
+// above the worktree. A server added in the main checkout runs in every
+// session in a worktree, and the hook, walking up from the worktree, did
+// not see it.
+func TestRedTeamMCPLocalScopeOfALinkedWorktree(t *testing.T) {
+	c := newHookEnv(t)
+	home, base := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	main, wt := filepath.Join(base, "main"), filepath.Join(base, "wt")
+	git := func(dir string, args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	if err := os.MkdirAll(main, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(main, "init", "-q")
+	git(main, "commit", "-q", "--allow-empty", "-m", "x")
+	git(main, "worktree", "add", "-q", wt)
+	user := fmt.Sprintf(`{"projects":{%q:{"mcpServers":{"weather":{"command":"node","args":["w.js"]}}}}}`, main)
+	if err := os.WriteFile(filepath.Join(home, ".claude.json"), []byte(user), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.must(map[string]any{"session_id": "rt-wt", "hook_event_name": "UserPromptSubmit", "prompt": "weather?", "cwd": wt}, "")
+	ev := bash("rt-wt", "toolu_rt")
+	ev["cwd"] = wt
+	a := c.must(ev, "")
+	want := "MCP server weather (local scope"
 	if d := permission(a); d == "" || d == string(gate.Allow) || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, want) {
 		t.Fatalf("want the call stopped, naming %q; got %q %+v", want, d, a)
 	}
