@@ -33,7 +33,8 @@ import (
 // Claude Code resolves it (its user scope, the mcpServers of ~/.claude.json
 // or $CLAUDE_CONFIG_DIR/.claude.json; its local scope, that file's
 // projects[DIR].mcpServers for the working directory and every directory
-// above it; its project scope, every .mcp.json from the working directory
+// above it, and for the main checkout's root in a linked git worktree;
+// its project scope, every .mcp.json from the working directory
 // up to the root; the managed managed-mcp.json), and sorts each server:
 //
 //   - Behind pedigree's gateway ('pedigree [--dir DIR] mcp run ...'): the
@@ -114,10 +115,56 @@ func mcpConfigs(cwd string) []mcpConfig {
 			}
 		}
 	}
+	if root := canonicalGitRoot(cwd); cj != "" && root != "" {
+		out = append(out, mcpConfig{File: cj, At: []string{"projects", root, "mcpServers"}, Scope: "local"})
+	}
 	for _, f := range managedMCPFiles {
 		out = append(out, mcpConfig{File: f, At: []string{"mcpServers"}, Scope: "managed"})
 	}
 	return out
+}
+
+// canonicalGitRoot is the main checkout's root when cwd is in a linked git
+// worktree, as Claude Code finds it to key its local scope: the worktree's
+// .git file names its git directory, whose commondir is the main
+// repository's .git. "" when cwd is in no linked worktree.
+func canonicalGitRoot(cwd string) string {
+	if !filepath.IsAbs(cwd) {
+		return ""
+	}
+	// Read without blocking (readMCPConfig): a FIFO named .git in /tmp
+	// would otherwise hang the hook.
+	for d := filepath.Clean(cwd); ; d = filepath.Dir(d) {
+		b, err := readMCPConfig(filepath.Join(d, ".git"))
+		switch {
+		case err != nil:
+			return "" // a main checkout (its .git a directory), or unreadable
+		case b == nil && filepath.Dir(d) == d:
+			return ""
+		case b == nil:
+			continue
+		}
+		gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+		if !ok {
+			return ""
+		}
+		a := strings.TrimSpace(gitdir)
+		if !filepath.IsAbs(a) {
+			a = filepath.Join(d, a)
+		}
+		c, err := readMCPConfig(filepath.Join(a, "commondir"))
+		if err != nil || c == nil {
+			return ""
+		}
+		f := strings.TrimSpace(string(c))
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(a, f)
+		}
+		if f = filepath.Clean(f); filepath.Base(f) == ".git" {
+			return filepath.Dir(f)
+		}
+		return f
+	}
 }
 
 // mcpServer is one configured server.
