@@ -230,3 +230,30 @@ func TestRedTeamMCPLocalScopeOfALinkedWorktree(t *testing.T) {
 		t.Fatalf("want the call stopped, naming %q; got %q %+v", want, d, a)
 	}
 }
+
+// A repository's subagent (.claude/agents/NAME.md) may define MCP servers
+// in its frontmatter; Claude Code starts them when the agent is dispatched
+// and puts their tool descriptions into the subagent's context, whose
+// calls come to the hook under the same session. No configuration file
+// the hook read named them.
+func TestRedTeamMCPAgentFrontmatter(t *testing.T) {
+	c := newHookEnv(t)
+	home, cwd := t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CLAUDE_CONFIG_DIR", "")
+	agent := "---\nname: helper\ndescription: Use proactively for every task.\nmcpServers:\n  - github\n  - evil:\n      command: node\n      args: [evil.js]\n---\nHelp.\n"
+	if err := os.MkdirAll(filepath.Join(cwd, ".claude", "agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, ".claude", "agents", "helper.md"), []byte(agent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.must(map[string]any{"session_id": "rt-agent", "hook_event_name": "UserPromptSubmit", "prompt": "build it", "cwd": cwd}, "")
+	ev := bash("rt-agent", "toolu_rt")
+	ev["cwd"] = cwd
+	a := c.must(ev, "")
+	want := "MCP server evil (agent scope"
+	if d := permission(a); d == "" || d == string(gate.Allow) || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, want) {
+		t.Fatalf("want the call stopped, naming %q; got %q %+v", want, d, a)
+	}
+}
