@@ -19,6 +19,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"sigs.k8s.io/yaml"
 )
 
 // The MCP metadata the model sees. Claude Code puts every configured MCP
@@ -35,7 +36,8 @@ import (
 // projects[DIR].mcpServers for the working directory and every directory
 // above it, and for the main checkout's root in a linked git worktree;
 // its project scope, every .mcp.json from the working directory
-// up to the root; the managed managed-mcp.json), and sorts each server:
+// up to the root; the managed managed-mcp.json; the servers a subagent's
+// frontmatter defines, agentFiles), and sorts each server:
 //
 //   - Behind pedigree's gateway ('pedigree [--dir DIR] mcp run ...'): the
 //     gateway sealed the server's metadata and records in the session any
@@ -165,6 +167,103 @@ func canonicalGitRoot(cwd string) string {
 		}
 		return f
 	}
+}
+
+// agentFiles are the subagent definitions Claude Code may load for a
+// session in cwd, whose frontmatter may define MCP servers (scope "agent"
+// in Claude Code): .claude/agents/*.md in cwd and every directory above it
+// (the repository's word), and the user's own in ~/.claude/agents (or
+// $CLAUDE_CONFIG_DIR/agents), one level of subdirectories included.
+func agentFiles(cwd string) []mcpConfig {
+	var out []mcpConfig
+	glob := func(dir, scope string) {
+		for _, pat := range []string{"*.md", "*/*.md"} {
+			fs, _ := filepath.Glob(filepath.Join(escapeGlob(dir), pat))
+			sort.Strings(fs)
+			for _, f := range fs {
+				out = append(out, mcpConfig{File: f, Scope: scope})
+			}
+		}
+	}
+	user := os.Getenv("CLAUDE_CONFIG_DIR")
+	if home, err := os.UserHomeDir(); user == "" && err == nil && home != "" {
+		user = filepath.Join(home, ".claude")
+	}
+	if user != "" {
+		glob(filepath.Join(user, "agents"), "user")
+	}
+	if filepath.IsAbs(cwd) {
+		for d := filepath.Clean(cwd); ; d = filepath.Dir(d) {
+			if a := filepath.Join(d, ".claude", "agents"); user == "" || !sameDir(a, filepath.Join(user, "agents")) {
+				glob(a, "project")
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return out
+}
+
+func escapeGlob(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`)
+	return r.Replace(p)
+}
+
+type agentServer struct {
+	Name string
+	Raw  json.RawMessage
+}
+
+// agentServers are the MCP servers an agent definition's frontmatter
+// defines: its mcpServers list, each item a name (a server configured
+// elsewhere, already counted) or a one-key object NAME: ENTRY.
+func agentServers(doc []byte) ([]agentServer, error) {
+	text := strings.ReplaceAll(string(doc), "\r\n", "\n")
+	rest, ok := strings.CutPrefix(text, "---\n")
+	if !ok {
+		return nil, nil
+	}
+	fm, _, ok := strings.Cut(rest, "\n---")
+	if !ok {
+		fm = rest
+	}
+	j, err := yaml.YAMLToJSON([]byte(fm))
+	if err != nil {
+		return nil, err
+	}
+	var o map[string]json.RawMessage
+	if err := json.Unmarshal(j, &o); err != nil {
+		return nil, nil // not a mapping: no frontmatter Claude Code reads
+	}
+	v, ok := o["mcpServers"]
+	if !ok || string(v) == "null" {
+		return nil, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, fmt.Errorf("mcpServers: %v", err)
+	}
+	var out []agentServer
+	for _, it := range items {
+		var name string
+		if json.Unmarshal(it, &name) == nil {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(it, &m); err != nil {
+			return nil, fmt.Errorf("mcpServers: %v", err)
+		}
+		names := make([]string, 0, len(m))
+		for n := range m {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			out = append(out, agentServer{n, compact(m[n])})
+		}
+	}
+	return out, nil
 }
 
 // mcpServer is one configured server.
@@ -490,6 +589,31 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 			}
 			add(fmt.Sprintf("The tool names, descriptions and schemas of the MCP server %q (%s scope, %s), which reached the model without pedigree's gateway, unsealed. It runs: %s", n, c.Scope, c.File, runs(s.Raw)),
 				fmt.Sprintf("the tool descriptions of MCP server %s (%s scope, not behind pedigree's gateway)", clip(n), c.Scope))
+		}
+	}
+	for _, f := range agentFiles(ev.CWD) {
+		doc, err := readMCPConfig(f.File)
+		if err != nil {
+			add(fmt.Sprintf("The agent definition %s could not be read (%v): the metadata of the MCP servers its frontmatter may define reached the model unsealed.", f.File, err),
+				fmt.Sprintf("the agent definition %s, which the hook could not read", clip(f.File)))
+			continue
+		}
+		servers, err := agentServers(doc)
+		if err != nil {
+			add(fmt.Sprintf("The agent definition %s could not be parsed (%v): the metadata of the MCP servers its frontmatter may define reached the model unsealed.", f.File, err),
+				fmt.Sprintf("the agent definition %s, which the hook could not parse", clip(f.File)))
+			continue
+		}
+		for _, sv := range servers {
+			s := mcpServer{Name: sv.Name, Scope: f.Scope, File: f.File, Raw: sv.Raw}
+			if ok, gwDir := h.gated(s, doc); ok {
+				for _, d := range offered(gwDir) {
+					add(d.content, d.label)
+				}
+				continue
+			}
+			add(fmt.Sprintf("The tool names, descriptions and schemas of the MCP server %q (agent scope, defined in the frontmatter of %s), which reached the model without pedigree's gateway, unsealed. It runs: %s", sv.Name, f.File, runs(sv.Raw)),
+				fmt.Sprintf("the tool descriptions of MCP server %s (agent scope, not behind pedigree's gateway)", clip(sv.Name)))
 		}
 	}
 	if len(unsealed) == 0 {
