@@ -219,16 +219,20 @@ type agentServer struct {
 // defines: its mcpServers list, each item a name (a server configured
 // elsewhere, already counted) or a one-key object NAME: ENTRY.
 func agentServers(doc []byte) ([]agentServer, error) {
-	text := strings.ReplaceAll(string(doc), "\r\n", "\n")
-	rest, ok := strings.CutPrefix(text, "---\n")
-	if !ok {
+	// Leniently: a BOM, blank lines and spaces around the '---' lines do
+	// not hide the frontmatter from the hook.
+	lines := strings.Split(strings.TrimPrefix(strings.ReplaceAll(string(doc), "\r\n", "\n"), "\ufeff"), "\n")
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
 		return nil, nil
 	}
-	fm, _, ok := strings.Cut(rest, "\n---")
-	if !ok {
-		fm = rest
+	lines = lines[1:]
+	if end := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "---" }); end >= 0 {
+		lines = lines[:end]
 	}
-	j, err := yaml.YAMLToJSON([]byte(fm))
+	j, err := yaml.YAMLToJSON([]byte(strings.Join(lines, "\n")))
 	if err != nil {
 		return nil, err
 	}

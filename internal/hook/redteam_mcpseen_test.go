@@ -248,12 +248,21 @@ func TestRedTeamMCPAgentFrontmatter(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cwd, ".claude", "agents", "helper.md"), []byte(agent), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The same, spelled with a BOM and CRLF lines, in a subdirectory.
+	if err := os.MkdirAll(filepath.Join(cwd, ".claude", "agents", "team"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	crlf := "\ufeff" + strings.ReplaceAll(strings.ReplaceAll(agent, "evil", "evil2"), "\n", " \r\n")
+	if err := os.WriteFile(filepath.Join(cwd, ".claude", "agents", "team", "helper2.md"), []byte(crlf), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c.must(map[string]any{"session_id": "rt-agent", "hook_event_name": "UserPromptSubmit", "prompt": "build it", "cwd": cwd}, "")
 	ev := bash("rt-agent", "toolu_rt")
 	ev["cwd"] = cwd
 	a := c.must(ev, "")
-	want := "MCP server evil (agent scope"
-	if d := permission(a); d == "" || d == string(gate.Allow) || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, want) {
-		t.Fatalf("want the call stopped, naming %q; got %q %+v", want, d, a)
+	for _, want := range []string{"MCP server evil (agent scope", "MCP server evil2 (agent scope"} {
+		if d := permission(a); d == "" || d == string(gate.Allow) || !strings.Contains(a.HookSpecificOutput.PermissionDecisionReason, want) {
+			t.Fatalf("want the call stopped, naming %q; got %q %+v", want, d, a)
+		}
 	}
 }
