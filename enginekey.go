@@ -122,7 +122,10 @@ func (e *Engine) engineVerifiers() []*registry.Verifier {
 func (e *Engine) engineKeyList() []ed25519.PublicKey {
 	var out []ed25519.PublicKey
 	for _, p := range e.engineKeys() {
-		out = append(out, p.PublicKey)
+		// An engine key is Ed25519 (the log's checkpoints are).
+		if k, ok := p.PublicKey.(ed25519.PublicKey); ok {
+			out = append(out, k)
+		}
 	}
 	return out
 }
@@ -138,7 +141,7 @@ func (e *Engine) engineKeys() []registry.Principal {
 	return out
 }
 
-func (e *Engine) certifiedEngineKey(pub ed25519.PublicKey) bool {
+func (e *Engine) certifiedEngineKey(pub registry.PublicKey) bool {
 	for _, p := range e.engineKeys() {
 		if p.PublicKey.Equal(pub) {
 			return true

@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -11,9 +13,10 @@ import (
 // Principal is who writes entries: an agent, a user, a tool. Its tier comes
 // from here and nowhere else: an entry's tier is its signer's.
 type Principal struct {
-	ID        string
-	Tier      Tier
-	PublicKey ed25519.PublicKey
+	ID   string
+	Tier Tier
+	// PublicKey is Ed25519 or ECDSA P-256 (see Algorithm).
+	PublicKey PublicKey
 	// Approver: the principal may approve denied calls. Given at
 	// registration, only to a user-tier principal, and frozen with the
 	// registry.
@@ -36,8 +39,21 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// KeyFingerprint is the hex sha256 of the raw public key.
-func KeyFingerprint(pub ed25519.PublicKey) string {
-	s := sha256.Sum256(pub)
+// KeyFingerprint is the hex sha256 of the raw public key for Ed25519, of
+// its DER SubjectPublicKeyInfo for ECDSA P-256; "" for a key of neither.
+func KeyFingerprint(pub PublicKey) string {
+	var b []byte
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		b = k
+	case *ecdsa.PublicKey:
+		if _, err := Algorithm(k); err != nil {
+			return ""
+		}
+		b, _ = x509.MarshalPKIXPublicKey(k)
+	default:
+		return ""
+	}
+	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
 	"strings"
+	"time"
 )
 
 // The operator key of a data directory lives outside it, in the keys
@@ -46,7 +48,10 @@ func (a *app) defaultOperatorKey() (string, error) {
 // it was looked for and what finds it.
 func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
 	if flagFile != "" {
-		s, err := registry.LoadSigner(flagFile)
+		s, err := registry.OpenSigner(context.Background(), flagFile, a.kmsTimeout())
+		if err == nil {
+			_, err = s.Ed25519()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("--operator-key %s: %w", flagFile, err)
 		}
@@ -60,6 +65,15 @@ func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
 		return nil, fmt.Errorf("%w: the operator key of %s is not at %s: it is looked for in the keys directory, $PEDIGREE_KEYS, else $XDG_CONFIG_HOME/pedigree/keys, else ~/.config/pedigree/keys (set PEDIGREE_KEYS as it was when 'init' ran), or pass --operator-key FILE", registry.ErrBadKey, a.dir, key)
 	}
 	return registry.LoadSigner(key)
+}
+
+// kmsTimeout bounds each call to a KMS: $PEDIGREE_KMS_TIMEOUT (a Go
+// duration) when set and valid, else registry.DefaultKMSTimeout.
+func (a *app) kmsTimeout() time.Duration {
+	if d, err := time.ParseDuration(a.getenv("PEDIGREE_KMS_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return registry.DefaultKMSTimeout
 }
 
 // trustRootFile is the pinned trust root: --trust-root, else

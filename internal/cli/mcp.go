@@ -577,7 +577,7 @@ Examples (Claude Code):
 			}
 			who := "user:NAME --key FILE"
 			if approver != "" {
-				if o.Approver, err = signer(ctx, b, approver, approverKey); err != nil {
+				if o.Approver, err = a.signer(ctx, b, approver, approverKey); err != nil {
 					return err
 				}
 				// Said at start, not only at the first approval a person
@@ -631,7 +631,7 @@ func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal s
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: the gateway's key for %s is not at %s: it is kept in the data directory (--dir, else $PEDIGREE_DIR), written by 'mcp add'", registry.ErrBadKey, principal, path)
 	}
-	return signer(ctx, b, principal, path)
+	return a.signer(ctx, b, principal, path)
 }
 
 // gatewayBackend goes through a running server when there is one;

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -96,12 +95,21 @@ Example:
 			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
 			}
-			var pub ed25519.PublicKey
-			if pubFile != "" {
-				if pub, err = registry.LoadPublicKey(pubFile); err != nil {
+			var pub registry.PublicKey
+			switch {
+			case registry.IsKMSRef(pubFile):
+				// The public half of a key held in a KMS: the private half
+				// never comes to this host.
+				s, err := registry.OpenSigner(cmd.Context(), pubFile, a.kmsTimeout())
+				if err != nil {
+					return fmt.Errorf("--public-key %s: %w", pubFile, err)
+				}
+				pub = s.Public()
+			case pubFile != "":
+				if pub, err = registry.LoadPrincipalKey(pubFile); err != nil {
 					return err
 				}
-			} else {
+			default:
 				s, priv, err := registry.GenerateSigner(nil)
 				if err != nil {
 					return err
@@ -130,7 +138,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
-	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this Ed25519 public key (PEM)")
+	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this public key: a PEM file (Ed25519 or ECDSA P-256), or a KMS key reference (hashivault://NAME, awskms:///ARN, ...) whose public half is fetched")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
 	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only; default: true for user:NAME at the user tier)")
 	return cmd
@@ -260,7 +268,7 @@ func newRegistryList(a *app) *cobra.Command {
 			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
 			rows := []principalOutput{}
 			for _, p := range ps {
-				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
+				pemBytes, err := registry.MarshalPrincipalKey(p.PublicKey)
 				if err != nil {
 					return errors.Join(err)
 				}

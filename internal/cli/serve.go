@@ -125,7 +125,7 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 			if withUI {
 				uiOpts = &server.UIOptions{}
 				if uiApprover != "" {
-					s, err := signer(cmd.Context(), e, uiApprover, uiApproverKey)
+					s, err := a.signer(cmd.Context(), e, uiApprover, uiApproverKey)
 					if err != nil {
 						e.Close()
 						return err

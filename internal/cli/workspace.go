@@ -75,7 +75,7 @@ operator's seal: the command seals the configuration again with the operator key
 				}
 			}
 			// Before freeze no seal is written, and no key is needed.
-			op, kerr := registry.LoadSigner(opKey)
+			op, kerr := registry.OpenSigner(cmd.Context(), opKey, a.kmsTimeout())
 			root, err := a.trustRootOption()
 			if err != nil {
 				return err
