@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"crypto/x509"
@@ -40,19 +39,16 @@ func ValidateID(id string) error {
 }
 
 // KeyFingerprint is the hex sha256 of the raw public key for Ed25519, of
-// its DER SubjectPublicKeyInfo for ECDSA P-256; "" for a key of neither.
+// its DER SubjectPublicKeyInfo for ECDSA P-256; "" for a key of neither
+// (or an Ed25519 key of the wrong length).
 func KeyFingerprint(pub PublicKey) string {
-	var b []byte
-	switch k := pub.(type) {
-	case ed25519.PublicKey:
-		b = k
-	case *ecdsa.PublicKey:
-		if _, err := Algorithm(k); err != nil {
-			return ""
-		}
-		b, _ = x509.MarshalPKIXPublicKey(k)
-	default:
+	alg, err := Algorithm(pub)
+	if err != nil {
 		return ""
+	}
+	b, _ := pub.(ed25519.PublicKey)
+	if alg == AlgECDSAP256 {
+		b, _ = x509.MarshalPKIXPublicKey(pub)
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
