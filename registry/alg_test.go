@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	ssldsse "github.com/secure-systems-lab/go-securesystemslib/dsse"
+
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/kv"
 )
@@ -249,4 +251,19 @@ func TestAlgorithm(t *testing.T) {
 	if err := r.Add(t.Context(), Principal{ID: "user:y", Tier: User}); !errors.Is(err, ErrBadKey) {
 		t.Fatalf("no key was registered: %v", err)
 	}
+}
+
+func p256Curve() elliptic.Curve { return elliptic.P256() }
+
+func sha256Of(b []byte) []byte { return sha256Sum(b) }
+
+// envelopeFor builds a DSSE envelope as SignEnvelope does, with sign.
+func envelopeFor(t testing.TB, typ string, payload []byte, sign func([]byte) ([]byte, error)) []byte {
+	sig, err := sign(ssldsse.PAE(typ, payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"payloadType": typ, "payload": payload,
+		"signatures": []map[string]any{{"keyid": "", "sig": sig}}})
+	return b
 }

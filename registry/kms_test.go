@@ -5,8 +5,11 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +122,13 @@ func init() {
 	sigkms.AddProvider("failkms://", func(context.Context, string, crypto.Hash, ...signature.RPCOption) (sigkms.SignerVerifier, error) {
 		return nil, errors.New("the KMS is down")
 	})
+	sigkms.AddProvider("rsakms://", func(ctx context.Context, _ string, hf crypto.Hash, _ ...signature.RPCOption) (sigkms.SignerVerifier, error) {
+		k, err := rsa.GenerateKey(rand.Reader, 1024)
+		if err != nil {
+			return nil, err
+		}
+		return rsaKey{pub: &k.PublicKey}, nil
+	})
 	sigkms.AddProvider("liarkms://", func(ctx context.Context, _ string, hf crypto.Hash, _ ...signature.RPCOption) (sigkms.SignerVerifier, error) {
 		shown, err := sigkms.Get(ctx, "fakekms://shown", hf)
 		if err != nil {
@@ -131,6 +141,14 @@ func init() {
 		return liar{SignerVerifier: shown, used: used}, nil
 	})
 }
+
+// rsaKey is a KMS key of an algorithm a principal may not hold.
+type rsaKey struct {
+	sigkms.SignerVerifier
+	pub *rsa.PublicKey
+}
+
+func (k rsaKey) PublicKey(...signature.PublicKeyOption) (crypto.PublicKey, error) { return k.pub, nil }
 
 type liar struct {
 	sigkms.SignerVerifier
@@ -158,6 +176,9 @@ func TestKMSFailsClosed(t *testing.T) {
 	}
 	if _, err := s.Sign([]byte("x")); !errors.Is(err, registry.ErrKMS) || !strings.Contains(err.Error(), "does not verify") {
 		t.Fatalf("a signature by another key was handed out: %v", err)
+	}
+	if _, err := registry.OpenSigner(t.Context(), "rsakms://k", 0); !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), "rsakms://k") {
+		t.Fatalf("an RSA key in a KMS: %v", err)
 	}
 	if _, err := registry.OpenSigner(t.Context(), "nosuch-kms://k", 0); !errors.Is(err, registry.ErrKMS) || !strings.Contains(err.Error(), "no kms provider") {
 		t.Fatalf("an unknown scheme: %v", err)
@@ -194,6 +215,29 @@ func TestIsKMSRef(t *testing.T) {
 	}
 }
 
+// TestLoadPrincipalKey: a principal's public key file may be P-256.
+func TestLoadPrincipalKey(t *testing.T) {
+	f, err := registry.OpenSigner(t.Context(), "fakekms://k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := registry.MarshalPrincipalKey(f.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/k.pub"
+	os.WriteFile(path, pemBytes, 0o644)
+	if got, err := registry.LoadPrincipalKey(path); err != nil || !got.Equal(f.Public()) {
+		t.Fatalf("LoadPrincipalKey = %v", err)
+	}
+	if _, err := registry.LoadPrincipalKey(path + ".missing"); !errors.Is(err, registry.ErrBadKey) {
+		t.Fatalf("missing: %v", err)
+	}
+	if _, err := registry.LoadPublicKey(path); !errors.Is(err, registry.ErrBadKey) {
+		t.Fatalf("LoadPublicKey (Ed25519 only) read a P-256 key: %v", err)
+	}
+}
+
 // TestOpenSignerFile: a path opens as LoadSigner does.
 func TestOpenSignerFile(t *testing.T) {
 	s, priv, _ := registry.GenerateSigner(nil)
@@ -207,5 +251,36 @@ func TestOpenSignerFile(t *testing.T) {
 	}
 	if _, err := registry.OpenSigner(t.Context(), path+".missing", 0); !errors.Is(err, registry.ErrBadKey) || errors.Is(err, registry.ErrKMS) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// BenchmarkSign: a file key signs in process; a key in Vault Transit (the
+// httptest engine on loopback, so the floor of a real round trip) through
+// HTTP (go test -bench 'Sign$' -benchmem ./registry).
+func BenchmarkSign(b *testing.B) {
+	v := kmstest.NewVault("s.bench")
+	defer v.Close()
+	b.Setenv("VAULT_ADDR", v.URL)
+	b.Setenv("VAULT_TOKEN", v.Token)
+	v.AddKey("ed", "ed25519")
+	v.AddKey("ec", "ecdsa-p256")
+	file, _, _ := registry.GenerateSigner(nil)
+	msg := []byte("approval statement")
+	for _, c := range []struct{ name, ref string }{{"file-ed25519", ""}, {"vault-ed25519", "hashivault://ed"}, {"vault-ecdsa-p256", "hashivault://ec"}} {
+		s := file
+		if c.ref != "" {
+			var err error
+			if s, err = registry.OpenSigner(b.Context(), c.ref, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Sign(msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

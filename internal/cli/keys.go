@@ -43,17 +43,22 @@ func (a *app) defaultOperatorKey() (string, error) {
 	return pedigree.OperatorKeyPath(d, a.dir)
 }
 
-// loadOperator loads the operator key: --operator-key FILE when given,
-// else the keys directory's. A key that is not there is said with where
+// loadOperator loads the operator key: --operator-key REF when given, else
+// $PEDIGREE_OPERATOR_KEY (a file or a KMS key reference), else the keys
+// directory's. A key that is not there is said with where
 // it was looked for and what finds it.
 func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
+	from := "--operator-key"
+	if flagFile == "" {
+		flagFile, from = a.getenv("PEDIGREE_OPERATOR_KEY"), "$PEDIGREE_OPERATOR_KEY"
+	}
 	if flagFile != "" {
 		s, err := registry.OpenSigner(context.Background(), flagFile, a.kmsTimeout())
 		if err == nil {
 			_, err = s.Ed25519()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("--operator-key %s: %w", flagFile, err)
+			return nil, fmt.Errorf("%s %s: %w", from, flagFile, err)
 		}
 		return s, nil
 	}

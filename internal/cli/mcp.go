@@ -618,7 +618,7 @@ Examples (Claude Code):
 	f.StringVar(&policies, "policies", "", "Rego directory that extends or replaces the default policy")
 	f.StringVar(&mode, "mode", "enforce", "enforce (refuse and ask) or shadow (forward everything, log what enforce would do)")
 	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")
-	f.StringVar(&approverKey, "approver-key", "", "its private key file")
+	f.StringVar(&approverKey, "approver-key", "", "its private key: a file, or a KMS key reference (hashivault://NAME)")
 	f.StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address instead of stdio")
 	f.StringVar(&name, "name", "", "the one-line form's upstream name (default: from the command)")
 	return cmd

@@ -189,7 +189,7 @@ Example:
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key: a file or a KMS key reference (default: $PEDIGREE_OPERATOR_KEY, else the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 
@@ -239,7 +239,7 @@ Example:
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key: a file or a KMS key reference (default: $PEDIGREE_OPERATOR_KEY, else the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 
