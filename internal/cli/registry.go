@@ -272,7 +272,8 @@ func newRegistryList(a *app) *cobra.Command {
 				if err != nil {
 					return errors.Join(err)
 				}
-				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes), p.Approver})
+				alg, _ := registry.Algorithm(p.PublicKey)
+				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes), alg, p.Approver})
 			}
 			out := registryListOutput{v: v1, Frozen: frozen, Tau: tau, FreezeDigest: reg.FreezeDigest, Principals: rows}
 			return a.print(out, func(w io.Writer) {
@@ -285,6 +286,9 @@ func newRegistryList(a *app) *cobra.Command {
 					role := ""
 					if p.Approver {
 						role = "  approver"
+					}
+					if alg, _ := registry.Algorithm(p.PublicKey); alg != registry.AlgEd25519 {
+						role += "  " + alg
 					}
 					fmt.Fprintf(w, "  %-40s %-10s key %s%s\n", p.ID, p.Tier, short(registry.KeyFingerprint(p.PublicKey)), role)
 				}
