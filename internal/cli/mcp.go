@@ -759,7 +759,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&as, "as", "", "the principal the memory is attributed to")
-	cmd.Flags().StringVar(&key, "key", "", "its private key file (default: the gateway's key for it)")
+	cmd.Flags().StringVar(&key, "key", "", "its private key: a file or a KMS key reference (default: the gateway's key file for it)")
 	return cmd
 }
 
