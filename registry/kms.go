@@ -125,3 +125,18 @@ func (k *kmsKey) sign(msg []byte) ([]byte, error) {
 	}
 	return sig, nil
 }
+
+// CreateKMSKey makes a signing key in the KMS ref names (where the provider
+// can, e.g. "ECC_NIST_P256" for AWS KMS under an alias) and returns its
+// public half; a key already there is returned as it is.
+func CreateKMSKey(ctx context.Context, ref, algorithm string) (crypto.PublicKey, error) {
+	sv, err := kms.Get(ctx, ref, crypto.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrKMS, ref, err)
+	}
+	pub, err := sv.CreateKey(ctx, algorithm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: create key: %v", ErrKMS, ref, err)
+	}
+	return pub, nil
+}

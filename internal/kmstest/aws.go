@@ -2,7 +2,6 @@ package kmstest
 
 import (
 	"context"
-	"crypto"
 	"fmt"
 	"net"
 	"os"
@@ -11,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	sigkms "github.com/sigstore/sigstore/pkg/signature/kms"
-	_ "github.com/sigstore/sigstore/pkg/signature/kms/aws" // CreateAWSKey needs it whatever the build links
+	"github.com/pedigree-ai/pedigree/registry"
 )
 
 // LocalKMSVersion is the github.com/nsmithuk/local-kms that .ci/run's real
@@ -93,11 +91,7 @@ func CreateAWSKey(t *testing.T, alias string) string {
 	ref := "awskms:///" + alias
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sv, err := sigkms.Get(ctx, ref, crypto.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sv.CreateKey(ctx, "ECC_NIST_P256"); err != nil {
+	if _, err := registry.CreateKMSKey(ctx, ref, "ECC_NIST_P256"); err != nil {
 		t.Fatal(err)
 	}
 	return ref

@@ -1,6 +1,6 @@
 //go:build !pedigree_nokms_aws
 
-package cli
+package registry
 
 // The AWS KMS provider: keys named awskms:///ALIAS-OR-ARN (leave the
 // endpoint out of the URI: it forces https; set $AWS_ENDPOINT_URL_KMS for

@@ -1,6 +1,6 @@
 //go:build !pedigree_nokms_vault
 
-package cli
+package registry
 
 // The Vault (and OpenBao) Transit provider: keys named hashivault://NAME or
 // openbao://NAME, reached at $VAULT_ADDR with $VAULT_TOKEN. Built in by
