@@ -104,7 +104,11 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 		}
 		return nil, err
 	}
-	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: op.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+	opPub, err := op.Ed25519()
+	if err != nil {
+		return undo(err)
+	}
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: opPub, MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		return undo(err)
 	}
 	if priv != nil {
@@ -112,7 +116,7 @@ func Init(ctx context.Context, dir string, tau float64, opts ...Option) (*Engine
 			return undo(err)
 		}
 		written = append(written, c.operatorKeyFile)
-		if err := registry.WritePublicKeyFile(TrustRootPath(c.operatorKeyFile), op.Public()); err != nil {
+		if err := registry.WritePublicKeyFile(TrustRootPath(c.operatorKeyFile), opPub); err != nil {
 			return undo(err)
 		}
 		written = append(written, TrustRootPath(c.operatorKeyFile))
@@ -165,7 +169,12 @@ func NewInMemory(ctx context.Context, tau float64, operator *registry.Signer, op
 	if err != nil {
 		return nil, err
 	}
-	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: operator.Public(), MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
+	opPub, err := operator.Ed25519()
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: tau, Operator: opPub, MaxApprovalTTL: c.maxApprovalTTL}, c.clock()); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -227,7 +236,7 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	// A registration after freeze is an attempt worth logging; its payload
 	// digest covers the ID and the key, never the key itself.
 	if err := e.reg.Add(ctx, p); errors.Is(err, registry.ErrFrozen) {
-		return e.refused(ctx, err, p.ID, append([]byte(p.ID+"\x00"), p.PublicKey...))
+		return e.refused(ctx, err, p.ID, append([]byte(p.ID+"\x00"), keyBytes(p.PublicKey)...))
 	} else if err != nil {
 		return err
 	}
@@ -290,4 +299,14 @@ func checkFreezeAnchors(dir string, reg *registry.Registry, graph *lineage.Graph
 		return &registry.TamperError{Differences: []string{"the store's freeze record differs from " + FreezeFile}}
 	}
 	return nil
+}
+
+// keyBytes is what a refused registration's payload digest covers of the
+// key: the raw Ed25519 key, else its PEM (nothing for a key of neither).
+func keyBytes(pub registry.PublicKey) []byte {
+	if k, ok := pub.(ed25519.PublicKey); ok {
+		return k
+	}
+	b, _ := registry.MarshalPrincipalKey(pub)
+	return b
 }

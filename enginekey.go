@@ -112,9 +112,15 @@ func (e *Engine) engineVerifiers() []*registry.Verifier {
 	e.verifiersOnce.Do(func() {
 		e.engineKeyByID = map[string]ed25519.PublicKey{}
 		for _, p := range e.engineKeys() {
-			if v, err := registry.NewVerifier(p.PublicKey); err == nil {
+			// An engine key is Ed25519 (the log's checkpoints and the
+			// fleet's record signatures are).
+			k, ok := p.PublicKey.(ed25519.PublicKey)
+			if !ok {
+				continue
+			}
+			if v, err := registry.NewVerifier(k); err == nil {
 				e.verifiers = append(e.verifiers, v)
-				e.engineKeyByID[p.ID] = p.PublicKey
+				e.engineKeyByID[p.ID] = k
 			}
 		}
 	})
@@ -125,7 +131,10 @@ func (e *Engine) engineVerifiers() []*registry.Verifier {
 func (e *Engine) engineKeyList() []ed25519.PublicKey {
 	var out []ed25519.PublicKey
 	for _, p := range e.engineKeys() {
-		out = append(out, p.PublicKey)
+		// An engine key is Ed25519 (the log's checkpoints are).
+		if k, ok := p.PublicKey.(ed25519.PublicKey); ok {
+			out = append(out, k)
+		}
 	}
 	return out
 }
@@ -143,7 +152,7 @@ func (e *Engine) engineKeys() []registry.Principal {
 }
 
 // certifiedEngineKey is the engine principal whose key pub is, if any.
-func (e *Engine) certifiedEngineKey(pub ed25519.PublicKey) (string, bool) {
+func (e *Engine) certifiedEngineKey(pub registry.PublicKey) (string, bool) {
 	for _, p := range e.engineKeys() {
 		if p.PublicKey.Equal(pub) {
 			return p.ID, true

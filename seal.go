@@ -115,7 +115,7 @@ func withoutSeal() Option { return func(c *config) { c.unsealed = true } }
 
 // seal writes SealFile over the files dir holds now.
 func (e *Engine) seal(operator *registry.Signer) error {
-	if !bytes.Equal(operator.Public(), e.reg.OperatorKey()) {
+	if !e.reg.OperatorKey().Equal(operator.Public()) {
 		return fmt.Errorf("%w: this is not the operator key that froze the registry", registry.ErrBadKey)
 	}
 	files, err := readConfig(e.dir)

@@ -1,6 +1,7 @@
 package pedigree_test
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -185,7 +186,7 @@ func TestReadSealed(t *testing.T) {
 		t.Fatalf("a seal of another freeze: %v", err)
 	}
 	other = *view
-	other.OperatorKey = w.Keys["user:alice"].Public()
+	other.OperatorKey = w.Keys["user:alice"].Public().(ed25519.PublicKey)
 	if _, err := pedigree.ReadSealed(w.Dir, &other, pedigree.MCPConfigFile); !errors.Is(err, pedigree.ErrConfigSeal) {
 		t.Fatalf("a seal checked with another key: %v", err)
 	}

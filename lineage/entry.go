@@ -2,7 +2,6 @@ package lineage
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -585,7 +584,7 @@ type Signed struct {
 	payload []byte
 	env     []byte
 	id      string
-	key     ed25519.PublicKey
+	key     registry.PublicKey
 }
 
 // SignStatement validates s, signs it with signer and keeps a private copy

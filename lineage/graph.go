@@ -97,7 +97,7 @@ func (g *Graph) PrepareSigned(ctx context.Context, s *Signed, content []byte) (*
 	if !ok {
 		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, s.st.Principal)
 	}
-	if !bytes.Equal(s.key, p.PublicKey) {
+	if !p.PublicKey.Equal(s.key) {
 		return nil, fmt.Errorf("entry signed as %s: %w: the signing key is not the one registered for %s", p.ID, registry.ErrBadSignature, p.ID)
 	}
 	return g.prepare(s.st, p, s.id, s.env, content)

@@ -2,6 +2,7 @@ package lineage_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"slices"
 	"strings"
@@ -370,7 +371,7 @@ func TestInsertRefusedBeforeFreeze(t *testing.T) {
 	defer db.Close()
 	op, _, _ := registry.GenerateSigner(nil)
 	now := start
-	if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public(), now); err != nil {
+	if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public().(ed25519.PublicKey), now); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := registry.Load(db.Space(store.Registry))

@@ -2,6 +2,7 @@ package lineage_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public(), w.clock); err != nil {
+	if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public().(ed25519.PublicKey), w.clock); err != nil {
 		t.Fatal(err)
 	}
 	if w.reg, err = registry.Load(db.Space(store.Registry)); err != nil {

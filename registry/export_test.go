@@ -11,11 +11,11 @@ import (
 // AddUnchecked registers p as Add did before one key for two principals
 // (or the operator key for one) was refused: the tests write such a store.
 func (r *Registry) AddUnchecked(ctx context.Context, p Principal) error {
-	pemBytes, err := MarshalPublicKey(p.PublicKey)
+	pr, err := newPrincipalRow(p)
 	if err != nil {
 		return err
 	}
-	row, _ := json.Marshal(principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
+	row, _ := json.Marshal(pr)
 	key := append(slices.Clone(prefixPrincipal), p.ID...)
 	if err := r.db.Commit(ctx, len(row), func(t kv.Txn) error { return t.Set(key, row) }); err != nil {
 		return err

@@ -57,11 +57,11 @@ func (r *Registry) Genesis() ([]byte, error) {
 		return nil, err
 	}
 	for _, p := range r.List() {
-		pemBytes, err := MarshalPublicKey(p.PublicKey)
+		row, err := newPrincipalRow(p)
 		if err != nil {
 			return nil, err
 		}
-		g.Principals = append(g.Principals, principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
+		g.Principals = append(g.Principals, row)
 	}
 	return json.Marshal(g)
 }
@@ -113,7 +113,7 @@ func openGenesis(b []byte, pinned ed25519.PublicKey) (*genesis, error) {
 		if !row.Tier.Valid() {
 			return nil, fmt.Errorf("%w: principal %s: %v", ErrGenesis, row.ID, ErrBadTier)
 		}
-		pub, err := ParsePublicKey([]byte(row.PublicKey))
+		pub, err := rowKey(row)
 		if err != nil {
 			return nil, fmt.Errorf("%w: principal %s: %v", ErrGenesis, row.ID, err)
 		}

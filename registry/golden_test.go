@@ -39,7 +39,7 @@ func TestFreezeRecordGolden(t *testing.T) {
 	}
 	defer db.Close()
 	op := key(1)
-	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: 0.65, Operator: op.Public(), MaxApprovalTTL: 90 * time.Minute}, at); err != nil {
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: 0.65, Operator: op.Public().(ed25519.PublicKey), MaxApprovalTTL: 90 * time.Minute}, at); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := registry.Load(db.Space(store.Registry))

@@ -121,7 +121,7 @@ func TestSharedKeyRefusedAtOpen(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer db.Close()
-				if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public(), time.Now()); err != nil {
+				if err := registry.Bootstrap(ctx, db.Space(store.Registry), 0.5, op.Public().(ed25519.PublicKey), time.Now()); err != nil {
 					t.Fatal(err)
 				}
 				reg, err := registry.Load(db.Space(store.Registry))
@@ -154,20 +154,20 @@ func TestPublicKeyFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "op.pub")
 	a, _, _ := registry.GenerateSigner(nil)
 	b, _, _ := registry.GenerateSigner(nil)
-	if err := registry.WritePublicKeyFile(path, a.Public()); err != nil {
+	if err := registry.WritePublicKeyFile(path, a.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Fatalf("mode %v, %v", fi.Mode(), err)
 	}
-	if err := registry.WritePublicKeyFile(path, b.Public()); !errors.Is(err, os.ErrExist) {
+	if err := registry.WritePublicKeyFile(path, b.Public().(ed25519.PublicKey)); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("overwrite: %v", err)
 	}
 	got, err := registry.LoadPublicKey(path)
 	if err != nil || !got.Equal(a.Public()) {
 		t.Fatalf("read back %x, %v; want the first key", got, err)
 	}
-	if err := registry.WritePublicKeyFile(filepath.Join(t.TempDir(), "short.pub"), a.Public()[:31]); err == nil {
+	if err := registry.WritePublicKeyFile(filepath.Join(t.TempDir(), "short.pub"), a.Public().(ed25519.PublicKey)[:31]); err == nil {
 		t.Fatal("a 31-byte public key was written")
 	}
 }
@@ -177,7 +177,7 @@ func TestPublicKeyFile(t *testing.T) {
 func TestKeyFileSizeLimit(t *testing.T) {
 	dir := t.TempDir()
 	s, _, _ := registry.GenerateSigner(nil)
-	pemBytes, _ := registry.MarshalPublicKey(s.Public())
+	pemBytes, _ := registry.MarshalPublicKey(s.Public().(ed25519.PublicKey))
 	const limit = 64 << 10
 	for _, c := range []struct {
 		size int

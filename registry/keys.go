@@ -3,30 +3,71 @@ package registry
 import (
 	"bytes"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	ssldsse "github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"io"
 	"os"
+	"path/filepath"
+
+	ssldsse "github.com/secure-systems-lab/go-securesystemslib/dsse"
 
 	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
-	"path/filepath"
 )
+
+// PublicKey is a principal's public key: an ed25519.PublicKey (the
+// default) or an ECDSA P-256 *ecdsa.PublicKey (what AWS KMS and most HSMs
+// hold; they have no Ed25519). Algorithm says which, or refuses anything else.
+type PublicKey interface {
+	Equal(crypto.PublicKey) bool
+}
+
+// The algorithms a principal's key may have. The registry records the
+// algorithm with the key (AlgEd25519 is the default and is not written, so
+// a store made before P-256 reads as it did).
+const (
+	AlgEd25519   = "ed25519"
+	AlgECDSAP256 = "ecdsa-p256"
+)
+
+// Algorithm names pub's algorithm; a nil key, a key of another type or
+// curve, or an Ed25519 key of the wrong length is ErrBadKey.
+func Algorithm(pub PublicKey) (string, error) {
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		if len(k) != ed25519.PublicKeySize {
+			return "", fmt.Errorf("%w: an Ed25519 public key has %d bytes, not %d", ErrBadKey, ed25519.PublicKeySize, len(k))
+		}
+		return AlgEd25519, nil
+	case *ecdsa.PublicKey:
+		if k == nil || k.Curve != elliptic.P256() {
+			return "", fmt.Errorf("%w: an ECDSA key must be on P-256", ErrBadKey)
+		}
+		return AlgECDSAP256, nil
+	}
+	return "", fmt.Errorf("%w: a %T; a principal's key is Ed25519 or ECDSA P-256", ErrBadKey, pub)
+}
 
 // maxKeyFile bounds what we read from a key file.
 const maxKeyFile = 64 << 10
 
 // Signer holds a principal's private key. It lives with whoever signs (the
 // agent harness, a tool wrapper, the approval client), never in the store.
+//
+// A file key signs in process; a KMS key (OpenSigner with a KMS URI) signs
+// through its provider, bounded in time, and is checked against its public
+// key after every signature.
 type Signer struct {
-	sv  *signature.ED25519SignerVerifier
-	pub ed25519.PublicKey
+	sv  *signature.ED25519SignerVerifier // a file key: the hot path
+	kms *kmsKey                          // a key in a KMS: sv is nil
+	pub PublicKey
 }
 
 // NewSigner wraps an Ed25519 private key. The algorithm is pinned: the
@@ -62,10 +103,22 @@ func GenerateSigner(rnd io.Reader) (*Signer, ed25519.PrivateKey, error) {
 }
 
 // Public is the signer's public key.
-func (s *Signer) Public() ed25519.PublicKey { return s.pub }
+func (s *Signer) Public() PublicKey { return s.pub }
 
-// Sign signs msg with plain Ed25519 (used for the freeze record).
+// Ed25519 is the signer's public key when it is an Ed25519 key (the
+// operator's and the engine's must be), else ErrBadKey.
+func (s *Signer) Ed25519() (ed25519.PublicKey, error) {
+	if k, ok := s.pub.(ed25519.PublicKey); ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("%w: this key is %T; the operator and engine keys are Ed25519 (a KMS key for them must be an Ed25519 key, as Vault Transit holds)", ErrBadKey, s.pub)
+}
+
+// Sign signs msg (plain Ed25519, or ECDSA P-256 over its SHA-256).
 func (s *Signer) Sign(msg []byte) ([]byte, error) {
+	if s.kms != nil {
+		return s.kms.sign(msg)
+	}
 	return s.sv.SignMessage(bytes.NewReader(msg))
 }
 
@@ -77,7 +130,7 @@ func (s *Signer) Sign(msg []byte) ([]byte, error) {
 // wrapper reads its input through io.ReadAll twice and marshals through
 // reflection, a tenth of a record's allocations.
 func (s *Signer) SignEnvelope(payloadType string, payload []byte) ([]byte, error) {
-	sig, err := s.sv.SignMessage(bytes.NewReader(ssldsse.PAE(payloadType, payload)))
+	sig, err := s.Sign(ssldsse.PAE(payloadType, payload))
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +205,16 @@ func LoadPublicKey(path string) (ed25519.PublicKey, error) {
 	return ParsePublicKey(b)
 }
 
+// LoadPrincipalKey reads a principal's public key PEM file: Ed25519 or
+// ECDSA P-256.
+func LoadPrincipalKey(path string) (PublicKey, error) {
+	b, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePrincipalKey(b)
+}
+
 // ParsePublicKey reads an Ed25519 public key from PEM.
 func ParsePublicKey(pemBytes []byte) (ed25519.PublicKey, error) {
 	k, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
@@ -163,6 +226,35 @@ func ParsePublicKey(pemBytes []byte) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("%w: a %T, want an Ed25519 public key", ErrBadKey, k)
 	}
 	return pub, nil
+}
+
+// ParsePrincipalKey reads a principal's public key from PEM: Ed25519 or
+// ECDSA P-256, nothing else.
+func ParsePrincipalKey(pemBytes []byte) (PublicKey, error) {
+	k, err := cryptoutils.UnmarshalPEMToPublicKey(pemBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+	}
+	pub, ok := k.(PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: a %T; a principal's key is Ed25519 or ECDSA P-256", ErrBadKey, k)
+	}
+	if _, err := Algorithm(pub); err != nil {
+		return nil, err
+	}
+	return pub, nil
+}
+
+// MarshalPrincipalKey encodes a principal's public key as PEM; a key of
+// another algorithm is refused.
+func MarshalPrincipalKey(pub PublicKey) ([]byte, error) {
+	if k, ok := pub.(ed25519.PublicKey); ok {
+		return MarshalPublicKey(k)
+	}
+	if _, err := Algorithm(pub); err != nil {
+		return nil, err
+	}
+	return cryptoutils.MarshalPublicKeyToPEM(pub)
 }
 
 // MarshalPublicKey encodes pub as PEM. The encoder would write a key of any
@@ -206,23 +298,34 @@ func readKeyFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-// Verifier checks signatures by one principal.
+// Verifier checks signatures by one principal. It verifies in process,
+// whatever holds the private key: a check never asks a KMS.
 type Verifier struct {
-	v *signature.ED25519Verifier
+	v signature.Verifier
 }
 
-// NewVerifier makes a verifier for an Ed25519 public key.
-func NewVerifier(pub ed25519.PublicKey) (*Verifier, error) { return newVerifier(pub) }
+// NewVerifier makes a verifier for an Ed25519 or ECDSA P-256 public key; the
+// algorithm is pinned by the key's type (an ECDSA key verifies SHA-256 only).
+func NewVerifier(pub PublicKey) (*Verifier, error) { return newVerifier(pub) }
 
-func newVerifier(pub ed25519.PublicKey) (*Verifier, error) {
-	v, err := signature.LoadED25519Verifier(pub)
+func newVerifier(pub PublicKey) (*Verifier, error) {
+	alg, err := Algorithm(pub)
+	if err != nil {
+		return nil, err
+	}
+	var v signature.Verifier
+	if alg == AlgEd25519 {
+		v, err = signature.LoadED25519Verifier(pub.(ed25519.PublicKey))
+	} else {
+		v, err = signature.LoadECDSAVerifier(pub.(*ecdsa.PublicKey), crypto.SHA256)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &Verifier{v: v}, nil
 }
 
-// Verify checks a plain Ed25519 signature over msg.
+// Verify checks a plain signature over msg.
 func (v *Verifier) Verify(sig, msg []byte) error {
 	return v.v.VerifySignature(bytes.NewReader(sig), bytes.NewReader(msg))
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -11,9 +12,10 @@ import (
 // Principal is who writes entries: an agent, a user, a tool. Its tier comes
 // from here and nowhere else: an entry's tier is its signer's.
 type Principal struct {
-	ID        string
-	Tier      Tier
-	PublicKey ed25519.PublicKey
+	ID   string
+	Tier Tier
+	// PublicKey is Ed25519 or ECDSA P-256 (see Algorithm).
+	PublicKey PublicKey
 	// Approver: the principal may approve denied calls. Given at
 	// registration, only to a user-tier principal, and frozen with the
 	// registry.
@@ -36,8 +38,18 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// KeyFingerprint is the hex sha256 of the raw public key.
-func KeyFingerprint(pub ed25519.PublicKey) string {
-	s := sha256.Sum256(pub)
+// KeyFingerprint is the hex sha256 of the raw public key for Ed25519, of
+// its DER SubjectPublicKeyInfo for ECDSA P-256; "" for a key of neither
+// (or an Ed25519 key of the wrong length).
+func KeyFingerprint(pub PublicKey) string {
+	alg, err := Algorithm(pub)
+	if err != nil {
+		return ""
+	}
+	b, _ := pub.(ed25519.PublicKey)
+	if alg == AlgECDSAP256 {
+		b, _ = x509.MarshalPKIXPublicKey(pub)
+	}
+	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }

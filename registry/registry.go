@@ -82,7 +82,45 @@ type principalRow struct {
 	ID        string `json:"id"`
 	Tier      Tier   `json:"tier"`
 	PublicKey string `json:"public_key"`
+	// Algorithm is the key's algorithm, written only when it is not
+	// Ed25519: a store made before P-256 keys reads as it was written.
+	Algorithm string `json:"algorithm,omitempty"`
 	Approver  bool   `json:"approver,omitempty"`
+}
+
+// newPrincipalRow is the row Add writes for p.
+func newPrincipalRow(p Principal) (principalRow, error) {
+	alg, err := Algorithm(p.PublicKey)
+	if err != nil {
+		return principalRow{}, err
+	}
+	pemBytes, err := MarshalPrincipalKey(p.PublicKey)
+	if err != nil {
+		return principalRow{}, err
+	}
+	return principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Algorithm: rowAlgorithm(alg), Approver: p.Approver}, nil
+}
+
+// rowAlgorithm is how a row and a manifest entry name alg: Ed25519, the
+// default, is not named.
+func rowAlgorithm(alg string) string {
+	if alg == AlgEd25519 {
+		return ""
+	}
+	return alg
+}
+
+// rowKey reads a row's key and checks it has the algorithm the row names.
+func rowKey(row principalRow) (PublicKey, error) {
+	pub, err := ParsePrincipalKey([]byte(row.PublicKey))
+	if err != nil {
+		return nil, err
+	}
+	alg, _ := Algorithm(pub)
+	if rowAlgorithm(alg) != row.Algorithm {
+		return nil, fmt.Errorf("%w: the row names algorithm %q, its key is %s", ErrBadKey, row.Algorithm, alg)
+	}
+	return pub, nil
 }
 
 // manifestVersion 2 adds the operator key, the approval cap and each
@@ -107,10 +145,12 @@ type manifest struct {
 }
 
 type manifestEntry struct {
-	ID       string `json:"id"`
-	Tier     Tier   `json:"tier"`
-	Key      string `json:"key_sha256"`
-	Approver bool   `json:"approver,omitempty"`
+	ID   string `json:"id"`
+	Tier Tier   `json:"tier"`
+	Key  string `json:"key_sha256"`
+	// Algorithm: as in a principal row, only when not Ed25519.
+	Algorithm string `json:"algorithm,omitempty"`
+	Approver  bool   `json:"approver,omitempty"`
 }
 
 type freezeRow struct {
@@ -225,7 +265,7 @@ func Load(db kv.Store) (*Registry, error) {
 			if again, _ := json.Marshal(row); !bytes.Equal(again, v) {
 				r.oddRows = append(r.oddRows, string(k))
 			}
-			pub, err := ParsePublicKey([]byte(row.PublicKey))
+			pub, err := rowKey(row)
 			if err != nil {
 				return fmt.Errorf("principal %s: %w", row.ID, err)
 			}
@@ -325,6 +365,8 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 			diffs = append(diffs, fmt.Sprintf("principal %s has tier %s, frozen as %s", e.ID, p.Tier, e.Tier))
 		case KeyFingerprint(p.PublicKey) != e.Key:
 			diffs = append(diffs, fmt.Sprintf("principal %s has a different public key than at freeze", e.ID))
+		case manifestAlgorithm(p) != e.Algorithm:
+			diffs = append(diffs, fmt.Sprintf("principal %s has key algorithm %q, frozen as %q", e.ID, manifestAlgorithm(p), e.Algorithm))
 		case p.Approver != e.Approver:
 			diffs = append(diffs, fmt.Sprintf("principal %s has approval authority %v, frozen as %v", e.ID, p.Approver, e.Approver))
 		}
@@ -349,6 +391,12 @@ func (r *Registry) checkFreeze(fr *freezeRow) error {
 	return nil
 }
 
+// manifestAlgorithm is how the manifest names p's key algorithm.
+func manifestAlgorithm(p Principal) string {
+	alg, _ := Algorithm(p.PublicKey)
+	return rowAlgorithm(alg)
+}
+
 func (r *Registry) sortedIDs() []string {
 	ids := make([]string, 0, len(r.principals))
 	for id := range r.principals {
@@ -366,7 +414,11 @@ func digest(m *manifest) string {
 	fmt.Fprintf(h, "pedigree-registry-v2\ntau=%s\nmax_approval_ttl=%s\noperator=%s\nmeta=%s\n",
 		strconv.FormatFloat(m.Tau, 'g', -1, 64), m.MaxApprovalTTL, m.OperatorKey, m.Meta)
 	for _, p := range m.Principals {
-		fmt.Fprintf(h, "%s\x00%s\x00%s\x00%t\n", p.ID, p.Tier, p.Key, p.Approver)
+		if p.Algorithm == "" {
+			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%t\n", p.ID, p.Tier, p.Key, p.Approver)
+		} else {
+			fmt.Fprintf(h, "%s\x00%s\x00%s\x00%t\x00%s\n", p.ID, p.Tier, p.Key, p.Approver, p.Algorithm)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -380,17 +432,14 @@ func (r *Registry) Add(ctx context.Context, p Principal) error {
 	if !p.Tier.Valid() {
 		return fmt.Errorf("%w: %d", ErrBadTier, uint8(p.Tier))
 	}
-	if len(p.PublicKey) != ed25519.PublicKeySize {
-		return fmt.Errorf("%w: an Ed25519 public key has %d bytes", ErrBadKey, ed25519.PublicKeySize)
-	}
 	if p.Approver && p.Tier != User {
 		return fmt.Errorf("%w: %s is %s tier; only a user-tier principal can hold approval authority", ErrBadApprover, p.ID, p.Tier)
 	}
-	pemBytes, err := MarshalPublicKey(p.PublicKey)
+	pr, err := newPrincipalRow(p)
 	if err != nil {
 		return err
 	}
-	row, _ := json.Marshal(principalRow{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
+	row, _ := json.Marshal(pr)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.frozen {
@@ -447,7 +496,7 @@ func (r *Registry) Freeze(ctx context.Context, operator *Signer, now time.Time) 
 		OperatorKey: KeyFingerprint(r.operator), Meta: r.metaDigest, Time: now.UTC().Format(time.RFC3339Nano)}
 	for _, id := range r.sortedIDs() {
 		p := r.principals[id]
-		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey), Approver: p.Approver})
+		m.Principals = append(m.Principals, manifestEntry{ID: id, Tier: p.Tier, Key: KeyFingerprint(p.PublicKey), Algorithm: manifestAlgorithm(p), Approver: p.Approver})
 	}
 	if m.Principals == nil {
 		m.Principals = []manifestEntry{}

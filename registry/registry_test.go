@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"math"
@@ -83,7 +84,7 @@ func TestApprovalCapRow(t *testing.T) {
 	for _, c := range []struct {
 		set, want time.Duration
 	}{{time.Hour, time.Hour}, {0, registry.DefaultMaxApprovalTTL}, {time.Nanosecond, time.Nanosecond}} {
-		db := open(t, registry.Config{Tau: 0.5, Operator: op.Public(), MaxApprovalTTL: c.set})
+		db := open(t, registry.Config{Tau: 0.5, Operator: op.Public().(ed25519.PublicKey), MaxApprovalTTL: c.set})
 		reg, err := registry.Load(db.Space(store.Registry))
 		if err != nil || reg.MaxApprovalTTL() != c.want {
 			t.Errorf("cap %s at bootstrap: loaded %v, %v; want %s", c.set, reg.MaxApprovalTTL(), err, c.want)
@@ -94,11 +95,11 @@ func TestApprovalCapRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: 0.5, Operator: op.Public(), MaxApprovalTTL: -time.Hour}, time.Now()); !errors.Is(err, registry.ErrBadTTL) {
+	if err := registry.BootstrapWith(ctx, db.Space(store.Registry), registry.Config{Tau: 0.5, Operator: op.Public().(ed25519.PublicKey), MaxApprovalTTL: -time.Hour}, time.Now()); !errors.Is(err, registry.ErrBadTTL) {
 		t.Errorf("a negative cap at bootstrap: %v", err)
 	}
 	for _, edited := range []string{`""`, `"0s"`, `"-1h0m0s"`, `"forever"`} {
-		db := open(t, registry.Config{Tau: 0.5, Operator: op.Public(), MaxApprovalTTL: time.Hour})
+		db := open(t, registry.Config{Tau: 0.5, Operator: op.Public().(ed25519.PublicKey), MaxApprovalTTL: time.Hour})
 		err := db.Commit(ctx, 0, func(tx *store.Txn) error {
 			b, _ := tx.Get([]byte("reg/meta"))
 			return tx.Set([]byte("reg/meta"), []byte(strings.Replace(string(b), `"1h0m0s"`, edited, 1)))
@@ -180,7 +181,7 @@ func TestStaleViewCannotAdd(t *testing.T) {
 	}
 	defer db.Close()
 	op, _, _ := registry.GenerateSigner(nil)
-	if err := registry.Bootstrap(t.Context(), db.Space(store.Registry), 0.5, op.Public(), time.Now()); err != nil {
+	if err := registry.Bootstrap(t.Context(), db.Space(store.Registry), 0.5, op.Public().(ed25519.PublicKey), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := registry.Load(db.Space(store.Registry))
@@ -199,7 +200,7 @@ func TestFreezeNeedsTheOperatorKey(t *testing.T) {
 	db, _ := store.Create(dir, store.Options{})
 	defer db.Close()
 	op, _, _ := registry.GenerateSigner(nil)
-	registry.Bootstrap(t.Context(), db.Space(store.Registry), 0.5, op.Public(), time.Now())
+	registry.Bootstrap(t.Context(), db.Space(store.Registry), 0.5, op.Public().(ed25519.PublicKey), time.Now())
 	reg, _ := registry.Load(db.Space(store.Registry))
 	other, _, _ := registry.GenerateSigner(nil)
 	if err := reg.Freeze(t.Context(), other, time.Now()); !errors.Is(err, registry.ErrBadKey) || reg.Frozen() {
@@ -209,8 +210,8 @@ func TestFreezeNeedsTheOperatorKey(t *testing.T) {
 
 // TestTamperedRegistryRefused edits principal rows behind the engine's back.
 func TestTamperedRegistryRefused(t *testing.T) {
-	row := func(id, tier string, key []byte) []byte {
-		pemBytes, _ := registry.MarshalPublicKey(key)
+	row := func(id, tier string, key registry.PublicKey) []byte {
+		pemBytes, _ := registry.MarshalPrincipalKey(key)
 		b, _ := json.Marshal(map[string]string{"id": id, "tier": tier, "public_key": string(pemBytes)})
 		return b
 	}
@@ -223,7 +224,7 @@ func TestTamperedRegistryRefused(t *testing.T) {
 			return tx.Set([]byte("reg/p/tool:gmail_read"), row("tool:gmail_read", "internal", w.Keys["tool:gmail_read"].Public()))
 		}, "principal tool:gmail_read has tier internal, frozen as external"},
 		{"approval authority given", func(w *enginetest.World, tx *store.Txn) error {
-			pemBytes, _ := registry.MarshalPublicKey(w.Keys["user:mallory"].Public())
+			pemBytes, _ := registry.MarshalPrincipalKey(w.Keys["user:mallory"].Public())
 			b, _ := json.Marshal(map[string]any{"id": "user:mallory", "tier": "user", "public_key": string(pemBytes), "approver": true})
 			return tx.Set([]byte("reg/p/user:mallory"), b)
 		}, "principal user:mallory has approval authority true, frozen as false"},

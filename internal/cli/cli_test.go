@@ -475,7 +475,8 @@ func testBadInput(t *testing.T, served bool) {
 func TestNonEd25519PublicKey(t *testing.T) {
 	c := newEnv(t)
 	c.must("init")
-	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	// P-256 is a principal's other algorithm (kms_test.go); P-384 is not.
+	ec, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +484,7 @@ func TestNonEd25519PublicKey(t *testing.T) {
 	notEd := filepath.Join(c.tmp, "ec.pem")
 	os.WriteFile(notEd, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644)
 	r := c.run("registry", "add", "user:eve", "--tier", "user", "--public-key", notEd)
-	if r.code != ExitError || !strings.Contains(r.err, "want an Ed25519 public key") {
+	if r.code != ExitError || !strings.Contains(r.err, "must be on P-256") {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
 	if r := c.run("registry", "add", "user:eve", "--tier", "user", "--new-key", c.key("eve")); r.code != 0 {

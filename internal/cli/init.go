@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/registry"
 	"os"
 )
@@ -41,6 +42,11 @@ tau is the strong-edge threshold: an edge of weight >= tau carries taint.
 the registry and frozen with it. init refuses a directory that already holds a
 store, and never overwrites a key.
 
+With --operator-key hashivault://NAME (a KMS key reference, see docs/keys.md) the
+operator key is the KMS's Ed25519 key: nothing private is written, its public half
+is written as the trust root (operator-<h>.pub), and freeze, seal and checkpoint
+take the same reference (--operator-key, or $PEDIGREE_OPERATOR_KEY).
+
 Example:
   pedigree init --tau 0.5
   pedigree init --operator-key /media/usb/pedigree-operator.key`,
@@ -54,6 +60,9 @@ Example:
 			}
 			if err := registry.ValidateTau(tau); err != nil {
 				return usageError{fmt.Errorf("--tau: %w", err)}
+			}
+			if registry.IsKMSRef(opKey) {
+				return a.initKMS(cmd, opKey, tau, maxTTL)
 			}
 			key := opKey
 			if key == "" {
@@ -90,7 +99,48 @@ Example:
 		},
 	}
 	cmd.Flags().Float64Var(&tau, "tau", pedigree.DefaultTau, "strong-edge threshold, in (0, 1]")
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "write the operator private key here (default: the keys directory's operator-<h>.key)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "write the operator private key here (default: the keys directory's operator-<h>.key); or a KMS key reference (hashivault://NAME) holding an Ed25519 key, which is used and never leaves the KMS")
 	cmd.Flags().DurationVar(&maxTTL, "max-approval-ttl", registry.DefaultMaxApprovalTTL, "the longest any approval may stay usable")
 	return cmd
+}
+
+// initKMS is init with the operator key held by a KMS: the store is made
+// with that key, and its public half is written as the trust root.
+func (a *app) initKMS(cmd *cobra.Command, ref string, tau float64, maxTTL time.Duration) error {
+	op, err := registry.OpenSigner(cmd.Context(), ref, a.kmsTimeout())
+	if err != nil {
+		return fmt.Errorf("--operator-key %s: %w", ref, err)
+	}
+	opPub, err := op.Ed25519()
+	if err != nil {
+		return fmt.Errorf("--operator-key %s: %w", ref, err)
+	}
+	key, err := a.defaultOperatorKey()
+	if err != nil {
+		return err
+	}
+	pub := pedigree.TrustRootPath(key)
+	ek := a.engineKeyFile()
+	for _, d := range []string{filepath.Dir(pub), filepath.Dir(ek)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("keys directory: %w", err)
+		}
+	}
+	if err := registry.WritePublicKeyFile(pub, opPub); err != nil {
+		return err
+	}
+	e, err := pedigree.Init(cmd.Context(), a.dir, tau, pedigree.WithClock(a.clock),
+		pedigree.WithOperatorSigner(op), pedigree.WithEngineKeyFile(ek), pedigree.WithMaxApprovalTTL(maxTTL))
+	if err != nil {
+		safefile.Remove(filepath.Dir(pub), filepath.Base(pub), safefile.Regular) // nothing half-made
+		return err
+	}
+	defer e.Close()
+	out := initOutput{v: v1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: ref, TrustRoot: pub,
+		OperatorKeySHA256: registry.KeyFingerprint(opPub)}
+	return a.print(out, func(w io.Writer) {
+		fmt.Fprintf(w, "initialised %s (tau %v, approvals at most %s)\n", a.dir, tau, maxTTL)
+		fmt.Fprintf(w, "operator key: %s (held by the KMS; pass it as --operator-key or $PEDIGREE_OPERATOR_KEY to freeze, seal and checkpoint)\n", ref)
+		fmt.Fprintf(w, "trust root:   %s (the operator public key; keep a copy where the data directory's host cannot write)\n", pub)
+	})
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/registry"
 	"strings"
+	"time"
 )
 
 // The operator key of a data directory lives outside it, in the keys
@@ -41,14 +43,22 @@ func (a *app) defaultOperatorKey() (string, error) {
 	return pedigree.OperatorKeyPath(d, a.dir)
 }
 
-// loadOperator loads the operator key: --operator-key FILE when given,
-// else the keys directory's. A key that is not there is said with where
+// loadOperator loads the operator key: --operator-key REF when given, else
+// $PEDIGREE_OPERATOR_KEY (a file or a KMS key reference), else the keys
+// directory's. A key that is not there is said with where
 // it was looked for and what finds it.
 func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
+	from := "--operator-key"
+	if flagFile == "" {
+		flagFile, from = a.getenv("PEDIGREE_OPERATOR_KEY"), "$PEDIGREE_OPERATOR_KEY"
+	}
 	if flagFile != "" {
-		s, err := registry.LoadSigner(flagFile)
+		s, err := registry.OpenSigner(context.Background(), flagFile, a.kmsTimeout())
+		if err == nil {
+			_, err = s.Ed25519()
+		}
 		if err != nil {
-			return nil, fmt.Errorf("--operator-key %s: %w", flagFile, err)
+			return nil, fmt.Errorf("%s %s: %w", from, flagFile, err)
 		}
 		return s, nil
 	}
@@ -60,6 +70,15 @@ func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
 		return nil, fmt.Errorf("%w: the operator key of %s is not at %s: it is looked for in the keys directory, $PEDIGREE_KEYS, else $XDG_CONFIG_HOME/pedigree/keys, else ~/.config/pedigree/keys (set PEDIGREE_KEYS as it was when 'init' ran), or pass --operator-key FILE", registry.ErrBadKey, a.dir, key)
 	}
 	return registry.LoadSigner(key)
+}
+
+// kmsTimeout bounds each call to a KMS: $PEDIGREE_KMS_TIMEOUT (a Go
+// duration) when set and valid, else registry.DefaultKMSTimeout.
+func (a *app) kmsTimeout() time.Duration {
+	if d, err := time.ParseDuration(a.getenv("PEDIGREE_KMS_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return registry.DefaultKMSTimeout
 }
 
 // trustRootFile is the pinned trust root: --trust-root, else

@@ -52,7 +52,7 @@ func newLogCheckpoint(a *app) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key: a file or a KMS key reference (default: $PEDIGREE_OPERATOR_KEY, else the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 

@@ -577,7 +577,7 @@ Examples (Claude Code):
 			}
 			who := "user:NAME --key FILE"
 			if approver != "" {
-				if o.Approver, err = signer(ctx, b, approver, approverKey); err != nil {
+				if o.Approver, err = a.signer(ctx, b, approver, approverKey); err != nil {
 					return err
 				}
 				// Said at start, not only at the first approval a person
@@ -618,7 +618,7 @@ Examples (Claude Code):
 	f.StringVar(&policies, "policies", "", "Rego directory that extends or replaces the default policy")
 	f.StringVar(&mode, "mode", "enforce", "enforce (refuse and ask) or shadow (forward everything, log what enforce would do)")
 	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")
-	f.StringVar(&approverKey, "approver-key", "", "its private key file")
+	f.StringVar(&approverKey, "approver-key", "", "its private key: a file, or a KMS key reference (hashivault://NAME)")
 	f.StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address instead of stdio")
 	f.StringVar(&name, "name", "", "the one-line form's upstream name (default: from the command)")
 	return cmd
@@ -631,7 +631,7 @@ func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal s
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: the gateway's key for %s is not at %s: it is kept in the data directory (--dir, else $PEDIGREE_DIR), written by 'mcp add'", registry.ErrBadKey, principal, path)
 	}
-	return signer(ctx, b, principal, path)
+	return a.signer(ctx, b, principal, path)
 }
 
 // gatewayBackend goes through a running server when there is one;
@@ -759,7 +759,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&as, "as", "", "the principal the memory is attributed to")
-	cmd.Flags().StringVar(&key, "key", "", "its private key file (default: the gateway's key for it)")
+	cmd.Flags().StringVar(&key, "key", "", "its private key: a file or a KMS key reference (default: the gateway's key file for it)")
 	return cmd
 }
 

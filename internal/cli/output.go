@@ -63,6 +63,8 @@ type (
 		ID        string `json:"id"`
 		Tier      string `json:"tier"`
 		PublicKey string `json:"public_key"`
+		// Algorithm: "ed25519" or "ecdsa-p256".
+		Algorithm string `json:"algorithm"`
 		Approver  bool   `json:"approver"`
 	}
 	registryListOutput struct {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -96,12 +95,21 @@ Example:
 			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
 			}
-			var pub ed25519.PublicKey
-			if pubFile != "" {
-				if pub, err = registry.LoadPublicKey(pubFile); err != nil {
+			var pub registry.PublicKey
+			switch {
+			case registry.IsKMSRef(pubFile):
+				// The public half of a key held in a KMS: the private half
+				// never comes to this host.
+				s, err := registry.OpenSigner(cmd.Context(), pubFile, a.kmsTimeout())
+				if err != nil {
+					return fmt.Errorf("--public-key %s: %w", pubFile, err)
+				}
+				pub = s.Public()
+			case pubFile != "":
+				if pub, err = registry.LoadPrincipalKey(pubFile); err != nil {
 					return err
 				}
-			} else {
+			default:
 				s, priv, err := registry.GenerateSigner(nil)
 				if err != nil {
 					return err
@@ -130,7 +138,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
-	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this Ed25519 public key (PEM)")
+	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this public key: a PEM file (Ed25519 or ECDSA P-256), or a KMS key reference (hashivault://NAME, awskms:///ARN, ...) whose public half is fetched")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
 	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only; default: true for user:NAME at the user tier)")
 	return cmd
@@ -181,7 +189,7 @@ Example:
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key: a file or a KMS key reference (default: $PEDIGREE_OPERATOR_KEY, else the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 
@@ -231,7 +239,7 @@ Example:
 			})
 		},
 	}
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key (default: the keys directory's operator-<h>.key, as init wrote it)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key: a file or a KMS key reference (default: $PEDIGREE_OPERATOR_KEY, else the keys directory's operator-<h>.key, as init wrote it)")
 	return cmd
 }
 
@@ -260,11 +268,12 @@ func newRegistryList(a *app) *cobra.Command {
 			frozen, tau, ps := reg.Frozen, reg.Tau, reg.Principals
 			rows := []principalOutput{}
 			for _, p := range ps {
-				pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
+				pemBytes, err := registry.MarshalPrincipalKey(p.PublicKey)
 				if err != nil {
 					return errors.Join(err)
 				}
-				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes), p.Approver})
+				alg, _ := registry.Algorithm(p.PublicKey)
+				rows = append(rows, principalOutput{p.ID, p.Tier.String(), string(pemBytes), alg, p.Approver})
 			}
 			out := registryListOutput{v: v1, Frozen: frozen, Tau: tau, FreezeDigest: reg.FreezeDigest, Principals: rows}
 			return a.print(out, func(w io.Writer) {
@@ -277,6 +286,9 @@ func newRegistryList(a *app) *cobra.Command {
 					role := ""
 					if p.Approver {
 						role = "  approver"
+					}
+					if alg, _ := registry.Algorithm(p.PublicKey); alg != registry.AlgEd25519 {
+						role += "  " + alg
 					}
 					fmt.Fprintf(w, "  %-40s %-10s key %s%s\n", p.ID, p.Tier, short(registry.KeyFingerprint(p.PublicKey)), role)
 				}

@@ -241,7 +241,7 @@ func (a *app) backendAs(ctx context.Context, as, keyFile string, opts ...pedigre
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := signer(ctx, e, as, keyFile)
+	s, err := a.signer(ctx, e, as, keyFile)
 	if err != nil {
 		e.Close()
 		return nil, nil, err
@@ -251,7 +251,7 @@ func (a *app) backendAs(ctx context.Context, as, keyFile string, opts ...pedigre
 
 // signer loads --key and checks it is the key registered for --as, so that
 // a wrong key is one clear sentence rather than a bad-signature refusal.
-func signer(ctx context.Context, b pedigree.Backend, as, keyFile string) (*registry.Signer, error) {
+func (a *app) signer(ctx context.Context, b pedigree.Backend, as, keyFile string) (*registry.Signer, error) {
 	if as == "" || keyFile == "" {
 		return nil, usagef("--as PRINCIPAL and --key FILE are required")
 	}
@@ -263,7 +263,7 @@ func signer(ctx context.Context, b pedigree.Backend, as, keyFile string) (*regis
 	if !ok {
 		return nil, fmt.Errorf("%w %q", registry.ErrUnknownPrincipal, as)
 	}
-	s, err := registry.LoadSigner(keyFile)
+	s, err := registry.OpenSigner(ctx, keyFile, a.kmsTimeout())
 	if err != nil {
 		return nil, fmt.Errorf("--key %s: %w", keyFile, err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -93,7 +94,7 @@ func TestRegistryAddRefusesSharedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	opPub := filepath.Join(c.tmp, "op.pub")
-	if err := registry.WritePublicKeyFile(opPub, op.Public()); err != nil {
+	if err := registry.WritePublicKeyFile(opPub, op.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatal(err)
 	}
 	if r := c.run("registry", "add", "agent:op", "--tier", "internal", "--public-key", opPub); r.code != ExitError || !strings.Contains(r.err, "operator key") {

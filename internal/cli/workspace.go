@@ -88,7 +88,7 @@ each manifest against its declaration, and fails (exit 1) naming what does not v
 				}
 			}
 			// Before freeze no seal is written, and no key is needed.
-			op, kerr := registry.LoadSigner(opKey)
+			op, kerr := registry.OpenSigner(cmd.Context(), opKey, a.kmsTimeout())
 			root, err := a.trustRootOption()
 			if err != nil {
 				return err

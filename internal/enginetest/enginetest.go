@@ -272,7 +272,7 @@ func (w *World) RebuildRegistry() *registry.Signer {
 	}
 	forged, _, _ := registry.GenerateSigner(nil)
 	eve, _, _ := registry.GenerateSigner(nil)
-	pemBytes, _ := registry.MarshalPublicKey(forged.Public())
+	pemBytes, _ := registry.MarshalPrincipalKey(forged.Public())
 	db, err := store.Open(w.Dir, store.Options{})
 	if err != nil {
 		w.T.Fatal(err)

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -178,7 +179,7 @@ func (f *fixture) join(ctx context.Context, name string) error {
 		opts = append(opts, pedigree.WithEngineSigner(k))
 	}
 	for {
-		e, err := pedigree.JoinFleet(ctx, f.dirs[name], pedigree.FleetOptions{NATS: url, TrustRoot: f.operator.Public(), Name: name, Wait: 5 * time.Second, PinServers: name == "C"},
+		e, err := pedigree.JoinFleet(ctx, f.dirs[name], pedigree.FleetOptions{NATS: url, TrustRoot: f.operator.Public().(ed25519.PublicKey), Name: name, Wait: 5 * time.Second, PinServers: name == "C"},
 			opts...)
 		if err == nil {
 			f.nodes[name] = e

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -235,7 +236,7 @@ func TestUncertifiedNodeCannotJoin(t *testing.T) {
 	stranger, _, _ := registry.GenerateSigner(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e, err := pedigree.JoinFleet(ctx, t.TempDir(), pedigree.FleetOptions{NATS: fx.urls[0], TrustRoot: fx.operator.Public(), Name: "D"},
+	e, err := pedigree.JoinFleet(ctx, t.TempDir(), pedigree.FleetOptions{NATS: fx.urls[0], TrustRoot: fx.operator.Public().(ed25519.PublicKey), Name: "D"},
 		pedigree.WithCatalog(fx.catalog), pedigree.WithEngineSigner(stranger))
 	if err == nil {
 		e.Close()

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestRedTeamRewrittenStreamUsesApprovalTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Node C's directory, rebuilt from the stream.
-	d, err := pedigree.JoinFleet(ctx, t.TempDir(), pedigree.FleetOptions{NATS: fx.urls[0], TrustRoot: fx.operator.Public(), Name: "C2", Wait: 5 * time.Second},
+	d, err := pedigree.JoinFleet(ctx, t.TempDir(), pedigree.FleetOptions{NATS: fx.urls[0], TrustRoot: fx.operator.Public().(ed25519.PublicKey), Name: "C2", Wait: 5 * time.Second},
 		pedigree.WithCatalog(fx.catalog), pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineSigner(fx.engines["C"]))
 	if err != nil {
 		return // refused to be built from a rewritten history: held

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -114,14 +113,17 @@ func (s *State) forgetReads(session string) error {
 
 // loadRead returns the session's read state if it verifies under pub and
 // is of this session and path; else a state that reads from the start.
-func (s *State) loadRead(session, path string, pub ed25519.PublicKey) *readState {
+func (s *State) loadRead(session, path string, pub registry.PublicKey) *readState {
 	fresh := &readState{Session: session, Path: path}
 	b, err := os.ReadFile(s.readPath(session, path))
 	if err != nil {
 		return fresh
 	}
 	var r readState
-	if json.Unmarshal(b, &r) != nil || r.Session != session || r.Path != path || r.Offset < 0 || !ed25519.Verify(pub, r.signed(), r.Sig) {
+	if json.Unmarshal(b, &r) != nil || r.Session != session || r.Path != path || r.Offset < 0 {
+		return fresh
+	}
+	if v, err := registry.NewVerifier(pub); err != nil || v.Verify(r.Sig, r.signed()) != nil {
 		return fresh
 	}
 	return &r

@@ -158,7 +158,7 @@ func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
 		v.MaxApprovalTTL = d
 	}
 	for _, p := range out.Principals {
-		pub, err := registry.ParsePublicKey([]byte(p.PublicKey))
+		pub, err := registry.ParsePrincipalKey([]byte(p.PublicKey))
 		if err != nil {
 			return nil, err
 		}

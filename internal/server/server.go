@@ -546,7 +546,7 @@ func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
 		out.OperatorKey = string(pemBytes)
 	}
 	for _, p := range reg.Principals {
-		pemBytes, err := registry.MarshalPublicKey(p.PublicKey)
+		pemBytes, err := registry.MarshalPrincipalKey(p.PublicKey)
 		if err != nil {
 			return err
 		}
