@@ -102,8 +102,7 @@ func TestVaultUnreachableOrRefusing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.Hold = make(chan struct{})
-	defer close(v.Hold)
+	defer v.Silence()()
 	start := time.Now()
 	if _, err := s.Sign([]byte("x")); !errors.Is(err, registry.ErrKMSTimeout) {
 		t.Fatalf("a Vault that does not answer: %v", err)

@@ -54,11 +54,10 @@ func TestKeysInVault(t *testing.T) {
 
 	// Vault does not answer: the approval fails in bounded time with its
 	// own reason, and the call stays denied.
-	v.Hold = make(chan struct{})
+	answer := v.Silence()
 	c.env["PEDIGREE_KMS_TIMEOUT"] = "300ms"
 	r := c.run("gate", "approve", id, "--as", "user:alice", "--key", "hashivault://alice")
-	close(v.Hold)
-	v.Hold = nil
+	answer()
 	if r.code != ExitError || !strings.Contains(r.err, "no answer in time") {
 		t.Fatalf("approve with Vault silent: exit %d %s", r.code, r.err)
 	}

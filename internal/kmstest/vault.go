@@ -38,9 +38,27 @@ type Vault struct {
 	keys map[string]crypto.Signer
 	// Signs counts the signatures made.
 	Signs atomic.Int64
-	// Hold, when set, is waited on before every sign: a Vault that does
-	// not answer.
-	Hold chan struct{}
+	// hold, when set (Silence), is waited on before every sign: a Vault
+	// that does not answer. Guarded by mu: the handler runs on the
+	// server's goroutines.
+	hold chan struct{}
+}
+
+// Silence makes every sign wait until the returned function is called (a
+// Vault that does not answer), then answer again.
+func (v *Vault) Silence() (answer func()) {
+	ch := make(chan struct{})
+	v.mu.Lock()
+	v.hold = ch
+	v.mu.Unlock()
+	return func() {
+		v.mu.Lock()
+		if v.hold == ch {
+			v.hold = nil
+		}
+		v.mu.Unlock()
+		close(ch)
+	}
 }
 
 // NewVault starts a Transit engine; close it with Close.
@@ -140,9 +158,12 @@ func (v *Vault) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if op == "sign" {
-			if v.Hold != nil {
+			v.mu.Lock()
+			hold := v.hold
+			v.mu.Unlock()
+			if hold != nil {
 				select {
-				case <-v.Hold:
+				case <-hold:
 				case <-r.Context().Done():
 					return
 				}
