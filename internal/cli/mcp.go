@@ -599,6 +599,7 @@ Examples (Claude Code):
 				return err
 			}
 			o.ApproveHint = fmt.Sprintf("pedigree --dir %s gate approve DECISION_ID --as %s", hook.ShellQuote(dir), who)
+			o.PageHint = fmt.Sprintf("pedigree --dir %s ui --decision DECISION_ID", hook.ShellQuote(dir))
 			// Behind Claude Code with the hook on this directory, a call
 			// the hook checked is decided and recorded in its session.
 			o.Bind = func(name string, canon []byte) string { return hook.GatewaySession(dir, name, canon) }

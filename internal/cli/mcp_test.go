@@ -14,6 +14,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
+	"github.com/pedigree-ai/pedigree/internal/hook"
 )
 
 func mcpServers(t *testing.T) (fs, mem string) {
@@ -214,6 +215,11 @@ func TestMCPGateway(t *testing.T) {
 	res := g2.call(t, "write_file", map[string]any{"path": filepath.Join(work, "out", "leak.txt"), "content": "KEY"})
 	if !res.IsError || !strings.HasPrefix(res.text(), "pedigree denied") {
 		t.Fatalf("poisoned write through the second gateway: %+v", res)
+	}
+	// The refusal names the page where a person sees why and decides.
+	if did, _ := res.Meta["io.pedigree/decision"].(map[string]any)["decision_id"].(string); len(did) < 12 ||
+		!strings.Contains(res.text(), "on a page: pedigree --dir "+hook.ShellQuote(c.dir)+" ui --decision "+did[:12]) {
+		t.Fatalf("the refusal does not name the page: %s", res.text())
 	}
 	// Memory written through one gateway is found by the other (the
 	// content index through the server's route).

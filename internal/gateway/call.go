@@ -323,6 +323,9 @@ func (g *Gateway) denied(ctx context.Context, t tool, d *gate.Decision, why stri
 	if g.o.ApproveHint != "" {
 		fmt.Fprintf(&b, " A person can approve it once with: %s, then call it again.", strings.ReplaceAll(g.o.ApproveHint, "DECISION_ID", short(d.ID)))
 	}
+	if g.o.PageHint != "" {
+		fmt.Fprintf(&b, " Or see it drawn, and decide, on a page: %s.", strings.ReplaceAll(g.o.PageHint, "DECISION_ID", short(d.ID)))
+	}
 	m := g.decisionMeta(d)
 	m["decision"] = gate.Deny
 	m["gate_decision"] = d.Decision

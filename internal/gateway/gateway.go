@@ -73,8 +73,12 @@ type Options struct {
 	// ApproveHint is the command a person runs to approve a refused call,
 	// with DECISION_ID where the decision goes.
 	ApproveHint string
-	Mode        Mode
-	Log         *slog.Logger
+	// PageHint is the command that opens the page where a person sees a
+	// refused call's ancestry drawn and decides on it, with DECISION_ID
+	// where the decision goes.
+	PageHint string
+	Mode     Mode
+	Log      *slog.Logger
 	// Stderr receives the upstreams' stderr (default: discarded).
 	Stderr io.Writer
 	// Now is the clock (request state expiry).
