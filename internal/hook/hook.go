@@ -207,16 +207,8 @@ func (h *Handler) mentions(ctx context.Context, ev *Event) error {
 		if principal == "" {
 			continue
 		}
-		s, err := h.signer(ctx, principal)
-		if err != nil {
-			return err
-		}
-		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-			Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent})
-		if err != nil {
-			return err
-		}
-		if err := h.state.label(n.ID, "@"+clip(ref)+" (mentioned in the prompt)"); err != nil {
+		if _, err := h.recordLabelled(ctx, principal, lineage.KindToolOutput, ev.SessionID, content, []lineage.Parent{},
+			"@"+clip(ref)+" (mentioned in the prompt)"); err != nil {
 			return err
 		}
 	}
@@ -645,6 +637,22 @@ func (s *State) describeOutput(id string, ev *Event, rule string) error {
 		what += ": " + rule
 	}
 	return s.label(id, what)
+}
+
+// recordLabelled records content in session as principal's entry of kind
+// with parents (its content stored when small), and labels it with what a
+// person is told it is.
+func (h *Handler) recordLabelled(ctx context.Context, principal string, kind lineage.Kind, session string, content []byte, parents []lineage.Parent, label string) (*lineage.Node, error) {
+	s, err := h.signer(ctx, principal)
+	if err != nil {
+		return nil, err
+	}
+	n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: kind, Session: session,
+		Content: content, Parents: parents, StoreContent: len(content) <= MaxStoredContent})
+	if err != nil {
+		return nil, err
+	}
+	return n, h.state.label(n.ID, label)
 }
 
 func (s *State) label(id, what string) error {

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"sigs.k8s.io/yaml"
@@ -639,16 +638,7 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 		if in {
 			continue // recorded in this session already
 		}
-		s, err := h.signer(ctx, principal)
-		if err != nil {
-			return err
-		}
-		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-			Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent})
-		if err != nil {
-			return err
-		}
-		if err := h.state.label(n.ID, u.label); err != nil {
+		if _, err := h.recordLabelled(ctx, principal, lineage.KindToolOutput, ev.SessionID, content, []lineage.Parent{}, u.label); err != nil {
 			return err
 		}
 	}

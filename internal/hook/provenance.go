@@ -191,16 +191,9 @@ func (h *Handler) sourceOf(ctx context.Context, ev *Event, before []byte) ([]lin
 		if p == "" {
 			p, rule = h.m.Output("Read").Principal, "of unknown origin"
 		}
-		s, err := h.signer(ctx, p)
+		n, err := h.recordLabelled(ctx, p, lineage.KindToolOutput, ev.SessionID, before, []lineage.Parent{},
+			fmt.Sprintf("%s before the %s: %s", clip(filePath(ev)), ev.ToolName, rule))
 		if err != nil {
-			return nil, err
-		}
-		n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: p, Kind: lineage.KindToolOutput, Session: ev.SessionID,
-			Content: before, StoreContent: len(before) <= MaxStoredContent, Parents: []lineage.Parent{}})
-		if err != nil {
-			return nil, err
-		}
-		if err := h.state.label(n.ID, fmt.Sprintf("%s before the %s: %s", clip(filePath(ev)), ev.ToolName, rule)); err != nil {
 			return nil, err
 		}
 		ids = []string{n.ID}

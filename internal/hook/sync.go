@@ -317,16 +317,8 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	if err != nil {
 		return err
 	}
-	s, err := h.signer(ctx, principal)
-	if err != nil {
-		return err
-	}
-	n, err := h.b.Record(ctx, s, pedigree.Entry{Principal: principal, Kind: kind, Session: sy.ev.SessionID,
-		Content: it.content, Parents: parents, StoreContent: len(it.content) <= MaxStoredContent})
-	if err != nil {
-		return err
-	}
-	return h.state.label(n.ID, it.label+" (from the transcript)")
+	_, err = h.recordLabelled(ctx, principal, kind, sy.ev.SessionID, it.content, parents, it.label+" (from the transcript)")
+	return err
 }
 
 // principalOf is whom an item is recorded as (see the package's sync
