@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/pedigree-ai/pedigree/internal/cli"
+	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

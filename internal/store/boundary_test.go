@@ -24,7 +24,7 @@ func TestHeavyDependenciesStayInTheirPackage(t *testing.T) {
 		"github.com/dominikbraun/graph":      {"lineage"},
 		"github.com/transparency-dev/merkle": {"tlog"},
 		"github.com/nats-io":                 {"internal/fleet"},
-		"github.com/modelcontextprotocol":    {"internal/gateway"},
+		"github.com/modelcontextprotocol":    {"cmd/pedigree/internal/gateway"},
 	}
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
