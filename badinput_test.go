@@ -3,6 +3,7 @@ package pedigree_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,11 +21,11 @@ import (
 // snapshot counts what a refused call must not change.
 func snapshot(t *testing.T, e *pedigree.Engine) [3]uint64 {
 	t.Helper()
-	n, err := e.UnsafeGraph().Count(0)
+	n, err := hatch.Graph(e).Count(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := e.UnsafeLog().Size()
+	size, err := hatch.Log(e).Size()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,15 +168,15 @@ func TestLibraryBadInput(t *testing.T) {
 		{"resolve an upper-case ID", func() error { _, err := e.Resolve(ctx, strings.ToUpper(prompt.ID)); return err }, lineage.ErrMalformed},
 		{"trace an unknown entry", func() error { _, err := e.Trace(ctx, strings.Repeat("7", 64), lineage.TraceOptions{}); return err }, lineage.ErrUnknownEntry},
 		{"add a principal after freeze", func() error {
-			return e.AddPrincipal(ctx, registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: w.Keys["user:alice"].Public()})
+			return e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "user:eve", Tier: registry.User, PublicKey: w.Keys["user:alice"].Public()})
 		}, registry.ErrFrozen},
 		{"add a malformed principal", func() error {
-			return e.AddPrincipal(ctx, registry.Principal{ID: "eve", Tier: registry.User, PublicKey: w.Keys["user:alice"].Public()})
+			return e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "eve", Tier: registry.User, PublicKey: w.Keys["user:alice"].Public()})
 		}, registry.ErrBadID},
-		{"freeze again", func() error { return e.Freeze(ctx, w.Operator) }, registry.ErrFrozen},
-		{"checkpoint with another key", func() error { _, err := e.Checkpoint(ctx, w.Keys["user:alice"]); return err }, registry.ErrBadKey},
-		{"prove before any checkpoint", func() error { _, err := e.UnsafeLog().Prove(prompt.ID, 0); return err }, tlog.ErrNoCheckpoint},
-		{"consistency backwards", func() error { _, err := e.UnsafeLog().Consistency(5, 2); return err }, tlog.ErrMalformed},
+		{"freeze again", func() error { return e.Bootstrap().Freeze(ctx, w.Operator) }, registry.ErrFrozen},
+		{"checkpoint with another key", func() error { _, err := e.Log().Checkpoint(ctx, w.Keys["user:alice"]); return err }, registry.ErrBadKey},
+		{"prove before any checkpoint", func() error { _, err := hatch.Log(e).Prove(prompt.ID, 0); return err }, tlog.ErrNoCheckpoint},
+		{"consistency backwards", func() error { _, err := hatch.Log(e).Consistency(5, 2); return err }, tlog.ErrMalformed},
 		{"init on an existing store", func() error {
 			_, err := pedigree.Init(ctx, w.Dir, 0.5, pedigree.WithOperatorSigner(w.Operator))
 			return err

@@ -228,8 +228,8 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// AddPrincipal registers a principal; ErrFrozen after freeze.
-func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
+// addPrincipal registers a principal; ErrFrozen after freeze.
+func (e *Engine) addPrincipal(ctx context.Context, p registry.Principal) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -243,10 +243,10 @@ func (e *Engine) AddPrincipal(ctx context.Context, p registry.Principal) error {
 	return nil
 }
 
-// Freeze freezes the registry with the operator key, keeps a copy of the
+// freeze freezes the registry with the operator key, keeps a copy of the
 // signed freeze record beside the store (registry.freeze), and seals the
 // configuration the directory holds (SealFile).
-func (e *Engine) Freeze(ctx context.Context, operator *registry.Signer) error {
+func (e *Engine) freeze(ctx context.Context, operator *registry.Signer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

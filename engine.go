@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -148,16 +149,28 @@ func (e *Engine) Close() error {
 	if e.stopWitness != nil {
 		close(e.stopWitness)
 		<-e.witnessDone
-		if err := e.Witness(context.Background()); err != nil {
+		if err := e.witness(context.Background()); err != nil {
 			e.cfg.log.Warn("the log could not be witnessed at close", "error", err)
 		}
 	}
 	return e.db.Close()
 }
 
-// UnsafeAbandon closes the engine as a killed process would leave it,
+// Dir is the data directory ("" in memory).
+func (e *Engine) Dir() string { return e.dir }
+
+// The hatches around the facade, for pedigree's own tests (internal/hatch).
+func init() {
+	hatch.Registry = func(e any) *registry.Registry { return e.(*Engine).reg }
+	hatch.Graph = func(e any) *lineage.Graph { return e.(*Engine).graph }
+	hatch.Gate = func(e any) *gate.Gate { return e.(*Engine).gate }
+	hatch.Log = func(e any) *tlog.Log { return e.(*Engine).log }
+	hatch.Abandon = func(e any) error { return e.(*Engine).abandon() }
+}
+
+// abandon closes the engine as a killed process would leave it,
 // without the checkpoint it hands its witnesses at close (crash tests).
-func (e *Engine) UnsafeAbandon() error {
+func (e *Engine) abandon() error {
 	if e.stopWitness != nil {
 		close(e.stopWitness)
 		<-e.witnessDone
@@ -165,22 +178,3 @@ func (e *Engine) UnsafeAbandon() error {
 	}
 	return e.Close()
 }
-
-// Dir is the data directory ("" in memory).
-func (e *Engine) Dir() string { return e.dir }
-
-// The Unsafe accessors are escape hatches around the facade, for pedigree's
-// own tests and benchmarks: what they return bypasses the engine's checks
-// and is not a stable API.
-
-// UnsafeRegistry is the principal registry behind the engine.
-func (e *Engine) UnsafeRegistry() *registry.Registry { return e.reg }
-
-// UnsafeGraph is the lineage graph behind the engine.
-func (e *Engine) UnsafeGraph() *lineage.Graph { return e.graph }
-
-// UnsafeGate is the gate behind the engine.
-func (e *Engine) UnsafeGate() *gate.Gate { return e.gate }
-
-// UnsafeLog is the Merkle log behind the engine.
-func (e *Engine) UnsafeLog() *tlog.Log { return e.log }

@@ -59,7 +59,7 @@ func TestConcurrentUse(t *testing.T) {
 						return
 					}
 				case 4:
-					if _, err := w.E.Checkpoint(ctx, w.Operator); err != nil {
+					if _, err := w.E.Log().Checkpoint(ctx, w.Operator); err != nil {
 						errs <- err
 						return
 					}
@@ -72,7 +72,7 @@ func TestConcurrentUse(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if _, err := w.E.Checkpoint(ctx, w.Operator); err != nil {
+	if _, err := w.E.Log().Checkpoint(ctx, w.Operator); err != nil {
 		t.Fatal(err)
 	}
 	r, err := w.E.Verify(ctx)

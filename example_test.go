@@ -40,11 +40,11 @@ func Example() {
 		if keys[id], _, err = registry.GenerateSigner(nil); err != nil {
 			log.Fatal(err)
 		}
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: id, Tier: tier, PublicKey: keys[id].Public()}); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: id, Tier: tier, PublicKey: keys[id].Public()}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	if err := e.Freeze(ctx, operator); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, operator); err != nil {
 		log.Fatal(err)
 	}
 
@@ -114,11 +114,11 @@ tools:
 			log.Fatal(err)
 		}
 		p.PublicKey = keys[p.ID].Public()
-		if err := e.AddPrincipal(ctx, p); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, p); err != nil {
 			log.Fatal(err)
 		}
 	}
-	if err := e.Freeze(ctx, operator); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, operator); err != nil {
 		log.Fatal(err)
 	}
 	return e, keys
@@ -168,14 +168,14 @@ func ExampleInit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := e.AddPrincipal(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
+	if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
 		log.Fatal(err)
 	}
 	operator, err := registry.LoadSigner(operatorKey) // keep it off this host after freeze
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := e.Freeze(ctx, operator); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, operator); err != nil {
 		log.Fatal(err)
 	}
 	prompt := record(e, alice, pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: []byte("hello")})

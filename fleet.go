@@ -344,9 +344,9 @@ type FleetStatus struct {
 	Err       string `json:"error,omitempty"`
 }
 
-// FleetStatus is this node's place in the fleet's stream; false on an
+// fleetStatus is this node's place in the fleet's stream; false on an
 // engine that is not a fleet node.
-func (e *Engine) FleetStatus() (FleetStatus, bool) {
+func (e *Engine) fleetStatus() (FleetStatus, bool) {
 	if e.fleet == nil {
 		return FleetStatus{}, false
 	}
@@ -363,8 +363,8 @@ type FleetRefusal struct {
 	Reason  string `json:"reason"`
 }
 
-// FleetRefusals are the records this node refused (the latest 1000).
-func (e *Engine) FleetRefusals() []FleetRefusal {
+// fleetRefusals are the records this node refused (the latest 1000).
+func (e *Engine) fleetRefusals() []FleetRefusal {
 	if e.fleet == nil {
 		return nil
 	}
@@ -375,15 +375,15 @@ func (e *Engine) FleetRefusals() []FleetRefusal {
 	return out
 }
 
-// FleetSync waits, bounded, until this node has applied every record the
+// fleetSync waits, bounded, until this node has applied every record the
 // fleet's stream held when it was called.
-func (e *Engine) FleetSync(ctx context.Context) error {
+func (e *Engine) fleetSync(ctx context.Context) error {
 	if e.fleet == nil {
 		return nil
 	}
 	return e.fleet.n.Barrier(ctx)
 }
 
-// Genesis is the frozen registry as the record that starts a fleet's
+// genesis is the frozen registry as the record that starts a fleet's
 // stream.
-func (e *Engine) Genesis() ([]byte, error) { return e.reg.Genesis() }
+func (e *Engine) genesis() ([]byte, error) { return e.reg.Genesis() }

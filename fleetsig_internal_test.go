@@ -19,7 +19,7 @@ func BenchmarkFleetRecordSignature(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.freeze(ctx, op); err != nil {
 		b.Fatal(err)
 	}
 	rec := []byte(`{"version":1,"envelope":"` + string(make([]byte, 0)) + `eyJ9","content":"aGVsbG8="}`)

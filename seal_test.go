@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,7 @@ func TestConfigSeal(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	if !w.E.UnsafeGate().Catalog().Tools["send_money"].IsSensitive() {
+	if !hatch.Gate(w.E).Catalog().Tools["send_money"].IsSensitive() {
 		t.Fatal("the sealed catalog was not the one loaded")
 	}
 	deniedSession(t, w) // send_money gated: a tainted send is denied

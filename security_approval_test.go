@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,7 +290,7 @@ func TestApprovalBindingCapAndAuthority(t *testing.T) {
 	op, _, _ := registry.GenerateSigner(nil)
 	e, _ := pedigree.NewInMemory(ctx, 0.5, op)
 	defer e.Close()
-	if err := e.AddPrincipal(ctx, registry.Principal{ID: "tool:x", Tier: registry.External, PublicKey: s.Public(), Approver: true}); !errors.Is(err, registry.ErrBadApprover) {
+	if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "tool:x", Tier: registry.External, PublicKey: s.Public(), Approver: true}); !errors.Is(err, registry.ErrBadApprover) {
 		t.Fatalf("an external approver: %v", err)
 	}
 }
@@ -398,7 +399,7 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Record("user:alice", "s", "two", nil)
-	cp, err := w.E.Checkpoint(ctx, w.Operator)
+	cp, err := w.E.Log().Checkpoint(ctx, w.Operator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,23 +409,23 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := w.E.VerifyCheckpoints(ctx, []tlog.Checkpoint{*ext}); err != nil || !r.OK() {
+	if r, err := w.E.Log().VerifyCheckpoints(ctx, []tlog.Checkpoint{*ext}); err != nil || !r.OK() {
 		t.Fatalf("the store itself: %+v %v", r, err)
 	}
 	w.Record("user:alice", "s", "three", nil)
-	if _, err := w.E.ConsistencyFrom(ctx, ext, 0); err != nil {
+	if _, err := w.E.Log().ConsistencyFrom(ctx, ext, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Never overwritten: a second checkpoint of the same size is refused by
 	// the log, and the engine keeps the first.
 	again, _ := tlog.SignCheckpoint(w.Operator, cp.Size, cp.Root, w.Clock.Now())
-	if err := w.E.UnsafeLog().AddCheckpoint(ctx, again); !errors.Is(err, tlog.ErrCheckpointExists) {
+	if err := hatch.Log(w.E).AddCheckpoint(ctx, again); !errors.Is(err, tlog.ErrCheckpointExists) {
 		t.Fatalf("second checkpoint of size %d: %v", cp.Size, err)
 	}
-	if err := w.E.AddCheckpoint(ctx, again); err != nil {
+	if err := w.E.Log().AddCheckpoint(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	cps, _ := w.E.UnsafeLog().Checkpoints()
+	cps, _ := hatch.Log(w.E).Checkpoints()
 	if len(cps) != 1 || cps[0].Time != cp.Time {
 		t.Fatalf("stored checkpoints %+v", cps)
 	}
@@ -432,17 +433,17 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 	// a different history): not an extension.
 	forkRoot := strings.Repeat("0", 64)
 	fork, _ := tlog.SignCheckpoint(w.Operator, cp.Size, forkRoot, w.Clock.Now())
-	r, err := w.E.VerifyCheckpoints(ctx, []tlog.Checkpoint{*fork})
+	r, err := w.E.Log().VerifyCheckpoints(ctx, []tlog.Checkpoint{*fork})
 	if err != nil || r.OK() || !strings.Contains(r.Problems[0].What, "not an extension") {
 		t.Fatalf("forked checkpoint: %+v %v", r, err)
 	}
-	if _, err := w.E.ProveAgainst(ctx, mustHead(t, w), fork); !errors.Is(err, tlog.ErrNotExtension) {
+	if _, err := w.E.Log().ProveAgainst(ctx, mustHead(t, w), fork); !errors.Is(err, tlog.ErrNotExtension) {
 		t.Fatalf("prove against a fork: %v", err)
 	}
 	// Signed by another key (a store rebuilt with another operator key).
 	stranger, _, _ := registry.GenerateSigner(nil)
 	foreign, _ := tlog.SignCheckpoint(stranger, cp.Size, cp.Root, w.Clock.Now())
-	if r, err := w.E.VerifyCheckpoints(ctx, []tlog.Checkpoint{*foreign}); err != nil || r.OK() {
+	if r, err := w.E.Log().VerifyCheckpoints(ctx, []tlog.Checkpoint{*foreign}); err != nil || r.OK() {
 		t.Fatalf("foreign checkpoint: %+v %v", r, err)
 	}
 	// The old copy is behind the checkpoint.
@@ -451,11 +452,11 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	r, err = e.VerifyCheckpoints(ctx, []tlog.Checkpoint{*ext})
+	r, err = e.Log().VerifyCheckpoints(ctx, []tlog.Checkpoint{*ext})
 	if err != nil || r.OK() || !strings.Contains(r.Problems[0].What, "behind") {
 		t.Fatalf("old copy: %+v %v", r, err)
 	}
-	if _, err := e.ConsistencyFrom(ctx, ext, 0); !errors.Is(err, tlog.ErrNotExtension) {
+	if _, err := e.Log().ConsistencyFrom(ctx, ext, 0); !errors.Is(err, tlog.ErrNotExtension) {
 		t.Fatalf("consistency from the old copy: %v", err)
 	}
 	for _, bad := range []string{`{}`, `{"version":1,"checkpoint":{"size":1}}`, `{"size":1,"root":"ab","time":"x","signature":"y"}`, `{"version":1,"checkpoint":{},"extra":1}`} {
@@ -467,7 +468,7 @@ func TestCheckpointKeptElsewhere(t *testing.T) {
 
 // mustHead is the ID of the first logged entry, to prove.
 func mustHead(t *testing.T, w *enginetest.World) string {
-	ds, err := w.E.UnsafeGraph().Context(t.Context(), "s")
+	ds, err := hatch.Graph(w.E).Context(t.Context(), "s")
 	if err != nil || len(ds) == 0 {
 		t.Fatal(err)
 	}
@@ -492,7 +493,7 @@ func TestRefusedWritesAreLogged(t *testing.T) {
 	if _, err := w.E.Insert(ctx, genv, nil); !errors.Is(err, registry.ErrUnknownPrincipal) {
 		t.Fatal(err)
 	}
-	if err := w.E.AddPrincipal(ctx, registry.Principal{ID: "user:late", Tier: registry.User, PublicKey: ghost.Public()}); !errors.Is(err, registry.ErrFrozen) {
+	if err := w.E.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "user:late", Tier: registry.User, PublicKey: ghost.Public()}); !errors.Is(err, registry.ErrFrozen) {
 		t.Fatal(err)
 	}
 	if _, err := w.E.Approve(ctx, w.Keys["user:mallory"], "user:mallory", d.ID, 0); !errors.Is(err, gate.ErrApproval) {
@@ -536,7 +537,7 @@ func TestRefusalLogBounded(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
 	ghost, _, _ := registry.GenerateSigner(nil)
 	for i := range pedigree.MaxRefusals + 5 {
-		if err := w.E.AddPrincipal(ctx, registry.Principal{ID: fmt.Sprintf("user:late%d", i), Tier: registry.User, PublicKey: ghost.Public()}); !errors.Is(err, registry.ErrFrozen) {
+		if err := w.E.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: fmt.Sprintf("user:late%d", i), Tier: registry.User, PublicKey: ghost.Public()}); !errors.Is(err, registry.ErrFrozen) {
 			t.Fatal(err)
 		}
 	}

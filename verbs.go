@@ -90,19 +90,6 @@ func (e *Engine) Resolve(ctx context.Context, prefix string) (string, error) {
 	return id, err
 }
 
-// ResolveAll resolves several prefixes.
-func (e *Engine) ResolveAll(prefixes []string) ([]string, error) {
-	out := make([]string, 0, len(prefixes))
-	for _, p := range prefixes {
-		id, err := e.graph.Resolve(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, nil
-}
-
 // Check signs a proposed call with signer and asks the gate. Its call entry
 // is recorded; its ID is the parent the tool's output names.
 func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*gate.Decision, error) {
@@ -209,9 +196,9 @@ func (e *Engine) Trace(ctx context.Context, id string, o lineage.TraceOptions) (
 	return e.graph.Trace(ctx, full, o)
 }
 
-// Checkpoint signs the log's current size and root with the operator key
+// checkpoint signs the log's current size and root with the operator key
 // and stores the checkpoint.
-func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
+func (e *Engine) checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
 	if !operator.Public().Equal(e.reg.OperatorKey()) {
 		return nil, fmt.Errorf("%w: not the operator key of this store", registry.ErrBadKey)
 	}
@@ -223,7 +210,7 @@ func (e *Engine) Checkpoint(ctx context.Context, operator *registry.Signer) (*tl
 	if err != nil {
 		return nil, err
 	}
-	if err := e.AddCheckpoint(ctx, cp); err != nil {
+	if err := e.addCheckpoint(ctx, cp); err != nil {
 		return nil, err
 	}
 	return e.storedCheckpoint(cp)
@@ -315,19 +302,19 @@ func (e *Engine) Trajectory(ctx context.Context, session string) (*trajectory.St
 	return e.decisions.Trajectory(ctx, session)
 }
 
-// LogHead is the log's current size and root (hex).
-func (e *Engine) LogHead(ctx context.Context) (uint64, string, error) {
+// logHead is the log's current size and root (hex).
+func (e *Engine) logHead(ctx context.Context) (uint64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
 	return e.log.Head()
 }
 
-// AddCheckpoint stores a checkpoint signed elsewhere, after checking the
+// addCheckpoint stores a checkpoint signed elsewhere, after checking the
 // operator's signature and that its root is the log's at its size. Stored
 // checkpoints are never overwritten: when one of the same size and root is
 // stored, that one stays and this is not an error.
-func (e *Engine) AddCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
+func (e *Engine) addCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
 	err := e.log.AddCheckpoint(ctx, cp)
 	if !errors.Is(err, tlog.ErrCheckpointExists) {
 		return err
@@ -338,9 +325,9 @@ func (e *Engine) AddCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
 	return nil
 }
 
-// Prove is an inclusion proof of an entry (by ID or prefix), else of a
+// prove is an inclusion proof of an entry (by ID or prefix), else of a
 // decision, against the checkpoint of size (0: the latest), verified.
-func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*tlog.InclusionProof, error) {
+func (e *Engine) prove(ctx context.Context, idOrPrefix string, size uint64) (*tlog.InclusionProof, error) {
 	id, err := e.Resolve(ctx, idOrPrefix)
 	if err != nil {
 		d, derr := e.Decision(ctx, idOrPrefix)
@@ -352,18 +339,18 @@ func (e *Engine) Prove(ctx context.Context, idOrPrefix string, size uint64) (*tl
 	return e.log.Prove(id, size)
 }
 
-// Consistency is a consistency proof between two checkpoints, verified.
-func (e *Engine) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
+// consistency is a consistency proof between two checkpoints, verified.
+func (e *Engine) consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return e.log.Consistency(oldSize, newSize)
 }
 
-// ProveAgainst proves an entry (by ID or prefix) or else a decision
+// proveAgainst proves an entry (by ID or prefix) or else a decision
 // against a checkpoint kept elsewhere, after checking that the store
 // extends it (tlog.ErrNotExtension when not).
-func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
+func (e *Engine) proveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -374,9 +361,9 @@ func (e *Engine) ProveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.C
 	return e.log.ProveAgainst(id, cp)
 }
 
-// ConsistencyFrom proves that the store's log extends a checkpoint kept
+// consistencyFrom proves that the store's log extends a checkpoint kept
 // elsewhere, up to the stored checkpoint of newSize (0: the current head).
-func (e *Engine) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
+func (e *Engine) consistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -22,15 +22,15 @@ import (
 // checkpoints, each leaf against the owner of what it names, at its index. It returns an error
 // only when it could not check; what it finds wrong is in the report.
 func (e *Engine) Verify(ctx context.Context) (*lineage.Report, error) {
-	return e.VerifyCheckpoints(ctx, nil)
+	return e.verifyCheckpoints(ctx, nil)
 }
 
-// VerifyCheckpoints is Verify, and checks that the store extends each of
+// verifyCheckpoints is Verify, and checks that the store extends each of
 // cps, checkpoints kept elsewhere: a store behind one (an old copy
 // restored), not an extension of one (rewritten), or one not signed by the
 // store's operator key (rebuilt with another) is a problem in the report.
 // The report also says how the store's registry is anchored (TrustRoot).
-func (e *Engine) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
+func (e *Engine) verifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
 	r := &lineage.Report{Problems: []lineage.Problem{}, TrustRoot: e.TrustRoot()}
 	bad := func(id, f string, a ...any) {
 		r.Problems = append(r.Problems, lineage.Problem{ID: id, What: fmt.Sprintf(f, a...)})

@@ -153,7 +153,7 @@ func (e *Engine) afterCommit(r *record) error {
 	if !due {
 		return nil
 	}
-	err := e.Witness(context.Background())
+	err := e.witness(context.Background())
 	if err != nil && !spent {
 		e.cfg.log.Warn("the log could not be witnessed", "error", err)
 		return nil
@@ -161,9 +161,9 @@ func (e *Engine) afterCommit(r *record) error {
 	return err
 }
 
-// Witness signs the log's head with the engine key and hands it to every
+// witness signs the log's head with the engine key and hands it to every
 // witness, each of which keeps it only if it extends what it holds.
-func (e *Engine) Witness(ctx context.Context) error {
+func (e *Engine) witness(ctx context.Context) error {
 	if len(e.cfg.witnessFiles) == 0 || e.cfg.fleetNode {
 		return nil
 	}
@@ -232,7 +232,7 @@ func (e *Engine) witnessLoop() {
 			case <-e.stopWitness:
 				return
 			case <-t.C:
-				if err := e.Witness(context.Background()); err != nil {
+				if err := e.witness(context.Background()); err != nil {
 					e.cfg.log.Warn("the log could not be witnessed", "error", err)
 				}
 			}

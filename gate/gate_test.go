@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"errors"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -219,7 +220,7 @@ func TestFailClosed(t *testing.T) {
 		if d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "unknown parent") {
 			t.Fatalf("got %s %v", d.Decision, d.Reasons)
 		}
-		if _, err := w.E.UnsafeGraph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
+		if _, err := hatch.Graph(w.E).Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("the refused call was stored: %v", err)
 		}
 		if logged, err := w.E.Decision(ctx, d.ID); err != nil || logged.Decision != gate.Deny {
@@ -244,7 +245,7 @@ func TestFailClosed(t *testing.T) {
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature: the signing key is not the one registered for agent:planner") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
-		if _, err := w.E.UnsafeGraph().Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
+		if _, err := hatch.Graph(w.E).Node(d.CallID); !errors.Is(err, lineage.ErrUnknownEntry) {
 			t.Fatalf("the refused call was stored: %v", err)
 		}
 		if logged, err := w.E.Decision(ctx, d.ID); err != nil || logged.Decision != gate.Deny {

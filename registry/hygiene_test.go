@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,7 +73,7 @@ func TestOneKeyOnePrincipal(t *testing.T) {
 	}
 	defer e.Close()
 	alice, _, _ := registry.GenerateSigner(nil)
-	if err := e.AddPrincipal(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
+	if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "user:alice", Tier: registry.User, PublicKey: alice.Public()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []registry.Principal{
@@ -80,15 +81,15 @@ func TestOneKeyOnePrincipal(t *testing.T) {
 		{ID: "tool:mail", Tier: registry.External, PublicKey: alice.Public()},
 		{ID: "agent:op", Tier: registry.Internal, PublicKey: op.Public()},
 	} {
-		err := e.AddPrincipal(ctx, p)
+		err := e.Bootstrap().AddPrincipal(ctx, p)
 		if !errors.Is(err, registry.ErrBadKey) || !strings.Contains(err.Error(), "a key of its own") {
 			t.Errorf("%s: got %v, want a refusal", p.ID, err)
 		}
-		if _, ok := e.UnsafeRegistry().Lookup(p.ID); ok {
+		if _, ok := hatch.Registry(e).Lookup(p.ID); ok {
 			t.Errorf("%s was registered", p.ID)
 		}
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	// The one principal signs as itself.

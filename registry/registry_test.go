@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"math"
 	"os"
 	"path/filepath"
@@ -134,18 +135,18 @@ func TestFrozenAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if !w.E.UnsafeRegistry().Frozen() {
+	if !hatch.Registry(w.E).Frozen() {
 		t.Fatal("not frozen after reopen")
 	}
 	s, _, _ := registry.GenerateSigner(nil)
 	p := registry.Principal{ID: "user:eve", Tier: registry.Internal, PublicKey: s.Public()}
-	if err := w.E.AddPrincipal(ctx, p); !errors.Is(err, registry.ErrFrozen) {
+	if err := w.E.Bootstrap().AddPrincipal(ctx, p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("engine AddPrincipal: %v", err)
 	}
-	if err := w.E.UnsafeRegistry().Add(ctx, p); !errors.Is(err, registry.ErrFrozen) {
+	if err := hatch.Registry(w.E).Add(ctx, p); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("registry Add: %v", err)
 	}
-	if err := w.E.Freeze(ctx, w.Operator); !errors.Is(err, registry.ErrFrozen) {
+	if err := w.E.Bootstrap().Freeze(ctx, w.Operator); !errors.Is(err, registry.ErrFrozen) {
 		t.Errorf("second freeze: %v", err)
 	}
 	// A registry value loaded before the freeze (another process's stale
@@ -167,7 +168,7 @@ func TestFrozenAfterRestart(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := w.E.UnsafeRegistry().Lookup("user:eve"); ok {
+	if _, ok := hatch.Registry(w.E).Lookup("user:eve"); ok {
 		t.Fatal("user:eve was registered after freeze")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
 			decisions = append(decisions, d.ID)
 		}
 		if i == n/2 || i == n-1 {
-			if _, err := w.E.Checkpoint(t.Context(), w.Operator); err != nil {
+			if _, err := w.E.Log().Checkpoint(t.Context(), w.Operator); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -40,11 +41,11 @@ func logWorld(t *testing.T, n int) (*enginetest.World, []string, []string) {
 
 func TestLogRootMatchesReference(t *testing.T) {
 	w, ids, decisions := logWorld(t, 13)
-	cps, err := w.E.UnsafeLog().Checkpoints()
+	cps, err := hatch.Log(w.E).Checkpoints()
 	if err != nil || len(cps) != 2 {
 		t.Fatalf("checkpoints %v %v", cps, err)
 	}
-	size, _ := w.E.UnsafeLog().Size()
+	size, _ := hatch.Log(w.E).Size()
 	// Each check logs its call entry and its decision.
 	if want := uint64(len(ids) + 2*len(decisions)); size != want || cps[1].Size != size {
 		t.Fatalf("log size %d, checkpoint %d, want %d", size, cps[1].Size, want)
@@ -78,7 +79,7 @@ func TestLogRootMatchesReference(t *testing.T) {
 
 func TestInclusionAndConsistency(t *testing.T) {
 	w, ids, decisions := logWorld(t, 21)
-	g := w.E.UnsafeLog()
+	g := hatch.Log(w.E)
 	cps, _ := g.Checkpoints()
 	for _, id := range append(append([]string{}, ids...), decisions...) {
 		p, err := g.Prove(id, 0)
@@ -209,7 +210,7 @@ func TestLogCatchesRewrittenDecisionInput(t *testing.T) {
 // consistent with itself, never with a newer one read backwards.
 func TestProofBoundaries(t *testing.T) {
 	w, ids, decisions := logWorld(t, 21)
-	g := w.E.UnsafeLog()
+	g := hatch.Log(w.E)
 	cps, _ := g.Checkpoints()
 	size := cps[0].Size
 	at := map[uint64]string{}
@@ -243,15 +244,15 @@ func TestProofBoundaries(t *testing.T) {
 // by the operator) is named.
 func TestVerifyAgainstCheckpointsKeptElsewhere(t *testing.T) {
 	w, _, _ := logWorld(t, 12)
-	cps, _ := w.E.UnsafeLog().Checkpoints()
-	if r, err := w.E.VerifyCheckpoints(t.Context(), cps); err != nil || !r.OK() {
+	cps, _ := hatch.Log(w.E).Checkpoints()
+	if r, err := w.E.Log().VerifyCheckpoints(t.Context(), cps); err != nil || !r.OK() {
 		t.Fatalf("its own checkpoints: %+v %v", r, err)
 	}
 	fork, err := tlog.SignCheckpoint(w.Operator, cps[0].Size, strings.Repeat("ab", 32), w.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.E.VerifyCheckpoints(t.Context(), []tlog.Checkpoint{*fork})
+	r, err := w.E.Log().VerifyCheckpoints(t.Context(), []tlog.Checkpoint{*fork})
 	if err != nil {
 		t.Fatal(err)
 	}

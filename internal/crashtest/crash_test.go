@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -119,11 +120,11 @@ func TestCrash(t *testing.T) {
 		if err := registry.WritePrivateKeyFile(keyFile(dir, p.id), priv); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public()}); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	e.Close()
@@ -181,13 +182,13 @@ func TestCrash(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d: reopen: %v", k, err)
 		}
-		if !e.UnsafeRegistry().Frozen() {
+		if !hatch.Registry(e).Frozen() {
 			t.Fatalf("kill %d: the registry is not frozen", k)
 		}
 		for id, kind := range acked {
 			var err error
 			if kind == "entry" {
-				_, err = e.UnsafeGraph().Node(id)
+				_, err = hatch.Graph(e).Node(id)
 			} else {
 				_, err = e.Decision(ctx, id)
 			}

@@ -5,6 +5,7 @@ package crashtest
 import (
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,10 +33,10 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _, _ := registry.GenerateSigner(nil)
-	if err := e.AddPrincipal(ctx, registry.Principal{ID: "user:a", Tier: registry.User, PublicKey: s.Public()}); err != nil {
+	if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "user:a", Tier: registry.User, PublicKey: s.Public()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	// Fill the filesystem until 4 MiB above the floor are left.
@@ -72,7 +73,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	defer e.Close()
 	for _, id := range acked {
-		if _, err := e.UnsafeGraph().Node(id); err != nil {
+		if _, err := hatch.Graph(e).Node(id); err != nil {
 			t.Fatalf("acknowledged entry %s is gone: %v", id[:12], err)
 		}
 	}

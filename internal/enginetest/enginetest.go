@@ -8,6 +8,7 @@ package enginetest
 import (
 	"context"
 	"encoding/json"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -128,11 +129,11 @@ func (w *World) bootstrap(ps []P) {
 			w.T.Fatal(err)
 		}
 		w.Keys[p.ID] = s
-		if err := w.E.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public(), Approver: p.Approver}); err != nil {
+		if err := w.E.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: p.Tier, PublicKey: s.Public(), Approver: p.Approver}); err != nil {
 			w.T.Fatal(err)
 		}
 	}
-	if err := w.E.Freeze(ctx, w.Operator); err != nil {
+	if err := w.E.Bootstrap().Freeze(ctx, w.Operator); err != nil {
 		w.T.Fatal(err)
 	}
 }
@@ -190,7 +191,7 @@ func (w *World) TryCheck(principal string, c pedigree.Call) (*gate.Decision, err
 // checkpoint it hands its witnesses at close.
 func (w *World) Crash() {
 	w.T.Helper()
-	if err := w.E.UnsafeAbandon(); err != nil {
+	if err := hatch.Abandon(w.E); err != nil {
 		w.T.Fatal(err)
 	}
 	w.E = nil

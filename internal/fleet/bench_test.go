@@ -24,11 +24,11 @@ func localEngine(b *testing.B) *pedigree.Engine {
 	}
 	for _, id := range []string{"user:alice", "agent:assistant", "tool:gmail_read"} {
 		p := registry.Principal{ID: id, PublicKey: fx.keys[id].Public(), Tier: map[string]registry.Tier{"user:alice": registry.User, "agent:assistant": registry.Internal, "tool:gmail_read": registry.External}[id], Approver: id == "user:alice"}
-		if err := e.AddPrincipal(ctx, p); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, p); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := e.Freeze(ctx, fx.operator); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, fx.operator); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { e.Close() })
@@ -118,8 +118,8 @@ func BenchmarkCatchUp(b *testing.B) {
 			b.Fatal(err)
 		}
 		for {
-			s, _ := fx.nodes["C"].FleetStatus()
-			a, _ := fx.nodes["A"].FleetStatus()
+			s, _ := fx.nodes["C"].Fleet().Status()
+			a, _ := fx.nodes["A"].Fleet().Status()
 			if s.Applied >= a.Applied {
 				break
 			}

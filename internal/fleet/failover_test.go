@@ -120,7 +120,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 	if _, err := fx.nodes["C"].Show(ctx, parent); err != nil {
 		t.Fatalf("C did not catch up: %v", err)
 	}
-	if s, _ := fx.nodes["C"].FleetStatus(); s.Applies < 50 || s.Lag != 0 {
+	if s, _ := fx.nodes["C"].Fleet().Status(); s.Applies < 50 || s.Lag != 0 {
 		t.Fatalf("C's status after catching up: %+v", s)
 	}
 }
@@ -133,7 +133,7 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 	session := uniq("cut")
 	mail := deniedAndApproved(t, session)
 	args := `{"to":"999-666","amount":100}`
-	if err := fx.nodes["C"].FleetSync(ctx); err != nil {
+	if err := fx.nodes["C"].Fleet().Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fx.servers[2].Shutdown() // C knows only server 3
@@ -162,10 +162,10 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 		allows++
 	}
 	// After two failed writes C knows it is cut off.
-	if s, _ := fx.nodes["C"].FleetStatus(); s.Ready {
+	if s, _ := fx.nodes["C"].Fleet().Status(); s.Ready {
 		t.Errorf("C is cut off but says it is ready: %+v", s)
 	}
-	if s, _ := fx.nodes["C"].FleetStatus(); !strings.Contains(s.Why, "not connected") {
+	if s, _ := fx.nodes["C"].Fleet().Status(); !strings.Contains(s.Why, "not connected") {
 		t.Errorf("C is cut off; its status (the sidecar's /readyz): %+v", s)
 	}
 	if d, err := fx.check("A", session, []string{mail}, args); err != nil {
@@ -174,7 +174,7 @@ func TestCutOffNodeFailsClosed(t *testing.T) {
 		allows++
 	}
 	fx.restart(t, 2)
-	if err := fx.nodes["C"].FleetSync(ctx); err != nil {
+	if err := fx.nodes["C"].Fleet().Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := fx.check("C", session, []string{mail}, args); err != nil {

@@ -104,7 +104,7 @@ func (f *fixture) start() error {
 		{ID: "tool:gmail_read", Tier: registry.External}} {
 		f.keys[p.ID], _, _ = registry.GenerateSigner(nil)
 		p.PublicKey = f.keys[p.ID].Public()
-		if err := e.AddPrincipal(ctx, p); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, p); err != nil {
 			return err
 		}
 	}
@@ -112,11 +112,11 @@ func (f *fixture) start() error {
 	// starts from: A's by init (engine:local), B's and C's here.
 	for _, name := range []string{"B", "C"} {
 		f.engines[name], _, _ = registry.GenerateSigner(nil)
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: "engine:" + name, Tier: registry.External, PublicKey: f.engines[name].Public()}); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: "engine:" + name, Tier: registry.External, PublicKey: f.engines[name].Public()}); err != nil {
 			return err
 		}
 	}
-	if err := e.Freeze(ctx, f.operator); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, f.operator); err != nil {
 		return err
 	}
 	if err := e.Close(); err != nil {
@@ -226,14 +226,14 @@ func (f *fixture) settle(t *testing.T) {
 	var heads []string
 	for _, name := range []string{"A", "B", "C"} {
 		e := f.nodes[name]
-		if err := e.FleetSync(ctx); err != nil {
+		if err := e.Fleet().Sync(ctx); err != nil {
 			t.Fatalf("node %s: %v", name, err)
 		}
 		r, err := e.Verify(ctx)
 		if err != nil || !r.OK() {
 			t.Fatalf("node %s verify: %+v %v", name, r, err)
 		}
-		size, root, err := e.LogHead(ctx)
+		size, root, err := e.Log().Head(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func TestWrittenOnATaintsOnB(t *testing.T) {
 	fx.settle(t)
 	// The sidecar's /readyz and /metrics read this status (held over HTTP
 	// by the cli package's TestServeEmbeddedFleet).
-	if s, _ := fx.nodes["B"].FleetStatus(); !s.Ready || s.Lag != 0 || s.Applies == 0 {
+	if s, _ := fx.nodes["B"].Fleet().Status(); !s.Ready || s.Lag != 0 || s.Applies == 0 {
 		t.Fatalf("B is in step but its status says %+v", s)
 	}
 	// B's decision is on A too.
@@ -339,7 +339,7 @@ func TestApprovalRaceOneWinner(t *testing.T) {
 	session := uniq("race")
 	mail := deniedAndApproved(t, session)
 	for _, n := range []string{"B", "C"} {
-		if err := fx.nodes[n].FleetSync(ctx); err != nil {
+		if err := fx.nodes[n].Fleet().Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -425,11 +425,11 @@ func TestBadMessagesRefusedByEveryNode(t *testing.T) {
 	}
 	for _, name := range []string{"A", "B", "C"} {
 		n := fx.nodes[name]
-		if err := n.FleetSync(ctx); err != nil {
+		if err := n.Fleet().Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got := map[uint64]bool{}
-		for _, r := range n.FleetRefusals() {
+		for _, r := range n.Fleet().Refusals() {
 			got[r.Seq] = true
 		}
 		for seq, why := range seqs {
@@ -470,7 +470,6 @@ func (f *fixture) waitLeader(t *testing.T, via int) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
 
 func tamperSignature(t *testing.T, env []byte) []byte {
 	t.Helper()

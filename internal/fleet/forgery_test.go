@@ -87,7 +87,7 @@ func TestForgedRecordsRefusedByEveryNode(t *testing.T) {
 	}
 	before := map[string]uint64{}
 	for name, n := range fx.nodes {
-		s, _ := n.FleetStatus()
+		s, _ := n.Fleet().Status()
 		before[name] = s.Refused
 	}
 	type sent struct{ what, how string }
@@ -111,11 +111,11 @@ func TestForgedRecordsRefusedByEveryNode(t *testing.T) {
 	}
 	for _, name := range []string{"A", "B", "C"} {
 		n := fx.nodes[name]
-		if err := n.FleetSync(ctx); err != nil {
+		if err := n.Fleet().Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got := map[uint64]string{}
-		for _, r := range n.FleetRefusals() {
+		for _, r := range n.Fleet().Refusals() {
 			got[r.Seq] = r.Reason
 		}
 		for seq, s := range seqs {
@@ -138,7 +138,7 @@ func TestForgedRecordsRefusedByEveryNode(t *testing.T) {
 		if _, err := n.Show(ctx, entryID); err == nil {
 			t.Errorf("node %s applied the forged entry", name)
 		}
-		if after, _ := n.FleetStatus(); after.Refused-before[name] != uint64(len(seqs)) {
+		if after, _ := n.Fleet().Status(); after.Refused-before[name] != uint64(len(seqs)) {
 			t.Errorf("node %s counted %d refusals, want %d", name, after.Refused-before[name], len(seqs))
 		}
 	}

@@ -29,7 +29,7 @@ func TestRedTeamJunkFloodBlocksApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.nodes["B"].FleetSync(ctx); err != nil {
+	if err := fx.nodes["B"].Fleet().Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fctx, stop := context.WithTimeout(ctx, 20*time.Second)

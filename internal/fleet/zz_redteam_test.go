@@ -50,15 +50,15 @@ func TestRedTeamOversizedSessionHaltsEveryApplier(t *testing.T) {
 	}
 	for _, name := range []string{"A", "B", "C"} {
 		n := fx.nodes[name]
-		if err := n.FleetSync(ctx); err != nil {
-			st, _ := n.FleetStatus()
+		if err := n.Fleet().Sync(ctx); err != nil {
+			st, _ := n.Fleet().Status()
 			t.Fatalf("node %s stopped applying at the poison record %d: %v (%+v)", name, seq, err, st)
 		}
-		if s, _ := n.FleetStatus(); s.Err != "" || !s.Ready {
+		if s, _ := n.Fleet().Status(); s.Err != "" || !s.Ready {
 			t.Fatalf("node %s after the poison record: %+v", name, s)
 		}
 		refused := false
-		for _, r := range n.FleetRefusals() {
+		for _, r := range n.Fleet().Refusals() {
 			refused = refused || r.Seq == seq
 		}
 		if !refused {
@@ -96,7 +96,7 @@ func TestRedTeamRewrittenStreamUsesApprovalTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.nodes["B"].FleetSync(ctx); err != nil {
+	if err := fx.nodes["B"].Fleet().Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := fx.check("B", session, []string{mail}, args); err != nil || d.Decision != gate.Allow || d.Approval != an.ID {
@@ -118,7 +118,7 @@ func TestRedTeamRewrittenStreamUsesApprovalTwice(t *testing.T) {
 		return // refused to be built from a rewritten history: held
 	}
 	defer d.Close()
-	if err := d.FleetSync(ctx); err != nil {
+	if err := d.Fleet().Sync(ctx); err != nil {
 		return
 	}
 	r, err := d.Verify(ctx)

@@ -104,7 +104,7 @@ func build(t *testing.T) (*enginetest.World, pedigree.Option) {
 		t.Fatalf("the user's payment was %s", d.Decision)
 	}
 	_ = email
-	if _, err := w.E.Checkpoint(ctx, w.Operator); err != nil {
+	if _, err := w.E.Log().Checkpoint(ctx, w.Operator); err != nil {
 		t.Fatal(err)
 	}
 	check("s1", `{"to":"999-666"}`) // a decision after the checkpoint

@@ -109,11 +109,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		keys[p.ID] = s
 		p.PublicKey = s.Public()
-		if err := e.AddPrincipal(ctx, p); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, p); err != nil {
 			return nil, err
 		}
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		return nil, err
 	}
 

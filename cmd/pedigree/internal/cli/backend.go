@@ -93,3 +93,13 @@ func (a *app) openStore(ctx context.Context, verb string) (*pedigree.Engine, err
 	}
 	return a.open(ctx)
 }
+
+// logOf is the log's proofs and checkpoints of a backend: an engine's Log,
+// or the server's client itself (server.Client is a pedigree.Prover; the
+// two are the only backends a.backend returns).
+func logOf(b pedigree.Backend) pedigree.Prover {
+	if e, ok := b.(*pedigree.Engine); ok {
+		return e.Log()
+	}
+	return b.(pedigree.Prover)
+}

@@ -384,7 +384,7 @@ func (a *app) setUpClaudeStore(ctx context.Context, user, opKey string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		return nil, err
 	}
 	return append(done, "froze the registry"), nil

@@ -169,13 +169,13 @@ func (d *demo) run(ctx context.Context) error {
 		}
 		// The user approves denied calls: approval authority is given at
 		// registration, and frozen.
-		if err := e.AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public(), Approver: p.tier == registry.User}); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: p.id, Tier: p.tier, PublicKey: s.Public(), Approver: p.tier == registry.User}); err != nil {
 			return err
 		}
 		d.keys[p.id] = s
 		d.say("   %-18s %s", p.id, p.tier)
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		return err
 	}
 	d.say("   frozen: from now on no principal can be added.\n")

@@ -43,7 +43,7 @@ func newLogCheckpoint(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cp, err := e.Checkpoint(cmd.Context(), op)
+			cp, err := logOf(e).Checkpoint(cmd.Context(), op)
 			if err != nil {
 				return err
 			}
@@ -90,9 +90,9 @@ Example:
 			defer e.Close()
 			var p *tlog.InclusionProof
 			if ext != nil {
-				p, err = e.ProveAgainst(cmd.Context(), args[0], ext)
+				p, err = logOf(e).ProveAgainst(cmd.Context(), args[0], ext)
 			} else {
-				p, err = e.Prove(cmd.Context(), args[0], size)
+				p, err = logOf(e).Prove(cmd.Context(), args[0], size)
 			}
 			if err != nil {
 				return err
@@ -163,9 +163,9 @@ Example:
 				if len(sizes) == 1 {
 					n = sizes[0]
 				}
-				p, err = e.ConsistencyFrom(cmd.Context(), ext, n)
+				p, err = logOf(e).ConsistencyFrom(cmd.Context(), ext, n)
 			} else {
-				p, err = e.Consistency(cmd.Context(), sizes[0], sizes[1])
+				p, err = logOf(e).Consistency(cmd.Context(), sizes[0], sizes[1])
 			}
 			if err != nil {
 				return err

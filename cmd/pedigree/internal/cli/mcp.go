@@ -272,7 +272,7 @@ func addGatewayPrincipal(ctx context.Context, e *pedigree.Engine, dir string, p 
 		return err
 	}
 	p.PublicKey = s.Public()
-	if err := e.AddPrincipal(ctx, p); err != nil {
+	if err := e.Bootstrap().AddPrincipal(ctx, p); err != nil {
 		safefile.Remove(filepath.Dir(path), filepath.Base(path), safefile.Regular)
 		return err
 	}

@@ -200,7 +200,7 @@ func (a *app) bootstrapOneLine(ctx context.Context, name string, command []strin
 	if err != nil {
 		return err
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		return err
 	}
 	say("froze the registry and sealed the catalog and the command; approvals: none through the host (a call the policy asks about is refused with the 'gate approve' command to run)")

@@ -90,7 +90,7 @@ Example:
 				if err != nil {
 					return err
 				}
-				return e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: s.Public(), Approver: approver})
+				return e.Bootstrap().AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: s.Public(), Approver: approver})
 			}
 			if _, dup := reg.Lookup(id); dup {
 				return fmt.Errorf("%w: %s", registry.ErrDuplicate, id)
@@ -119,7 +119,7 @@ Example:
 				}
 				pub = s.Public()
 			}
-			if err := e.AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub, Approver: approver}); err != nil {
+			if err := e.Bootstrap().AddPrincipal(cmd.Context(), registry.Principal{ID: id, Tier: t, PublicKey: pub, Approver: approver}); err != nil {
 				if newKey != "" {
 					safefile.Remove(filepath.Dir(newKey), filepath.Base(newKey), safefile.Regular) // nothing half-written: no key for a principal that is not registered
 				}
@@ -176,7 +176,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := e.Freeze(cmd.Context(), op); err != nil {
+			if err := e.Bootstrap().Freeze(cmd.Context(), op); err != nil {
 				return err
 			}
 			reg, err := e.Registry(cmd.Context())

@@ -50,7 +50,7 @@ Example:
 				return err
 			}
 			defer e.Close()
-			r, err := e.VerifyCheckpoints(cmd.Context(), cps)
+			r, err := logOf(e).VerifyCheckpoints(cmd.Context(), cps)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"io"
 	"net"
 	"net/http"
@@ -362,12 +363,12 @@ func TestCleanSessionWrites(t *testing.T) {
 		t.Fatalf("decision meta: %+v", d)
 	}
 	w.settle()
-	edges, err := w.E.UnsafeGraph().Parents(d.OutputID)
+	edges, err := hatch.Graph(w.E).Parents(d.OutputID)
 	if err != nil || len(edges) != 1 || edges[0].Parent != d.CallID || !edges[0].Strong {
 		t.Fatalf("the output's parents: %+v %v", edges, err)
 	}
 	// The confirmation holds nothing but the call's arguments: the agent's.
-	n, err := w.E.UnsafeGraph().Node(d.OutputID)
+	n, err := hatch.Graph(w.E).Node(d.OutputID)
 	if err != nil || n.Principal != AgentPrincipal || n.Kind != lineage.KindToolOutput {
 		t.Fatalf("output node: %+v %v", n, err)
 	}
@@ -682,7 +683,7 @@ func TestBadInput(t *testing.T) {
 	c := w.connect(t, "2025-11-25", "")
 	count := func() int {
 		w.settle()
-		n, err := w.E.UnsafeGraph().Count(1 << 20)
+		n, err := hatch.Graph(w.E).Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -841,7 +842,7 @@ func TestMalformedMessage(t *testing.T) {
 	w := newWorld(t, catalogDeny)
 	count := func() int {
 		w.settle()
-		n, err := w.E.UnsafeGraph().Count(1 << 20)
+		n, err := hatch.Graph(w.E).Count(1 << 20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1041,7 +1042,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := w.E.UnsafeGraph().Nodes(ids)
+	nodes, err := hatch.Graph(w.E).Nodes(ids)
 	if err != nil {
 		t.Fatal(err)
 	}

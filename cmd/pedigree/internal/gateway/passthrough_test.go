@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"net"
 	"net/http"
 	"os"
@@ -151,7 +152,7 @@ func passThrough(t *testing.T, transport func(*world, testing.TB) mcp.Transport)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes, err := w.E.UnsafeGraph().Nodes(ids)
+		nodes, err := hatch.Graph(w.E).Nodes(ids)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@
 //
 // The same Handler serves the `pedigree hook claude` command (one event on
 // stdin) and the sidecar's POST /v1/hooks/claude (Claude Code's http hooks).
-// It works against a pedigree.Backend: the engine itself, or a client of a
+// It works against a pedigree.Harness: the engine itself, or a client of a
 // running server.
 //
 // Every failure is an error the caller must turn into a block: exit code 2

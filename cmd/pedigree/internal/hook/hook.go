@@ -45,7 +45,7 @@ type Specific struct {
 
 // Handler answers events for one data directory.
 type Handler struct {
-	b       pedigree.Backend
+	b       pedigree.Harness
 	m       *Mapping
 	dir     string
 	state   *State
@@ -57,7 +57,7 @@ type Handler struct {
 // New makes a handler for the data directory dir (absolute: it is quoted
 // in the commands that the answers suggest), reading its mapping as the
 // operator sealed it.
-func New(ctx context.Context, b pedigree.Backend, dir string) (*Handler, error) {
+func New(ctx context.Context, b pedigree.Harness, dir string) (*Handler, error) {
 	view, err := b.Registry(ctx)
 	if err != nil {
 		return nil, err

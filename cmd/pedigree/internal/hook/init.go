@@ -126,7 +126,7 @@ func Init(ctx context.Context, e *pedigree.Engine, m *Mapping) error {
 		return undo(err)
 	}
 	for _, p := range principals {
-		if err := e.AddPrincipal(ctx, p); err != nil {
+		if err := e.Bootstrap().AddPrincipal(ctx, p); err != nil {
 			return undo(err)
 		}
 	}

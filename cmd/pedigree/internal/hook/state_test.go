@@ -47,7 +47,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	h, err := hook.New(ctx, e, dir)

@@ -449,12 +449,12 @@ func (h *Handler) matches(ctx context.Context, digest, session string, recalled 
 // indexing is the handler's backend: every entry the hook records is added
 // to the content index.
 type indexing struct {
-	pedigree.Backend
+	pedigree.Harness
 	state *State
 }
 
 func (x indexing) Record(ctx context.Context, s *registry.Signer, en pedigree.Entry) (*lineage.Node, error) {
-	n, err := x.Backend.Record(ctx, s, en)
+	n, err := x.Harness.Record(ctx, s, en)
 	if err != nil {
 		return nil, err
 	}

@@ -543,7 +543,7 @@ func benchEnv(b *testing.B) (*pedigree.Engine, *hook.Handler) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { e.Close() })
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		b.Fatal(err)
 	}
 	h, err := hook.New(ctx, e, dir)

@@ -200,7 +200,7 @@ func BenchmarkTranscriptRead(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { e.Close() })
-			if err := e.Freeze(ctx, op); err != nil {
+			if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 				b.Fatal(err)
 			}
 			h, err := New(ctx, e, dir)

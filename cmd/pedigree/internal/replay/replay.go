@@ -301,7 +301,7 @@ func runOne(ctx context.Context, s *Scenario, o Options) Result {
 			if err != nil {
 				return err
 			}
-			if err := e.AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: tier, PublicKey: k.Public()}); err != nil {
+			if err := e.Bootstrap().AddPrincipal(ctx, registry.Principal{ID: p.ID, Tier: tier, PublicKey: k.Public()}); err != nil {
 				return err
 			}
 			keys[p.ID] = k
@@ -309,7 +309,7 @@ func runOne(ctx context.Context, s *Scenario, o Options) Result {
 				agent = p.ID
 			}
 		}
-		if err := e.Freeze(ctx, op); err != nil {
+		if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 			return err
 		}
 		sensitive := map[string]bool{}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"net"
 	"net/http"
 	"os"
@@ -122,7 +123,7 @@ func TestServerRefusesForeignRequests(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Errorf("%s, %s: HTTP %d, want %d", over.name, tc.name, resp.StatusCode, tc.status)
 			}
-			if ids, err := w.E.UnsafeGraph().Context(context.Background(), session); err != nil || len(ids) != 0 {
+			if ids, err := hatch.Graph(w.E).Context(context.Background(), session); err != nil || len(ids) != 0 {
 				t.Errorf("%s, %s: the refused recall happened: %v %v", over.name, tc.name, ids, err)
 			}
 		}
@@ -137,7 +138,7 @@ func TestServerRefusesForeignRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if ids, _ := w.E.UnsafeGraph().Context(context.Background(), session); resp.StatusCode != 200 || len(ids) != 1 {
+		if ids, _ := hatch.Graph(w.E).Context(context.Background(), session); resp.StatusCode != 200 || len(ids) != 1 {
 			t.Errorf("%s: an authorised recall: HTTP %d, context %v", over.name, resp.StatusCode, ids)
 		}
 		// Reads need the token too; /healthz does not.

@@ -24,7 +24,10 @@ import (
 // ErrNoServer means no server answers for the data directory.
 var ErrNoServer = errors.New("no pedigree server is running")
 
-var _ pedigree.Backend = (*Client)(nil)
+var (
+	_ pedigree.Backend = (*Client)(nil)
+	_ pedigree.Prover  = (*Client)(nil)
+)
 
 // Client talks to a server over its unix socket. Entries, calls, approvals
 // and checkpoints are built and signed here, with the caller's keys.

@@ -11,11 +11,11 @@ import (
 // is rate(pedigree_fleet_applied_records_total[1m])), and whether it is
 // connected.
 func (m *metrics) fleet(e *pedigree.Engine) {
-	if _, ok := e.FleetStatus(); !ok {
+	if _, ok := e.Fleet().Status(); !ok {
 		return
 	}
 	status := func(f func(pedigree.FleetStatus) float64) func() float64 {
-		return func() float64 { s, _ := e.FleetStatus(); return f(s) }
+		return func() float64 { s, _ := e.Fleet().Status(); return f(s) }
 	}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pedigree_fleet_lag_records", Help: "Records in the fleet's stream this node has not applied yet."},

@@ -32,7 +32,7 @@ func claudeServer(t *testing.T, enable bool) (s *server.Server, token string) {
 	if err := hook.Init(ctx, e, hook.DefaultMapping(hook.DefaultUser)); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Freeze(ctx, op); err != nil {
+	if err := e.Bootstrap().Freeze(ctx, op); err != nil {
 		t.Fatal(err)
 	}
 	// Reopened, as 'pedigree serve' would be, to load the tools.yaml that

@@ -205,7 +205,7 @@ func (s *Server) routes() {
 			s.fail(w, http.StatusServiceUnavailable, "not_frozen", registry.ErrNotFrozen.Error())
 			return nil
 		}
-		if fs, ok := s.e.FleetStatus(); ok && !fs.Ready {
+		if fs, ok := s.e.Fleet().Status(); ok && !fs.Ready {
 			// A fleet node that lags or is cut off still answers (it
 			// fails closed on what it has not applied), but a load
 			// balancer should send work elsewhere.
@@ -346,7 +346,7 @@ func (s *Server) routes() {
 		}
 		// Verifying a large store takes longer than a write timeout.
 		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		rep, err := s.e.VerifyCheckpoints(r.Context(), req.Checkpoints)
+		rep, err := s.e.Log().VerifyCheckpoints(r.Context(), req.Checkpoints)
 		if err != nil {
 			return err
 		}
@@ -360,7 +360,7 @@ func (s *Server) routes() {
 		return reply(w, trajectoryResponse{State: *st, Calls: nonNil(st.Calls), Alerts: nonNil(st.Alerts)})
 	})
 	s.route("GET", "/v1/log/head", func(w http.ResponseWriter, r *http.Request) error {
-		size, root, err := s.e.LogHead(r.Context())
+		size, root, err := s.e.Log().Head(r.Context())
 		if err != nil {
 			return err
 		}
@@ -371,7 +371,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		if err := s.e.AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
+		if err := s.e.Log().AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
 			return err
 		}
 		return reply(w, req.Checkpoint)
@@ -381,7 +381,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		p, err := s.e.ProveAgainst(r.Context(), req.ID, &req.Checkpoint)
+		p, err := s.e.Log().ProveAgainst(r.Context(), req.ID, &req.Checkpoint)
 		if err != nil {
 			return err
 		}
@@ -392,7 +392,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		p, err := s.e.ConsistencyFrom(r.Context(), &req.Checkpoint, req.New)
+		p, err := s.e.Log().ConsistencyFrom(r.Context(), &req.Checkpoint, req.New)
 		if err != nil {
 			return err
 		}
@@ -403,7 +403,7 @@ func (s *Server) routes() {
 		if err != nil {
 			return err
 		}
-		p, err := s.e.Prove(r.Context(), r.PathValue("id"), uint64(size))
+		p, err := s.e.Log().Prove(r.Context(), r.PathValue("id"), uint64(size))
 		if err != nil {
 			return err
 		}
@@ -418,7 +418,7 @@ func (s *Server) routes() {
 		if err != nil {
 			return err
 		}
-		p, err := s.e.Consistency(r.Context(), uint64(o), uint64(n))
+		p, err := s.e.Log().Consistency(r.Context(), uint64(o), uint64(n))
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,11 +22,11 @@ import (
 
 // counts is what a refused request must not change.
 func counts(t *testing.T, e *pedigree.Engine) [2]uint64 {
-	n, err := e.UnsafeGraph().Count(0)
+	n, err := hatch.Graph(e).Count(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	size, err := e.UnsafeLog().Size()
+	size, err := hatch.Log(e).Size()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestRunOnSocket(t *testing.T) {
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.E.UnsafeGraph().Node(n.ID); err != nil {
+	if _, err := hatch.Graph(w.E).Node(n.ID); err != nil {
 		t.Fatalf("the entry recorded over the socket is gone: %v", err)
 	}
 }

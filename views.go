@@ -1,0 +1,113 @@
+package pedigree
+
+import (
+	"context"
+
+	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
+)
+
+// The engine's verbs a harness calls every turn (record, recall, check,
+// approve, show, trace, verify) are methods of Engine. What an operator does
+// now and then is behind three small views, so that Engine reads in one
+// screen: its log's proofs and checkpoints (Log), its place in a fleet
+// (Fleet), and the registry before freeze (Bootstrap). A view holds nothing
+// of its own; it is valid as long as its engine is open.
+
+// Log is the view of an engine's tamper-evident log: its head, checkpoints
+// signed here or kept elsewhere, inclusion and consistency proofs, and the
+// witnesses it hands checkpoints to.
+type Log struct{ e *Engine }
+
+// Log is the engine's log.
+func (e *Engine) Log() *Log { return &Log{e} }
+
+// Head is the log's current size and root (hex).
+func (l *Log) Head(ctx context.Context) (uint64, string, error) { return l.e.logHead(ctx) }
+
+// Checkpoint signs the log's current size and root with the operator key
+// and stores it.
+func (l *Log) Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error) {
+	return l.e.checkpoint(ctx, operator)
+}
+
+// AddCheckpoint stores a checkpoint signed elsewhere, after checking the
+// operator's signature and that the log extends it.
+func (l *Log) AddCheckpoint(ctx context.Context, cp *tlog.Checkpoint) error {
+	return l.e.addCheckpoint(ctx, cp)
+}
+
+// Prove is an inclusion proof of an entry (by ID or prefix), else of a
+// decision, in the log at size (0: the head), verified.
+func (l *Log) Prove(ctx context.Context, idOrPrefix string, size uint64) (*tlog.InclusionProof, error) {
+	return l.e.prove(ctx, idOrPrefix, size)
+}
+
+// Consistency is a consistency proof between two checkpoints, verified.
+func (l *Log) Consistency(ctx context.Context, oldSize, newSize uint64) (*tlog.ConsistencyProof, error) {
+	return l.e.consistency(ctx, oldSize, newSize)
+}
+
+// ProveAgainst proves an entry (by ID or prefix) or else a decision against
+// a checkpoint kept elsewhere (tlog.ErrNotExtension when the store does not
+// extend it).
+func (l *Log) ProveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.Checkpoint) (*tlog.InclusionProof, error) {
+	return l.e.proveAgainst(ctx, idOrPrefix, cp)
+}
+
+// ConsistencyFrom proves that the store's log extends a checkpoint kept
+// elsewhere, up to the stored checkpoint of newSize (0: the head).
+func (l *Log) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
+	return l.e.consistencyFrom(ctx, old, newSize)
+}
+
+// VerifyCheckpoints is Engine.Verify, and checks that the store extends
+// each checkpoint kept elsewhere.
+func (l *Log) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
+	return l.e.verifyCheckpoints(ctx, cps)
+}
+
+// Witness signs the log's head with the engine key and hands it to every
+// witness, each of which keeps it only if it extends what it holds.
+func (l *Log) Witness(ctx context.Context) error { return l.e.witness(ctx) }
+
+// Fleet is the view of an engine's place in a fleet (see WithFleet). On a
+// local engine Status says false, Refusals is empty and Sync returns at once.
+type Fleet struct{ e *Engine }
+
+// Fleet is the engine's place in its fleet.
+func (e *Engine) Fleet() *Fleet { return &Fleet{e} }
+
+// Status is this node's place in the fleet's stream; false on an engine that
+// is not a fleet node.
+func (f *Fleet) Status() (FleetStatus, bool) { return f.e.fleetStatus() }
+
+// Refusals are the records this node refused (the latest 1000).
+func (f *Fleet) Refusals() []FleetRefusal { return f.e.fleetRefusals() }
+
+// Sync waits, bounded by ctx, until this node has applied every record the
+// stream held when it was called.
+func (f *Fleet) Sync(ctx context.Context) error { return f.e.fleetSync(ctx) }
+
+// Genesis is the frozen registry as the record that starts a fleet's stream.
+func (f *Fleet) Genesis() ([]byte, error) { return f.e.genesis() }
+
+// Bootstrap is the view of an engine's registry before freeze: principals
+// are added, then the operator freezes it, once.
+type Bootstrap struct{ e *Engine }
+
+// Bootstrap is the engine's registry before freeze.
+func (e *Engine) Bootstrap() *Bootstrap { return &Bootstrap{e} }
+
+// AddPrincipal registers a principal; ErrFrozen after freeze.
+func (b *Bootstrap) AddPrincipal(ctx context.Context, p registry.Principal) error {
+	return b.e.addPrincipal(ctx, p)
+}
+
+// Freeze freezes the registry with the operator key, keeps a copy of the
+// signed freeze record beside the store (registry.freeze), and seals the
+// configuration the directory holds (SealFile).
+func (b *Bootstrap) Freeze(ctx context.Context, operator *registry.Signer) error {
+	return b.e.freeze(ctx, operator)
+}
