@@ -35,18 +35,6 @@ const (
 	Ask   Outcome = "ask"
 )
 
-// ExitCode is the command's exit code for the outcome (the contract in
-// docs/CLI.md): 0 allow, 3 deny, 4 ask. Anything else is a deny.
-func (o Outcome) ExitCode() int {
-	switch o {
-	case Allow:
-		return 0
-	case Ask:
-		return 4
-	}
-	return 3
-}
-
 // Gate decides on proposed tool calls: a pure evaluator of the policy over
 // facts the engine read from lineage and the decision log. It stores
 // nothing. It is safe for concurrent use: the prepared query is shared, and

@@ -1,14 +1,3 @@
-// Package kmstest serves Vault's Transit secrets engine over HTTP for tests
-// (no vault binary is packaged for this machine): the routes sigstore's
-// hashivault provider uses, in Vault's wire format, with real keys.
-//
-//	GET  /v1/transit/keys/NAME            the key's versions and public keys
-//	POST /v1/transit/sign/NAME[/HASH]     sign base64 "input" (prehashed or not)
-//	POST /v1/transit/verify/NAME[/HASH]   verify a "vault:v1:..." signature
-//
-// Keys are "ed25519" (the public key is base64 of the raw 32 bytes, as
-// Vault writes it) or "ecdsa-p256" (PEM, an ASN.1 signature). Every
-// request must carry the token in X-Vault-Token; a wrong one is Vault's 403.
 package kmstest
 
 import (

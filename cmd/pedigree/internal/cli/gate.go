@@ -204,14 +204,15 @@ func splitList(s string) []string {
 }
 
 // decisionExit turns a decision into the exit code: 0 allow, 3 deny, 4 ask.
+// Anything else is a deny.
 func decisionExit(d *gate.Decision) error {
-	switch code := d.Decision.ExitCode(); code {
-	case ExitOK:
+	switch d.Decision {
+	case gate.Allow:
 		return nil
-	case ExitAsk:
-		return verdictError{code, "the call needs a human's approval"}
+	case gate.Ask:
+		return verdictError{ExitAsk, "the call needs a human's approval"}
 	default:
-		return verdictError{code, "the call is denied"}
+		return verdictError{ExitNegative, "the call is denied"}
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
-	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -115,7 +114,7 @@ func (a *app) backendWaiting(ctx context.Context, wait time.Duration) (pedigree.
 	delay := 10 * time.Millisecond
 	for {
 		b, err := a.backend(ctx)
-		if err == nil || !errors.Is(err, store.ErrLocked) {
+		if err == nil || !errors.Is(err, pedigree.ErrLocked) {
 			return b, err
 		}
 		if time.Now().Add(delay).After(deadline) {

@@ -1,12 +1,3 @@
-// Package server is pedigree's sidecar: HTTP/JSON on a unix socket (and
-// optionally loopback TCP) in front of one engine, which holds the data
-// directory's lock. Clients sign entries, calls and approvals with their own
-// keys; the server verifies them against the frozen registry and holds no
-// principal's private key, except the Claude Code hook's when its route is
-// enabled (EnableClaudeHooks). There is no endpoint that changes the registry.
-//
-// Client speaks the same API and returns the engine's own types and
-// sentinel errors, so the CLI behaves the same through either.
 package server
 
 import (
@@ -16,7 +7,6 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
@@ -130,7 +120,7 @@ var errorKinds = []struct {
 	{"approval", gate.ErrApproval, http.StatusBadRequest},
 	{"rejected", gate.ErrRejected, http.StatusConflict},
 	{"review_tampered", gate.ErrReviewTampered, http.StatusInternalServerError},
-	{"disk_full", store.ErrDiskFull, http.StatusInsufficientStorage},
+	{"disk_full", pedigree.ErrDiskFull, http.StatusInsufficientStorage},
 }
 
 func classify(err error) (string, int) {
