@@ -259,10 +259,10 @@ func TestOpenSignerFile(t *testing.T) {
 // in one sitting (go test -run XXX -bench 'Sign$' -benchmem ./registry):
 // a file key signs in process; fakekms holds a P-256 key in process behind
 // the KMS path (its goroutine, its deadline, the check against the public
-// key); Vault Transit (the httptest engine on loopback) and local-kms (AWS
-// KMS's API on loopback) are the floor of a real round trip; softhsm2 is a
-// real PKCS#11 module, in process. local-kms and softhsm2 are skipped when
-// not installed.
+// key); Vault Transit (the httptest engine on loopback), local-kms (AWS KMS's
+// API on loopback) and Cloud KMS (gRPC on loopback) are the floor of a
+// real round trip; softhsm2 is a real PKCS#11 module, in process. local-kms
+// and softhsm2 are skipped when not installed.
 func BenchmarkSign(b *testing.B) {
 	msg := []byte("approval statement")
 	run := func(b *testing.B, s *registry.Signer) {
@@ -310,6 +310,10 @@ func BenchmarkSign(b *testing.B) {
 	b.Run("localkms-ecdsa-p256", func(b *testing.B) {
 		kmstest.StartLocalKMS(b)
 		run(b, open(b, kmstest.CreateAWSKey(b, "alias/bench")))
+	})
+	b.Run("gcp-ecdsa-p256", func(b *testing.B) {
+		g := kmstest.StartGCP(b)
+		run(b, open(b, g.AddKey(b, "bench")))
 	})
 	b.Run("softhsm2-ecdsa-p256", func(b *testing.B) {
 		tk := kmstest.SoftHSM(b, "bench")

@@ -89,9 +89,24 @@ func TestKeysInVault(t *testing.T) {
 // approval, are signed by KMS and verified end to end.
 func TestKeysInAWS(t *testing.T) {
 	kmstest.StartLocalKMS(t)
-	alice := kmstest.CreateAWSKey(t, "alias/alice")
-	planner := kmstest.CreateAWSKey(t, "alias/planner")
+	approveWithKMSKeys(t, kmstest.CreateAWSKey(t, "alias/alice"), kmstest.CreateAWSKey(t, "alias/planner"))
+}
 
+// TestKeysInGCP: the same with keys in Cloud KMS (sigstore's gcpkms://
+// client against KeyManagementService over gRPC on loopback).
+func TestKeysInGCP(t *testing.T) {
+	g := kmstest.StartGCP(t)
+	approveWithKMSKeys(t, g.AddKey(t, "alice"), g.AddKey(t, "planner"))
+	if g.Signs.Load() < 3 {
+		t.Fatalf("Cloud KMS made %d signatures: the entry, the check and the approval were not all its", g.Signs.Load())
+	}
+}
+
+// approveWithKMSKeys registers user:alice (an approver) and agent:planner
+// with the keys the references name; the planner records and checks, alice
+// approves, and verify checks it all.
+func approveWithKMSKeys(t *testing.T, alice, planner string) {
+	t.Helper()
 	c := newEnv(t)
 	c.must("init")
 	c.must("registry", "add", "user:alice", "--tier", "user", "--approver", "--public-key", alice)
@@ -117,7 +132,7 @@ func TestKeysInAWS(t *testing.T) {
 	}
 	c.must("gate", "approve", denied.json(t)["decision_id"].(string), "--as", "user:alice", "--key", alice)
 	if r := check(); r.code != ExitOK {
-		t.Fatalf("approved by a P-256 key in AWS KMS: exit %d %s%s", r.code, r.out, r.err)
+		t.Fatalf("approved by a P-256 key in %s: exit %d %s%s", alice, r.code, r.out, r.err)
 	}
 	c.must("verify")
 }
