@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ThalesGroup/crypto11"
 	"github.com/miekg/pkcs11"
@@ -55,14 +56,29 @@ var tokens = struct {
 // ClosePKCS11 logs out of every PKCS#11 token this process opened and
 // unloads their modules; a Signer opened from one then fails. The CLI calls
 // it when a command ends.
+//
+// It waits at most pkcs11CloseWait: closing waits for every session to come
+// back, and a module stuck in a call (the one a timed-out signature left
+// behind) would otherwise hold the command past its deadline forever.
 func ClosePKCS11() {
-	tokens.Lock()
-	defer tokens.Unlock()
-	for id, t := range tokens.m {
-		t.ctx.Close()
-		delete(tokens.m, id)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tokens.Lock()
+		defer tokens.Unlock()
+		for id, t := range tokens.m {
+			t.ctx.Close()
+			delete(tokens.m, id)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(pkcs11CloseWait):
 	}
 }
+
+// pkcs11CloseWait bounds ClosePKCS11.
+const pkcs11CloseWait = 2 * time.Second
 
 // token opens (or finds open) the token r names, logged in with pin.
 // The caller holds tokens' lock.
