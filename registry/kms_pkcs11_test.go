@@ -154,6 +154,7 @@ func TestPKCS11RefSyntax(t *testing.T) {
 		"pkcs11:token=t;object=k;manufacturer=SoftHSM" + m + "&pin-value=1": "manufacturer= is not supported",
 		"pkcs11:token=t;object=k" + m + "&module-name=softhsm2&pin-value=1": "module-name= is not supported",
 		"pkcs11:token=t;token=u;object=k" + m + "&pin-value=1":              "token= is given twice",
+		"pkcs11:token=t;object=k" + m + "&pin-value=12%zz34":                "pin-value= is not percent-encoded",
 		"pkcs11:token=t;object=k%zz" + m + "&pin-value=1":                   "object=",
 		"pkcs11:token=t;object=k;type=public" + m + "&pin-value=1":          "type=private",
 		"pkcs11:slot-id=x;object=k" + m + "&pin-value=1":                    "not a slot number",

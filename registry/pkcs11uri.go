@@ -70,6 +70,9 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 			seen[name] = true
 			v, err := url.PathUnescape(raw)
 			if err != nil {
+				if name == "pin-value" {
+					return bad("pin-value= is not percent-encoded") // its detail would quote the PIN
+				}
 				return bad("%s=: %v", name, err)
 			}
 			if err := set(name, v); err != nil {
