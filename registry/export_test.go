@@ -24,3 +24,10 @@ func (r *Registry) AddUnchecked(ctx context.Context, p Principal) error {
 	defer r.mu.Unlock()
 	return r.put(p)
 }
+
+// ParsePKCS11Ref parses a pkcs11: reference and reads its PIN, as
+// OpenSigner does before it loads any module.
+func ParsePKCS11Ref(ref string) (pin string, err error) {
+	_, pin, err = pkcs11Open(ref)
+	return pin, err
+}

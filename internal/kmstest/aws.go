@@ -41,7 +41,7 @@ func localKMSBinary() string {
 // (AWS_ENDPOINT_URL_KMS, a region, dummy credentials). It skips the test
 // when local-kms is not installed (.ci/run's real tier installs it) or
 // under -short.
-func StartLocalKMS(t *testing.T) {
+func StartLocalKMS(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("local-kms: a real part (-short)")
@@ -86,7 +86,7 @@ func StartLocalKMS(t *testing.T) {
 
 // CreateAWSKey makes an ECDSA P-256 signing key in the running local-kms
 // under alias ("alias/NAME") and returns its reference, awskms:///alias/NAME.
-func CreateAWSKey(t *testing.T, alias string) string {
+func CreateAWSKey(t testing.TB, alias string) string {
 	t.Helper()
 	ref := "awskms:///" + alias
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,6 +1,8 @@
-// Package kmstest serves Vault's Transit secrets engine over HTTP for tests
-// (no vault binary is packaged for this machine): the routes sigstore's
-// hashivault provider uses, in Vault's wire format, with real keys.
+// Package kmstest holds the key stores the KMS and PKCS#11 tests sign with,
+// offline: local-kms for AWS (aws.go), Cloud KMS's gRPC service (gcp.go), a
+// softhsm2 token (softhsm.go), and, here, Vault's Transit secrets engine
+// over HTTP (no vault binary is packaged for this machine): the routes
+// sigstore's hashivault provider uses, in Vault's wire format, with real keys.
 //
 //	GET  /v1/transit/keys/NAME            the key's versions and public keys
 //	POST /v1/transit/sign/NAME[/HASH]     sign base64 "input" (prehashed or not)

@@ -163,7 +163,7 @@ only (no network, files, environment or randomness).
 	}
 	f := cmd.Flags()
 	f.StringVar(&as, "as", "", "the principal proposing the call (the agent)")
-	f.StringVar(&key, "key", "", "its private key: a file, or a KMS key reference (hashivault://NAME, see docs/keys.md)")
+	f.StringVar(&key, "key", "", "its private key: a file, or a KMS or PKCS#11 key reference (hashivault://NAME, pkcs11:..., see docs/keys.md)")
 	f.StringVar(&session, "session", "", "the session")
 	f.StringVar(&tool, "tool", "", "the tool")
 	f.StringVar(&args, "args", "", "the call's arguments, a JSON object")
@@ -317,7 +317,7 @@ Example:
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation at a terminal")
 	cmd.Flags().StringVar(&as, "as", "", "the approving principal (user tier, registered with --approver)")
-	cmd.Flags().StringVar(&key, "key", "", "its private key: a file, or a KMS key reference (hashivault://NAME, see docs/keys.md)")
+	cmd.Flags().StringVar(&key, "key", "", "its private key: a file, or a KMS or PKCS#11 key reference (hashivault://NAME, pkcs11:..., see docs/keys.md)")
 	cmd.Flags().DurationVar(&ttl, "ttl", pedigree.DefaultApprovalTTL, "how long the approval stays usable")
 	return cmd
 }

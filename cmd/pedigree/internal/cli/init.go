@@ -109,11 +109,11 @@ Example:
 func (a *app) initKMS(cmd *cobra.Command, ref string, tau float64, maxTTL time.Duration) error {
 	op, err := registry.OpenSigner(cmd.Context(), ref, a.kmsTimeout())
 	if err != nil {
-		return fmt.Errorf("--operator-key %s: %w", ref, err)
+		return fmt.Errorf("--operator-key %s: %w", registry.DisplayRef(ref), err)
 	}
 	opPub, err := op.Ed25519()
 	if err != nil {
-		return fmt.Errorf("--operator-key %s: %w", ref, err)
+		return fmt.Errorf("--operator-key %s: %w", registry.DisplayRef(ref), err)
 	}
 	key, err := a.defaultOperatorKey()
 	if err != nil {
@@ -136,11 +136,11 @@ func (a *app) initKMS(cmd *cobra.Command, ref string, tau float64, maxTTL time.D
 		return err
 	}
 	defer e.Close()
-	out := initOutput{v: v1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: ref, TrustRoot: pub,
+	out := initOutput{v: v1, Dir: a.dir, Tau: tau, MaxApprovalTTL: maxTTL.String(), OperatorKey: registry.DisplayRef(ref), TrustRoot: pub,
 		OperatorKeySHA256: registry.KeyFingerprint(opPub)}
 	return a.print(out, func(w io.Writer) {
 		fmt.Fprintf(w, "initialised %s (tau %v, approvals at most %s)\n", a.dir, tau, maxTTL)
-		fmt.Fprintf(w, "operator key: %s (held by the KMS; pass it as --operator-key or $PEDIGREE_OPERATOR_KEY to freeze, seal and checkpoint)\n", ref)
+		fmt.Fprintf(w, "operator key: %s (held by the KMS; pass it as --operator-key or $PEDIGREE_OPERATOR_KEY to freeze, seal and checkpoint)\n", registry.DisplayRef(ref))
 		fmt.Fprintf(w, "trust root:   %s (the operator public key; keep a copy where the data directory's host cannot write)\n", pub)
 	})
 }

@@ -58,7 +58,7 @@ func (a *app) loadOperator(flagFile string) (*registry.Signer, error) {
 			_, err = s.Ed25519()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", from, flagFile, err)
+			return nil, fmt.Errorf("%s %s: %w", from, registry.DisplayRef(flagFile), err)
 		}
 		return s, nil
 	}

@@ -588,9 +588,11 @@ Examples (Claude Code):
 				o.ApproverID = approver
 				// The key the gateway was started with: a command with
 				// nothing left to fill in.
-				k, err := filepath.Abs(approverKey)
-				if err != nil {
-					return err
+				k := registry.DisplayRef(approverKey)
+				if !registry.IsKMSRef(approverKey) {
+					if k, err = filepath.Abs(approverKey); err != nil {
+						return err
+					}
 				}
 				who = approver + " --key " + hook.ShellQuote(k)
 			}
@@ -619,7 +621,7 @@ Examples (Claude Code):
 	f.StringVar(&policies, "policies", "", "Rego directory that extends or replaces the default policy")
 	f.StringVar(&mode, "mode", "enforce", "enforce (refuse and ask) or shadow (forward everything, log what enforce would do)")
 	f.StringVar(&approver, "approver", "", "the user-tier principal that signs approvals given through the host")
-	f.StringVar(&approverKey, "approver-key", "", "its private key: a file, or a KMS key reference (hashivault://NAME)")
+	f.StringVar(&approverKey, "approver-key", "", "its private key: a file, or a KMS or PKCS#11 key reference (hashivault://NAME, pkcs11:..., see docs/keys.md)")
 	f.StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address instead of stdio")
 	f.StringVar(&name, "name", "", "the one-line form's upstream name (default: from the command)")
 	return cmd

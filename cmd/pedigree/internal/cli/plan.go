@@ -115,7 +115,7 @@ controls the source controls the value.
 	}
 	f := cmd.Flags()
 	f.StringVar(&as, "as", "", "the agent that signs the plan")
-	f.StringVar(&key, "key", "", "its private key: a file, or a KMS key reference (hashivault://NAME, see docs/keys.md)")
+	f.StringVar(&key, "key", "", "its private key: a file, or a KMS or PKCS#11 key reference (hashivault://NAME, pkcs11:..., see docs/keys.md)")
 	f.StringVar(&session, "session", "", "the session the plan is carried out in")
 	f.StringVar(&steps, "steps", "", `the steps, a JSON array of {"tool": NAME, "args": {ARG: LITERAL | {"$data": true} | {"$data": {"step": N}} | {"$data": {"entry": ID}}}}`)
 	f.StringVar(&stepsFile, "steps-file", "", "read the steps from a file")

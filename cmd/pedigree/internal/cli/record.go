@@ -89,7 +89,7 @@ requires; a key others can read is refused.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&as, "as", "", "the principal that signs")
-	f.StringVar(&key, "key", "", "its private key: a file, or a KMS key reference (hashivault://NAME, see docs/keys.md)")
+	f.StringVar(&key, "key", "", "its private key: a file, or a KMS or PKCS#11 key reference (hashivault://NAME, pkcs11:..., see docs/keys.md)")
 	f.StringVar(&session, "session", "", "the session the entry belongs to")
 	f.StringVar(&kind, "kind", "memory", "prompt, tool_output, memory, summary or retrieval")
 	f.StringVar(&content, "content", "", "the content")

@@ -102,7 +102,7 @@ Example:
 				// never comes to this host.
 				s, err := registry.OpenSigner(cmd.Context(), pubFile, a.kmsTimeout())
 				if err != nil {
-					return fmt.Errorf("--public-key %s: %w", pubFile, err)
+					return fmt.Errorf("--public-key %s: %w", registry.DisplayRef(pubFile), err)
 				}
 				pub = s.Public()
 			case pubFile != "":
@@ -138,7 +138,7 @@ Example:
 		},
 	}
 	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
-	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this public key: a PEM file (Ed25519 or ECDSA P-256), or a KMS key reference (hashivault://NAME, awskms:///ARN, ...) whose public half is fetched")
+	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this public key: a PEM file (Ed25519 or ECDSA P-256), or a KMS or PKCS#11 key reference (hashivault://NAME, awskms:///ARN, pkcs11:...) whose public half is fetched")
 	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
 	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only; default: true for user:NAME at the user tier)")
 	return cmd

@@ -116,7 +116,7 @@ rejects; a decision already approved or rejected is refused.
 		},
 	}
 	cmd.Flags().StringVar(&as, "as", "", "the rejecting user-tier principal")
-	cmd.Flags().StringVar(&key, "key", "", "its private key: a file, or a KMS key reference (hashivault://NAME, see docs/keys.md)")
+	cmd.Flags().StringVar(&key, "key", "", "its private key: a file, or a KMS or PKCS#11 key reference (hashivault://NAME, pkcs11:..., see docs/keys.md)")
 	return cmd
 }
 

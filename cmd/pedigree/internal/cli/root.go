@@ -41,6 +41,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
+	// A PKCS#11 token a command logged in to is logged out of when it ends.
+	defer registry.ClosePKCS11()
 	root := NewRootCommand(a)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -262,10 +264,14 @@ func (a *app) signer(ctx context.Context, b pedigree.Backend, as, keyFile string
 	}
 	s, err := registry.OpenSigner(ctx, keyFile, a.kmsTimeout())
 	if err != nil {
-		return nil, fmt.Errorf("--key %s: %w", keyFile, err)
+		return nil, fmt.Errorf("--key %s: %w", registry.DisplayRef(keyFile), err)
 	}
 	if !s.Public().Equal(p.PublicKey) {
-		return nil, fmt.Errorf("%w: %s is not the key registered for %s", registry.ErrBadKey, filepath.Base(keyFile), as)
+		name := filepath.Base(keyFile)
+		if registry.IsKMSRef(keyFile) {
+			name = registry.DisplayRef(keyFile)
+		}
+		return nil, fmt.Errorf("%w: %s is not the key registered for %s", registry.ErrBadKey, name, as)
 	}
 	return s, nil
 }

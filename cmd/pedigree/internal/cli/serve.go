@@ -164,7 +164,7 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")
 	cmd.Flags().BoolVar(&withUI, "ui", false, "serve the page for people on the loopback TCP listener (--addr, default 127.0.0.1 on a free port); open it with 'pedigree ui'")
 	cmd.Flags().StringVar(&uiApprover, "ui-approver", "", "the principal (user tier, approval authority) whose key signs what is approved or rejected on the page")
-	cmd.Flags().StringVar(&uiApproverKey, "ui-approver-key", "", "that principal's private key (a file, or a KMS key reference); without it the page shows the command to run")
+	cmd.Flags().StringVar(&uiApproverKey, "ui-approver-key", "", "that principal's private key (a file, or a KMS or PKCS#11 key reference); without it the page shows the command to run")
 	g.add(cmd)
 	mem.add(cmd)
 	return cmd
