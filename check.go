@@ -53,7 +53,7 @@ func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused er
 			d, err := e.failClosed(ctx, d, nil, err.Error())
 			return d, nil, err
 		}
-		ev, err := e.gate.Evaluate(ctx, f, d, now)
+		ev, err := e.gate.Decide(ctx, f, d, now)
 		if err == nil && early && e.earlyAllowed(d) {
 			if err := ctx.Err(); err != nil {
 				return nil, nil, err
@@ -341,7 +341,7 @@ func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
 	d := e.gate.NewDecision(st, call.ID, now)
 	f, err := e.facts(st, call, srcs, now, e.gate.Lean())
 	if err == nil {
-		err = e.gate.Preview(ctx, f, d, now)
+		_, err = e.gate.Decide(ctx, f, d, now)
 	}
 	if err != nil {
 		gate.FailClosed(d, err.Error())

@@ -26,6 +26,9 @@ func (e *Engine) PreviewWith(ctx context.Context, g *gate.Gate, c Call) (*gate.D
 	if err == nil {
 		var ev *gate.Evaluation
 		ev, err = g.Decide(ctx, f, d, now)
+		if eerr := ev.Encode(); err == nil {
+			err = eerr
+		}
 		input = ev.Input
 	}
 	if err != nil {

@@ -121,20 +121,12 @@ type Evaluation struct {
 }
 
 // Decide builds the policy input from f and evaluates the policy at now,
-// filling in d. An error means the gate could not decide: the caller makes d
-// a deny (FailClosed) and logs it with whatever input was built.
+// filling in d: the gate's one evaluation, for a check, a dry run and a
+// replay alike. An error means the gate could not decide: the caller makes d
+// a deny (FailClosed) and logs it with whatever input was built. The input
+// is encoded for the log only when Encode is called (the engine encodes an
+// early allow's while the call is forwarded; a dry run never does).
 func (g *Gate) Decide(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
-	ev, err := g.decide(ctx, f, d, now)
-	if eerr := ev.Encode(); err == nil {
-		err = eerr
-	}
-	return ev, err
-}
-
-// Evaluate is Decide without encoding the input for the log: the caller
-// calls Encode before it logs the decision (the engine encodes an early
-// allow while the call is forwarded). An error is as for Decide.
-func (g *Gate) Evaluate(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
 	return g.decide(ctx, f, d, now)
 }
 
@@ -150,13 +142,6 @@ func (ev *Evaluation) Encode() error {
 	}
 	ev.Input, ev.in = b, nil
 	return nil
-}
-
-// Preview is Decide for a dry run: the same decision, without the input
-// encoded for the log, since nothing is logged.
-func (g *Gate) Preview(ctx context.Context, f *Facts, d *Decision, now time.Time) error {
-	_, err := g.decide(ctx, f, d, now)
-	return err
 }
 
 func (g *Gate) decide(ctx context.Context, f *Facts, d *Decision, now time.Time) (*Evaluation, error) {
