@@ -28,7 +28,8 @@ import (
 // Every node folds each record into the stream's chain (fleet.Chain) as it
 // applies it, and stores the chain at each sequence. After every
 // CheckpointEvery records it publishes, every CheckpointInterval while it
-// has published since, and at once after a use of an approval, a node
+// has published since, when it closes, and at once after a use of an
+// approval, a node
 // publishes a checkpoint: a record of kind checkpoint, signed with its
 // engine key like every record, over the last sequence it applied and the
 // chain there. A node that reads a checkpoint compares it with its own
@@ -388,4 +389,20 @@ func (l *fleetLink) rewritten(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// close checkpoints what this node published since its last checkpoint,
+// then leaves the fleet.
+func (l *fleetLink) close() {
+	l.cmu.Lock()
+	due := l.count > 0
+	l.cmu.Unlock()
+	if due && l.n.Halted() == nil {
+		l.cpmu.Lock()
+		if err := l.checkpoint(l.loopCtx); err != nil {
+			l.e.cfg.log.Warn("the fleet's stream could not be checkpointed at close", "error", err)
+		}
+		l.cpmu.Unlock()
+	}
+	l.n.Close()
 }
