@@ -198,6 +198,9 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 	}
 	l := &fleetLink{e: e, n: n}
 	l.genesis, l.witnessFile = fleet.GenesisChain(gen), o.Witness
+	if err := l.holdToStream(ctx); err != nil {
+		return fail(err)
+	}
 	if o.Witness != "" {
 		if l.wSeq, l.wChain, err = e.readFleetWitness(o.Witness); err != nil {
 			return fail(err)

@@ -406,3 +406,37 @@ func (l *fleetLink) close() {
 	}
 	l.n.Close()
 }
+
+// holdToStream checks, at join, that the stream still holds, at the last
+// sequence this directory applied, the record it applied there: a stream
+// made again since (shorter, or with other records before) is refused
+// before the node applies or writes anything.
+func (l *fleetLink) holdToStream(ctx context.Context) error {
+	var seq uint64
+	var got, prev fleet.Chain
+	err := l.e.db.View(func(t *store.Txn) error {
+		var err error
+		if seq, got, err = l.applied(t); err != nil || seq < 2 {
+			return err
+		}
+		var ok bool
+		if prev, ok, err = l.chainAt(t, seq-1); err == nil && !ok {
+			err = fmt.Errorf("%w: this directory holds no chain at %d", ErrFleet, seq-1)
+		}
+		return err
+	})
+	if err != nil || seq < 2 {
+		return err
+	}
+	subj, data, err := l.n.Record(ctx, seq)
+	if errors.Is(err, fleet.ErrNoRecord) {
+		return fmt.Errorf("%w: the stream holds no record %d, which this directory applied: it was deleted and made again, or cut", fleet.ErrRewritten, seq)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: read record %d of the stream: %v", ErrFleet, seq, err)
+	}
+	if prev.Next(seq, subj, data) != got {
+		return fmt.Errorf("%w: record %d of the stream is not the one this directory applied there", fleet.ErrRewritten, seq)
+	}
+	return nil
+}

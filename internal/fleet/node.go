@@ -25,6 +25,8 @@ var (
 	// ErrLagging: this node has not applied the stream that far within
 	// the bound (it is behind, or cut off from the cluster).
 	ErrLagging = errors.New("this fleet node has not applied the stream that far")
+	// ErrNoRecord: the stream holds no record at that sequence.
+	ErrNoRecord = errors.New("the fleet's stream holds no such record")
 	// ErrNoGenesis: the stream holds no genesis yet.
 	ErrNoGenesis = errors.New("the fleet's stream holds no registry genesis yet")
 )
@@ -683,3 +685,17 @@ func (n *Node) LastSeq(ctx context.Context) (uint64, error) {
 // Done is closed when the applier has stopped (the node closed, or its
 // stream was rewritten).
 func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Record reads the record at seq from the stream: its subject and bytes.
+func (n *Node) Record(ctx context.Context, seq uint64) (string, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	m, err := n.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil, fmt.Errorf("%w: %d", ErrNoRecord, seq)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return m.Subject, m.Data, nil
+}

@@ -22,7 +22,7 @@ import (
 type smallFleet struct {
 	stream, prefix string
 	b              *pedigree.Engine
-	witnessB       string
+	witnessB, dirB string
 }
 
 func newSmallFleet(t *testing.T, name string) *smallFleet {
@@ -51,7 +51,7 @@ func newSmallFleet(t *testing.T, name string) *smallFleet {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f := &smallFleet{stream: "RW" + strings.ToUpper(name), prefix: "rw" + name, witnessB: filepath.Join(dir, "B.witness.json")}
+	f := &smallFleet{stream: "RW" + strings.ToUpper(name), prefix: "rw" + name, witnessB: filepath.Join(dir, "B.witness.json"), dirB: filepath.Join(dir, "B")}
 	if f.b, err = f.join(t, filepath.Join(dir, "B"), "B", f.witnessB); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +142,14 @@ func TestRewrittenStreamDroppedRecordRefused(t *testing.T) {
 	})
 	refusesRewrite(t, "a rebuilt node", f.rebuilt(t, ""))
 	refusesRewrite(t, "the running node", f.b)
+	// Restarted, it refuses the stream at once.
+	f.b.Close()
+	if e, err := f.join(t, f.dirB, "B", f.witnessB); !errors.Is(err, pedigree.ErrFleetRewritten) {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("the node restarted over the rewritten stream: %v", err)
+	}
 }
 
 // The same three entries, the second and third swapped.
