@@ -353,6 +353,9 @@ func (n *Node) consume(ctx context.Context, a Applier) error {
 			if seq != applied+1 {
 				return fmt.Errorf("the stream skipped from %d to %d", applied, seq)
 			}
+			if err := n.Halted(); err != nil {
+				return err // found by a barrier or a readiness check
+			}
 			n.mu.Lock()
 			n.err = nil
 			n.mu.Unlock()
