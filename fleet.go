@@ -453,6 +453,21 @@ func (e *Engine) FleetSync(ctx context.Context) error {
 	return nil
 }
 
+// FleetCheckpoint publishes this node's checkpoint of the fleet's stream
+// up to the last record it applied, and waits until it has applied and
+// witnessed it (nodes do so on their own: see WithCheckpointEvery).
+func (e *Engine) FleetCheckpoint(ctx context.Context) error {
+	if e.fleet == nil {
+		return nil
+	}
+	if err := e.fleet.writable(ctx); err != nil {
+		return err
+	}
+	e.fleet.cpmu.Lock()
+	defer e.fleet.cpmu.Unlock()
+	return e.fleet.checkpoint(ctx)
+}
+
 // Genesis is the frozen registry as the record that starts a fleet's
 // stream.
 func (e *Engine) Genesis() ([]byte, error) { return e.reg.Genesis() }

@@ -38,7 +38,10 @@ func WithWitnessFile(path string) Option {
 }
 
 // WithCheckpointEvery sets how often the engine checkpoints for its
-// witnesses: every n leaves, or every d (0 keeps a default).
+// witnesses: every n leaves, or every d (0 keeps a default). On a fleet
+// node it sets how often the node checkpoints the fleet's stream: every n
+// records it publishes, or every d while it has published since (see
+// fleetchain.go).
 func WithCheckpointEvery(n int, d time.Duration) Option {
 	return func(c *config) {
 		if n > 0 {

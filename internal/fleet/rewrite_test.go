@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 
 // A fleet of its own on the fixture's servers (its own stream and
 // subjects, one replica), so that a test may rewrite its stream: node B
-// seeds it; every node checkpoints after 3 records it publishes.
+// seeds it; nodes checkpoint when a test says so (and after an approval's
+// use).
 type smallFleet struct {
 	stream, prefix string
 	b              *pedigree.Engine
@@ -64,7 +66,7 @@ func (f *smallFleet) join(t *testing.T, dir, node, witness string) (*pedigree.En
 	t.Helper()
 	return pedigree.JoinFleet(context.Background(), dir, pedigree.FleetOptions{NATS: strings.Join(fx.urls[:], ","), TrustRoot: fx.operator.Public().(ed25519.PublicKey),
 		Name: node, Stream: f.stream, Prefix: f.prefix, Replicas: 1, Wait: 3 * time.Second, Witness: witness},
-		pedigree.WithCatalog(fx.catalog), pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineSigner(fx.engines[node]), pedigree.WithCheckpointEvery(3, time.Hour))
+		pedigree.WithCatalog(fx.catalog), pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineSigner(fx.engines[node]), pedigree.WithCheckpointEvery(1000, time.Hour))
 }
 
 // rebuilt is a node made from the stream in an empty directory, as the
@@ -133,6 +135,9 @@ func TestRewrittenStreamDroppedRecordRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := f.b.FleetCheckpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
 		es, cps := indexes(msgs, f.prefix, "entry"), indexes(msgs, f.prefix, "checkpoint")
 		if len(es) != 3 || len(cps) != 1 || cps[0] < es[2] {
@@ -160,6 +165,9 @@ func TestRewrittenStreamReorderRefused(t *testing.T) {
 		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := f.b.FleetCheckpoint(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
 		es := indexes(msgs, f.prefix, "entry")
@@ -234,5 +242,49 @@ func TestRewrittenStreamCutSeenByWitness(t *testing.T) {
 	}
 	if !second(bare) {
 		t.Fatal("the known limit changed: a node without a witness refused a cut stream; update docs/threat-model.md and this test")
+	}
+}
+
+// A witness file whose checkpoint no node of the fleet signed (edited by
+// hand, or a checkpoint of another fleet) is refused at join: the node
+// holds the stream only to checkpoints its fleet's engines signed.
+func TestFleetWitnessForgedRefused(t *testing.T) {
+	f := newSmallFleet(t, "forged")
+	session := uniq("forged")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.FleetCheckpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.witnessB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w map[string]any
+	if err := json.Unmarshal(b, &w); err != nil {
+		t.Fatal(err)
+	}
+	w["seq"] = w["seq"].(float64) + 1000 // a witness ahead of the stream, which would stop the node
+	forged := filepath.Join(t.TempDir(), "witness.json")
+	b, _ = json.Marshal(w)
+	if err := os.WriteFile(forged, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := f.join(t, t.TempDir(), "C", forged); err == nil || !strings.Contains(err.Error(), "signed by a node of this fleet") {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("a forged witness: %v", err)
+	}
+	// The genuine one is taken.
+	e := f.rebuilt(t, f.witnessB)
+	if err := e.FleetSync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := e.FleetStatus(); !s.Ready || s.Witnessed == 0 {
+		t.Fatalf("a node with the genuine witness: %+v", s)
 	}
 }
