@@ -35,6 +35,7 @@ type config struct {
 	engine        *registry.Signer
 	// The witnesses of the log's checkpoints (witness.go).
 	witnessFiles       []string
+	witnessHTTP        []*httpWitness
 	checkpointEvery    int
 	checkpointInterval time.Duration
 	// Init only.
