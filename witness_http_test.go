@@ -1,7 +1,9 @@
 package pedigree_test
 
 import (
+	"context"
 	"crypto/ed25519"
+	"fmt"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -109,5 +111,64 @@ func TestHTTPWitnessKeepsASpentApprovalSpent(t *testing.T) {
 	}
 	if again, err := w.TryCheck("agent:planner", pedigree.Call{Session: "s", Tool: "send_money", Args: []byte(`{"to":"999"}`), Justification: []string{mem.ID}}); err == nil && again.Decision == gate.Allow {
 		t.Fatalf("the approval allowed a second call after its use was cut from the tail")
+	}
+}
+
+// BenchmarkRecordHTTPWitness measures one recorded entry on disk (an
+// fsync per commit) with no witness, a file witness and an HTTP witness
+// on loopback (a consistency proof and a cosignature every
+// DefaultCheckpointEvery leaves).
+//
+//	go test -run '^$' -bench BenchmarkRecordHTTPWitness .
+func BenchmarkRecordHTTPWitness(b *testing.B) {
+	for _, kind := range []string{"none", "file", "http"} {
+		b.Run(kind, func(b *testing.B) {
+			var opts []pedigree.Option
+			var start func(string) *witness.Server
+			switch kind {
+			case "file":
+				opts = append(opts, pedigree.WithWitnessFile(filepath.Join(b.TempDir(), "witness.json")))
+			case "http":
+				key, _, _ := registry.GenerateSigner(nil)
+				pub, _ := key.Ed25519()
+				var srv atomic.Pointer[witness.Server]
+				ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if s := srv.Load(); s != nil {
+						s.ServeHTTP(w, r)
+						return
+					}
+					http.NotFound(w, r)
+				}))
+				b.Cleanup(ts.Close)
+				state := filepath.Join(b.TempDir(), "state.json")
+				start = func(dir string) *witness.Server {
+					ek, err := registry.LoadSigner(pedigree.DefaultEngineKeyFile(dir))
+					if err != nil {
+						b.Fatal(err)
+					}
+					epub, _ := ek.Ed25519()
+					s, err := witness.New("bench", key, state, []ed25519.PublicKey{epub})
+					if err != nil {
+						b.Fatal(err)
+					}
+					srv.Store(s)
+					return s
+				}
+				opts = append(opts, pedigree.WithWitnessHTTP(ts.URL, pub))
+			}
+			w := enginetest.NewOnDisk(b, enginetest.Default, opts...)
+			if start != nil {
+				start(w.Dir)
+			}
+			w.SkipVerify = true
+			ctx := context.Background()
+			key := w.Keys["user:alice"]
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := w.E.Record(ctx, key, pedigree.Entry{Principal: "user:alice", Session: "s", Content: fmt.Appendf(nil, "entry %d", i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
