@@ -59,10 +59,9 @@ const httpWitnessTimeout = 10 * time.Second
 
 // httpWitness is an HTTP witness and the size it was last seen to hold.
 type httpWitness struct {
-	c     witness.Client
-	mu    sync.Mutex
-	size  uint64
-	known bool
+	c    witness.Client
+	mu   sync.Mutex
+	size uint64
 }
 
 // addToWitness offers cp to an HTTP witness with a proof from the size it
@@ -89,7 +88,7 @@ func (e *Engine) addToWitness(ctx context.Context, w *httpWitness, cp *tlog.Chec
 		var sc *witness.SizeConflict
 		switch {
 		case err == nil:
-			w.size, w.known = cp.Size, true
+			w.size = cp.Size
 			return nil
 		case errors.As(err, &sc):
 			old = sc.Size
@@ -161,7 +160,7 @@ func (e *Engine) witnessed() ([]tlog.Checkpoint, error) {
 			if cp != nil {
 				out = append(out, *cp)
 				w.mu.Lock()
-				w.size, w.known = max(w.size, cp.Size), true
+				w.size = max(w.size, cp.Size)
 				w.mu.Unlock()
 			}
 		}

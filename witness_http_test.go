@@ -3,8 +3,8 @@ package pedigree_test
 import (
 	"context"
 	"crypto/ed25519"
-	"fmt"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"

@@ -32,7 +32,7 @@ A store hands its checkpoints to the witness when PEDIGREE_WITNESS_URL (the witn
 URL) and PEDIGREE_WITNESS_KEY (its public key, KEY.pub) are set, beside the file witness
 in the keys directory: every 64 log leaves, every 5 seconds, at close and at once after
 an approval's use.`,
-		Args:        noArgs,
+		Args: noArgs,
 	}
 	cmd.AddCommand(newWitnessServe(a))
 	return cmd

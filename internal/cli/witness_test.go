@@ -22,7 +22,10 @@ func TestWitnessServe(t *testing.T) {
 	a := &app{in: strings.NewReader(""), out: pw, errw: &errw, getenv: c.getenv, clock: c.clock}
 	done := make(chan int, 1)
 	key, state := filepath.Join(c.tmp, "w.key"), filepath.Join(c.tmp, "w.json")
-	go func() { done <- a.run(ctx, []string{"--dir", c.dir, "witness", "serve", "--key", key, "--state", state}); pw.Close() }()
+	go func() {
+		done <- a.run(ctx, []string{"--dir", c.dir, "witness", "serve", "--key", key, "--state", state})
+		pw.Close()
+	}()
 	url, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
 		t.Fatalf("witness serve printed no URL: %v %s", err, errw.String())
