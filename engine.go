@@ -144,7 +144,7 @@ func parseCatalog(path string, b []byte) (*gate.Catalog, error) {
 // first stops applying the stream and leaves it).
 func (e *Engine) Close() error {
 	if e.fleet != nil {
-		e.fleet.n.Close()
+		e.fleet.close()
 	}
 	if e.stopWitness != nil {
 		close(e.stopWitness)

@@ -51,10 +51,24 @@ type FleetOptions struct {
 	// makes the link TLS only; NATSCert and NATSKey are the node's client
 	// certificate for servers that verify their clients.
 	NATSCA, NATSCert, NATSKey string
+	// Witness is a file outside the data directory where the node keeps
+	// the latest fleet checkpoint it verified, and against which it holds
+	// the stream: a stream cut back before it, or rewritten, is refused
+	// (see fleetchain.go). Without it, a stream cut back to an earlier
+	// checkpoint cannot be told from one that never went further.
+	Witness string
+	// Prefix is the stream's subject prefix (default "pedigree"); two
+	// fleets on the same servers need two.
+	Prefix string
 }
 
 // ErrFleet: the node cannot join the fleet as asked.
 var ErrFleet = errors.New("fleet")
+
+// ErrFleetRewritten: the fleet's stream is not the one this node read, or
+// it ends before what the node's witness saw (see fleetchain.go): the node
+// stops applying and writes nothing.
+var ErrFleetRewritten = fleet.ErrRewritten
 
 // fleetLink is a fleet node's engine and its link to the stream.
 type fleetLink struct {
@@ -64,6 +78,7 @@ type fleetLink struct {
 	// their bytes on the wire: its applier takes their signature as made
 	// (the same bytes for the same subject verify the same way).
 	mine sync.Map // [32]byte → ownRecord
+	fleetChainState
 }
 
 type ownRecord struct {
@@ -90,7 +105,7 @@ func JoinFleet(ctx context.Context, dir string, o FleetOptions, opts ...Option) 
 	if o.TrustRoot == nil && c.trustRoot != nil {
 		o.TrustRoot = c.trustRoot.Key
 	}
-	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Replicas: o.Replicas, Wait: o.Wait,
+	n, err := fleet.Connect(ctx, fleet.Config{URL: o.NATS, Stream: o.Stream, Prefix: o.Prefix, Replicas: o.Replicas, Wait: o.Wait,
 		MaxLag: o.MaxLag, PinServers: o.PinServers, Name: o.Name, Log: c.log, User: o.NATSUser, Password: o.NATSPassword, Creds: o.NATSCreds,
 		CA: o.NATSCA, Cert: o.NATSCert, Key: o.NATSKey})
 	if err != nil {
@@ -181,11 +196,25 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 	if err := e.writeFreezeCopy(); err != nil {
 		return fail(err)
 	}
-	e.fleet = &fleetLink{e: e, n: n}
-	if err := n.Start(e.fleet); err != nil {
+	l := &fleetLink{e: e, n: n}
+	l.genesis, l.witnessFile = fleet.GenesisChain(gen), o.Witness
+	if err := l.holdToStream(ctx); err != nil {
+		return fail(err)
+	}
+	if o.Witness != "" {
+		if l.wSeq, l.wChain, err = e.readFleetWitness(o.Witness); err != nil {
+			return fail(err)
+		}
+		if err := l.holdToWitness(); err != nil {
+			return fail(err)
+		}
+	}
+	e.fleet = l
+	if err := n.Start(l); err != nil {
 		e.fleet = nil
 		return fail(err)
 	}
+	l.checkpointLoop()
 	return e, nil
 }
 
@@ -216,8 +245,9 @@ func (e *Engine) fleetApplied() (uint64, error) {
 		if err != nil {
 			return err
 		}
-		if len(b) != 8 {
-			return fmt.Errorf("the fleet cursor is %d bytes", len(b))
+		if len(b) != 8+len(fleet.Chain{}) {
+			return fmt.Errorf("%w: this directory's place in the stream is %d bytes, without the stream's chain: it was made by an earlier release; "+
+				"delete it and let the node make it again from the stream", ErrFleet, len(b))
 		}
 		seq = binary.BigEndian.Uint64(b)
 		return nil
@@ -225,19 +255,28 @@ func (e *Engine) fleetApplied() (uint64, error) {
 	return seq, err
 }
 
-func setApplied(t *store.Txn, seq uint64) error {
-	return t.In(store.Fleet).Set(keyApplied, binary.BigEndian.AppendUint64(nil, seq))
-}
-
 // Applied implements fleet.Applier.
-func (l *fleetLink) Applied() (uint64, error) { return l.e.fleetApplied() }
+func (l *fleetLink) Applied() (seq uint64, chain fleet.Chain, err error) {
+	err = l.e.db.View(func(t *store.Txn) error {
+		seq, chain, err = l.applied(t)
+		return err
+	})
+	return seq, chain, err
+}
 
 // Apply implements fleet.Applier: the record is decoded and verified,
 // then applied in one commit with the node's place in the stream. A record
 // that does not verify, or that apply refuses the same way on every node,
 // is refused: only the place is stored.
-func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key string, data []byte) error {
+func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key string, data []byte, chain fleet.Chain) error {
 	e := l.e
+	if wseq, wchain := l.witnessed(); seq == wseq && chain != wchain {
+		return fmt.Errorf("%w: the first %d records are not those this node's witness %s saw: a record before it was dropped, reordered, inserted or altered, or the stream cut and written again",
+			fleet.ErrRewritten, seq, l.witnessFile)
+	}
+	if kind == fleet.Checkpoint {
+		return l.applyCheckpoint(ctx, seq, key, data, chain)
+	}
 	rec, err := l.open(kind, key, data)
 	var r *record
 	if err == nil {
@@ -248,7 +287,7 @@ func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key 
 			if err := e.apply(t, r); err != nil {
 				return err
 			}
-			return setApplied(t, seq)
+			return l.setApplied(t, seq, chain)
 		})
 		if err == nil {
 			r.committed()
@@ -260,7 +299,7 @@ func (l *fleetLink) Apply(ctx context.Context, seq uint64, kind fleet.Kind, key 
 	} else if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if cerr := e.db.Commit(ctx, 16, func(t *store.Txn) error { return setApplied(t, seq) }); cerr != nil {
+	if cerr := e.db.Commit(ctx, 64, func(t *store.Txn) error { return l.setApplied(t, seq, chain) }); cerr != nil {
 		return cerr
 	}
 	return fmt.Errorf("%w: %s record %d: %w", fleet.ErrRefused, kind, seq, err)
@@ -280,6 +319,9 @@ func (l *fleetLink) open(kind fleet.Kind, key string, data []byte) ([]byte, erro
 
 // commit publishes r and waits until this node has applied it.
 func (l *fleetLink) commit(ctx context.Context, r *record) error {
+	if err := l.writable(ctx); err != nil {
+		return err
+	}
 	m, err := r.encode()
 	if err != nil {
 		return err
@@ -300,6 +342,10 @@ func (l *fleetLink) commit(ctx context.Context, r *record) error {
 		// The entry is in the stream already.
 	case err != nil:
 		return err
+	default:
+		if err := l.published(ctx, m.kind); err != nil {
+			return err
+		}
 	}
 	if r.entry != nil && r.kind != recDecision {
 		n, err := l.e.graph.Node(r.entry.Node.ID)
@@ -342,6 +388,13 @@ type FleetStatus struct {
 	Ready     bool   `json:"ready"`
 	Why       string `json:"why,omitempty"`
 	Err       string `json:"error,omitempty"`
+	// Halted is why the node stopped applying for good: the stream is not
+	// the one it read (records dropped, reordered or inserted before a
+	// checkpoint, or its end cut before the node's witness).
+	Halted string `json:"halted,omitempty"`
+	// Witnessed is the last sequence of the latest fleet checkpoint the
+	// node's witness holds (0: none).
+	Witnessed uint64 `json:"witnessed"`
 }
 
 // fleetStatus is this node's place in the fleet's stream; false on an
@@ -352,8 +405,14 @@ func (e *Engine) fleetStatus() (FleetStatus, bool) {
 	}
 	s := e.fleet.n.Status()
 	ready, why := e.fleet.n.Ready()
+	if ready {
+		if err := e.fleet.writable(context.Background()); err != nil {
+			ready, why = false, err.Error()
+		}
+	}
+	w, _ := e.fleet.witnessed()
 	return FleetStatus{Applied: s.Applied, Last: s.Last, Lag: s.Lag(), Connected: s.Connected, Applies: s.Applies,
-		Refused: s.Refused, Ready: ready, Why: why, Err: s.Err}, true
+		Refused: s.Refused, Ready: ready, Why: why, Err: s.Err, Halted: s.Halted, Witnessed: w}, true
 }
 
 // FleetRefusal is a record on the stream this node refused.
@@ -376,12 +435,37 @@ func (e *Engine) fleetRefusals() []FleetRefusal {
 }
 
 // fleetSync waits, bounded, until this node has applied every record the
-// fleet's stream held when it was called.
+// fleet's stream held when it was called. It fails with an error wrapping
+// ErrFleetRewritten when the node stopped at a rewritten stream, or the
+// stream ends before what the node's witness saw.
 func (e *Engine) fleetSync(ctx context.Context) error {
 	if e.fleet == nil {
 		return nil
 	}
-	return e.fleet.n.Barrier(ctx)
+	if err := e.fleet.n.Barrier(ctx); err != nil {
+		return err
+	}
+	// A stream cut before this node's witness is applied to its end, and
+	// still refused.
+	if err := e.fleet.writable(ctx); errors.Is(err, fleet.ErrRewritten) {
+		return err
+	}
+	return nil
+}
+
+// fleetCheckpoint publishes this node's checkpoint of the fleet's stream
+// up to the last record it applied, and waits until it has applied and
+// witnessed it (nodes do so on their own: see WithCheckpointEvery).
+func (e *Engine) fleetCheckpoint(ctx context.Context) error {
+	if e.fleet == nil {
+		return nil
+	}
+	if err := e.fleet.writable(ctx); err != nil {
+		return err
+	}
+	e.fleet.cpmu.Lock()
+	defer e.fleet.cpmu.Unlock()
+	return e.fleet.checkpoint(ctx)
 }
 
 // genesis is the frozen registry as the record that starts a fleet's

@@ -1,9 +1,11 @@
 package pedigree
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -35,6 +37,7 @@ type config struct {
 	engine        *registry.Signer
 	// The witnesses of the log's checkpoints (witness.go).
 	witnessFiles       []string
+	witnessHTTP        []*httpWitness
 	checkpointEvery    int
 	checkpointInterval time.Duration
 	// Init only.
@@ -126,6 +129,11 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: WithOperatorKeyFile and WithOperatorSigner both give the operator key", ErrOptions)
 	case c.trustRoot != nil && (len(c.trustRoot.Key) == 0) == (c.trustRoot.Digest == ""):
 		return fmt.Errorf("%w: WithTrustRoot: a trust root is a key or a digest, exactly one", ErrOptions)
+	}
+	for _, w := range c.witnessHTTP {
+		if len(w.c.Key) != ed25519.PublicKeySize || !strings.HasPrefix(w.c.URL, "http") {
+			return fmt.Errorf("%w: WithWitnessHTTP(%q): an http(s) URL and the witness's Ed25519 public key", ErrOptions, w.c.URL)
+		}
 	}
 	return nil
 }

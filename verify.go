@@ -41,6 +41,11 @@ func (e *Engine) verifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 	} else {
 		cps = append(slices.Clone(cps), w...)
 	}
+	if e.fleet != nil {
+		if err := e.fleet.rewritten(ctx); err != nil {
+			bad("", "%v", err)
+		}
+	}
 	if size, _, err := e.log.Head(); err == nil {
 		r.LogSize = size
 		for _, cp := range cps {

@@ -87,8 +87,15 @@ func (f *Fleet) Status() (FleetStatus, bool) { return f.e.fleetStatus() }
 func (f *Fleet) Refusals() []FleetRefusal { return f.e.fleetRefusals() }
 
 // Sync waits, bounded by ctx, until this node has applied every record the
-// stream held when it was called.
+// stream held when it was called. It fails with an error wrapping
+// ErrFleetRewritten when the node stopped at a rewritten stream, or the
+// stream ends before what the node's witness saw.
 func (f *Fleet) Sync(ctx context.Context) error { return f.e.fleetSync(ctx) }
+
+// Checkpoint publishes this node's checkpoint of the fleet's stream up to
+// the last record it applied, and waits until it has applied and witnessed
+// it (nodes do so on their own: see WithCheckpointEvery).
+func (f *Fleet) Checkpoint(ctx context.Context) error { return f.e.fleetCheckpoint(ctx) }
 
 // Genesis is the frozen registry as the record that starts a fleet's stream.
 func (f *Fleet) Genesis() ([]byte, error) { return f.e.genesis() }

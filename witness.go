@@ -2,14 +2,17 @@ package pedigree
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/safefile"
+	"github.com/pedigree-ai/pedigree/internal/witness"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
 
@@ -37,8 +40,75 @@ func WithWitnessFile(path string) Option {
 	return func(c *config) { c.witnessFiles = append(c.witnessFiles, path) }
 }
 
+// WithWitnessHTTP hands the engine's checkpoints to an HTTP witness at url
+// (internal/witness, `pedigree witness serve`, in the style of C2SP's
+// tlog-witness) whose Ed25519 key is key: each checkpoint goes with a
+// consistency proof from the size the witness holds, and its cosignature
+// is checked. The store is held to what the witness holds as to a file
+// witness (at open and by verify, which ask it); a witness that cannot be
+// reached at open refuses writes, and one that cannot be reached after an
+// approval's use denies the call.
+func WithWitnessHTTP(url string, key ed25519.PublicKey) Option {
+	return func(c *config) {
+		c.witnessHTTP = append(c.witnessHTTP, &httpWitness{c: witness.Client{URL: url, Key: key}})
+	}
+}
+
+// httpWitnessTimeout bounds one exchange with an HTTP witness.
+const httpWitnessTimeout = 10 * time.Second
+
+// httpWitness is an HTTP witness and the size it was last seen to hold.
+type httpWitness struct {
+	c    witness.Client
+	mu   sync.Mutex
+	size uint64
+}
+
+// addToWitness offers cp to an HTTP witness with a proof from the size it
+// holds (asked again on a conflict). A witness that holds more than the
+// log, or refuses the proof, holds the store rewritten: nothing more is
+// logged.
+func (e *Engine) addToWitness(ctx context.Context, w *httpWitness, cp *tlog.Checkpoint) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.size
+	for range 2 {
+		if old > cp.Size {
+			err := fmt.Errorf("%w: the witness %s holds %d leaves, the log has %d: leaves were deleted from its end, or an old copy was restored", ErrWitness, w.c.URL, old, cp.Size)
+			e.refuseWrites(err)
+			return err
+		}
+		proof, err := e.log.ConsistencyHashes(old, cp.Size)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, httpWitnessTimeout)
+		err = w.c.Add(cctx, old, proof, cp)
+		cancel()
+		var sc *witness.SizeConflict
+		switch {
+		case err == nil:
+			w.size = cp.Size
+			return nil
+		case errors.As(err, &sc):
+			old = sc.Size
+			continue
+		case errors.Is(err, witness.ErrRefused):
+			err = fmt.Errorf("%w: %v", ErrWitness, err)
+			e.refuseWrites(err)
+			return err
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("witness %s: its size kept changing", w.c.URL)
+}
+
 // WithCheckpointEvery sets how often the engine checkpoints for its
-// witnesses: every n leaves, or every d (0 keeps a default).
+// witnesses: every n leaves, or every d (0 keeps a default). On a fleet
+// node it sets how often the node checkpoints the fleet's stream: every n
+// records it publishes, or every d while it has published since (see
+// fleetchain.go).
 func WithCheckpointEvery(n int, d time.Duration) Option {
 	return func(c *config) {
 		if n > 0 {
@@ -66,7 +136,8 @@ func readWitness(path string) (*tlog.Checkpoint, error) {
 	return tlog.ParseCheckpoint(b)
 }
 
-// witnessed are the checkpoints the engine's witnesses hold.
+// witnessed are the checkpoints the engine's witnesses hold (an HTTP
+// witness is asked).
 func (e *Engine) witnessed() ([]tlog.Checkpoint, error) {
 	var out []tlog.Checkpoint
 	for _, p := range e.cfg.witnessFiles {
@@ -78,14 +149,36 @@ func (e *Engine) witnessed() ([]tlog.Checkpoint, error) {
 			out = append(out, *cp)
 		}
 	}
+	for _, w := range e.cfg.witnessHTTP {
+		for _, k := range e.engineKeyList() {
+			ctx, cancel := context.WithTimeout(context.Background(), httpWitnessTimeout)
+			cp, err := w.c.Latest(ctx, k)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			if cp != nil {
+				out = append(out, *cp)
+				w.mu.Lock()
+				w.size = max(w.size, cp.Size)
+				w.mu.Unlock()
+			}
+		}
+	}
 	return out, nil
+}
+
+// hasWitnesses: the engine hands its checkpoints to witnesses (a fleet
+// node's are its fleet checkpoints: fleetchain.go).
+func (e *Engine) hasWitnesses() bool {
+	return len(e.cfg.witnessFiles)+len(e.cfg.witnessHTTP) > 0 && !e.cfg.fleetNode
 }
 
 // checkWitnesses holds the store to its witnesses at open: a store behind
 // a witnessed checkpoint, or not an extension of it, is refused for
 // writing (e.witnessErr), with the reason; reads and verify go on.
 func (e *Engine) checkWitnesses() {
-	if len(e.cfg.witnessFiles) == 0 || e.cfg.fleetNode {
+	if !e.hasWitnesses() {
 		return
 	}
 	cps, err := e.witnessed()
@@ -142,7 +235,7 @@ func (e *Engine) extends(cp *tlog.Checkpoint) error {
 // tail). A checkpoint that could not be witnessed after an approval's use
 // is an error: the caller denies.
 func (e *Engine) afterCommit(r *record) error {
-	if len(e.cfg.witnessFiles) == 0 || e.cfg.fleetNode {
+	if !e.hasWitnesses() {
 		return nil
 	}
 	spent := r.kind == recDecision && r.decision != nil && r.decision.Approval != ""
@@ -162,9 +255,10 @@ func (e *Engine) afterCommit(r *record) error {
 }
 
 // witness signs the log's head with the engine key and hands it to every
-// witness, each of which keeps it only if it extends what it holds.
+// witness, each of which keeps it only if it extends what it holds (an
+// HTTP witness checks a consistency proof from the size it holds).
 func (e *Engine) witness(ctx context.Context) error {
-	if len(e.cfg.witnessFiles) == 0 || e.cfg.fleetNode {
+	if !e.hasWitnesses() {
 		return nil
 	}
 	e.witnessMu.Lock()
@@ -211,6 +305,11 @@ func (e *Engine) witness(ctx context.Context) error {
 			return fmt.Errorf("witness %s: %w", p, err)
 		}
 	}
+	for _, w := range e.cfg.witnessHTTP {
+		if err := e.addToWitness(ctx, w, cp); err != nil {
+			return err
+		}
+	}
 	e.witnessedSize, e.pending, e.lastWitness = size, 0, e.cfg.clock()
 	return nil
 }
@@ -218,7 +317,7 @@ func (e *Engine) witness(ctx context.Context) error {
 // witnessLoop checkpoints every CheckpointInterval while the engine is
 // open, so that an idle store's tail is witnessed too.
 func (e *Engine) witnessLoop() {
-	if len(e.cfg.witnessFiles) == 0 || e.cfg.fleetNode {
+	if !e.hasWitnesses() {
 		return
 	}
 	e.stopWitness = make(chan struct{})

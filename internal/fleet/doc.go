@@ -111,6 +111,18 @@
 // records it had applied but not made durable, and applies them again from
 // the stream, from the sequence its store holds.
 //
+// # A rewritten stream
+//
+// A record's signature binds its node, subject and bytes, not its place:
+// whoever may delete the stream could make it again with the genuine
+// records it chooses. Every node folds each record into a running hash
+// (Chain) and publishes signed checkpoints of it (Kind Checkpoint); a node
+// whose chain disagrees with a checkpoint, or whose stream holds fewer
+// records than it applied, stops its applier for good (ErrRewritten,
+// Status.Halted, not Ready). The engine's fleetchain.go signs and checks
+// the checkpoints and holds the stream to a witness outside the node's
+// directory, which catches a stream cut before its end.
+//
 // # Not replicated
 //
 // Checkpoints (pedigree log checkpoint) are per node: every node has the

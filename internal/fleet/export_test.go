@@ -82,10 +82,30 @@ func (r *Raw) Last(ctx context.Context, stream, subject string) ([]byte, error) 
 	return m.Data, nil
 }
 
+// Msg is a record of the stream as a rewriter sees it.
+type Msg struct {
+	Subject string
+	Data    []byte
+}
+
 // Rewrite replaces the stream with a copy of it without the records keep
 // refuses, as whoever administers the servers could (delete the stream,
 // create it again, publish the genuine records it chooses).
 func (r *Raw) Rewrite(ctx context.Context, stream, prefix string, replicas int, keep func(subject string) bool) error {
+	return r.RewriteWith(ctx, stream, prefix, replicas, func(msgs []Msg) []Msg {
+		var out []Msg
+		for _, m := range msgs {
+			if keep(m.Subject) {
+				out = append(out, m)
+			}
+		}
+		return out
+	})
+}
+
+// RewriteWith replaces the stream with the records edit makes of its
+// records (in stream order): dropped, reordered, cut.
+func (r *Raw) RewriteWith(ctx context.Context, stream, prefix string, replicas int, edit func([]Msg) []Msg) error {
 	s, err := r.js.Stream(ctx, stream)
 	if err != nil {
 		return err
@@ -94,20 +114,15 @@ func (r *Raw) Rewrite(ctx context.Context, stream, prefix string, replicas int, 
 	if err != nil {
 		return err
 	}
-	type msg struct {
-		subject string
-		data    []byte
-	}
-	var msgs []msg
+	var msgs []Msg
 	for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			return err
 		}
-		if keep(m.Subject) {
-			msgs = append(msgs, msg{m.Subject, m.Data})
-		}
+		msgs = append(msgs, Msg{m.Subject, m.Data})
 	}
+	msgs = edit(msgs)
 	if err := r.js.DeleteStream(ctx, stream); err != nil {
 		return err
 	}
@@ -115,7 +130,7 @@ func (r *Raw) Rewrite(ctx context.Context, stream, prefix string, replicas int, 
 		return err
 	}
 	for _, m := range msgs {
-		if _, err := r.js.Publish(ctx, m.subject, m.data); err != nil {
+		if _, err := r.js.Publish(ctx, m.Subject, m.Data); err != nil {
 			return err
 		}
 	}

@@ -131,6 +131,9 @@ func (f *fixture) start() error {
 	return nil
 }
 
+// witness is node name's witness file, outside its data directory.
+func (f *fixture) witness(name string) string { return filepath.Join(f.root, name+".witness.json") }
+
 func (f *fixture) startServer(i int) error {
 	s, err := fleet.StartServer(f.sopts[i])
 	if err != nil {
@@ -176,7 +179,8 @@ func (f *fixture) join(ctx context.Context, name string) error {
 		opts = append(opts, pedigree.WithEngineSigner(k))
 	}
 	for {
-		e, err := pedigree.JoinFleet(ctx, f.dirs[name], pedigree.FleetOptions{NATS: url, TrustRoot: f.operator.Public().(ed25519.PublicKey), Name: name, Wait: 5 * time.Second, PinServers: name == "C"},
+		e, err := pedigree.JoinFleet(ctx, f.dirs[name], pedigree.FleetOptions{NATS: url, TrustRoot: f.operator.Public().(ed25519.PublicKey), Name: name, Wait: 5 * time.Second, PinServers: name == "C",
+			Witness: f.witness(name)},
 			opts...)
 		if err == nil {
 			f.nodes[name] = e

@@ -25,6 +25,8 @@ var (
 	// ErrLagging: this node has not applied the stream that far within
 	// the bound (it is behind, or cut off from the cluster).
 	ErrLagging = errors.New("this fleet node has not applied the stream that far")
+	// ErrNoRecord: the stream holds no record at that sequence.
+	ErrNoRecord = errors.New("the fleet's stream holds no such record")
 	// ErrNoGenesis: the stream holds no genesis yet.
 	ErrNoGenesis = errors.New("the fleet's stream holds no registry genesis yet")
 )
@@ -93,15 +95,19 @@ func (c *Config) defaults() error {
 // Applier is what a node materialises the stream into: the engine over
 // the node's local store.
 type Applier interface {
-	// Applied is the stream sequence of the last record applied (0:
-	// none), as stored.
-	Applied() (uint64, error)
+	// Applied is the stream sequence of the last record applied and the
+	// stream's chain there, as stored (1 and the genesis's chain when
+	// nothing was applied yet).
+	Applied() (uint64, Chain, error)
 	// Apply verifies and applies the record at seq, in stream order, and
-	// stores seq as applied in the same commit. A record it refuses it
-	// does not apply, but it still stores seq as applied and returns an
-	// error wrapping ErrRefused; any other error means nothing was stored
-	// and the node will offer the record again.
-	Apply(ctx context.Context, seq uint64, kind Kind, key string, data []byte) error
+	// stores seq as applied, with chain (the stream's chain up to and
+	// including this record), in the same commit. A record it refuses it
+	// does not apply, but it still stores seq and chain and returns an
+	// error wrapping ErrRefused. An error wrapping ErrRewritten stops the
+	// applier for good (the stream is not the one this node read); any
+	// other error means nothing was stored and the node will offer the
+	// record again.
+	Apply(ctx context.Context, seq uint64, kind Kind, key string, data []byte, chain Chain) error
 }
 
 // Refusal is a record this node refused.
@@ -119,6 +125,7 @@ type Status struct {
 	Applies   uint64 // records applied since start
 	Refused   uint64 // records refused since start
 	Err       string // the applier's last error, "" when it runs
+	Halted    string // why the applier stopped for good (the stream was rewritten), "" when it runs
 }
 
 // Lag is how many records the node is behind the stream, as far as it knows.
@@ -140,6 +147,8 @@ type Node struct {
 
 	mu       sync.Mutex
 	applied  uint64
+	chain    Chain // the stream's chain at applied
+	halted   error // why the applier stopped for good (ErrRewritten)
 	last     uint64
 	advanced chan struct{} // closed and replaced when applied moves
 	refused  map[uint64]error
@@ -228,12 +237,13 @@ func (n *Node) Seed(ctx context.Context, genesis []byte) error {
 
 // Start runs the applier from the record after the last one a applied.
 func (n *Node) Start(a Applier) error {
-	seq, err := a.Applied()
+	seq, chain, err := a.Applied()
 	if err != nil {
 		return err
 	}
 	n.mu.Lock()
 	n.applied = max(seq, 1) // the genesis was checked before the node started
+	n.chain = chain
 	n.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop, n.done = cancel, make(chan struct{})
@@ -255,6 +265,10 @@ func (n *Node) run(ctx context.Context, a Applier) {
 	for ctx.Err() == nil {
 		err := n.consume(ctx, a)
 		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrRewritten) {
+			n.halt(err)
 			return
 		}
 		n.mu.Lock()
@@ -339,6 +353,9 @@ func (n *Node) consume(ctx context.Context, a Applier) error {
 			if seq != applied+1 {
 				return fmt.Errorf("the stream skipped from %d to %d", applied, seq)
 			}
+			if err := n.Halted(); err != nil {
+				return err // found by a barrier or a readiness check
+			}
 			n.mu.Lock()
 			n.err = nil
 			n.mu.Unlock()
@@ -358,12 +375,15 @@ func (n *Node) applyOne(ctx context.Context, a Applier, seq uint64, subj string,
 		// Offered to the applier anyway, so that it stores its place.
 		kind, key = "", ""
 	}
-	aerr := a.Apply(ctx, seq, kind, key, data)
+	n.mu.Lock()
+	chain := n.chain.Next(seq, subj, data)
+	n.mu.Unlock()
+	aerr := a.Apply(ctx, seq, kind, key, data, chain)
 	if aerr != nil && !errors.Is(aerr, ErrRefused) {
 		return aerr
 	}
 	n.mu.Lock()
-	n.applied = seq
+	n.applied, n.chain = seq, chain
 	if aerr != nil {
 		n.refused[seq] = aerr
 		n.reports = append(n.reports, Refusal{Seq: seq, Subject: subj, Reason: aerr.Error()})
@@ -397,11 +417,14 @@ func (n *Node) WaitApplied(ctx context.Context, seq uint64) error {
 	defer t.Stop()
 	for {
 		n.mu.Lock()
-		applied, ch := n.applied, n.advanced
+		applied, ch, halted := n.applied, n.advanced, n.halted
 		err := n.refused[seq]
 		n.mu.Unlock()
 		if applied >= seq {
 			return err
+		}
+		if halted != nil {
+			return halted
 		}
 		select {
 		case <-ch:
@@ -419,9 +442,13 @@ func (n *Node) WaitApplied(ctx context.Context, seq uint64) error {
 func (n *Node) Barrier(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
 	defer cancel()
+	applied, _ := n.Head() // before the stream's state: it only grows
 	info, err := n.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: the stream cannot be reached: %v", ErrLagging, err)
+	}
+	if err := n.shorter(info.State.LastSeq, applied); err != nil {
+		return err
 	}
 	n.saw(info.State.LastSeq)
 	if err := n.WaitApplied(ctx, info.State.LastSeq); err != nil && !errors.Is(err, ErrRefused) {
@@ -562,6 +589,9 @@ func (n *Node) Status() Status {
 	if n.err != nil {
 		s.Err = n.err.Error()
 	}
+	if n.halted != nil {
+		s.Halted, s.Err = n.halted.Error(), ""
+	}
 	return s
 }
 
@@ -574,6 +604,8 @@ func (n *Node) Ready() (bool, string) {
 		return false, "not connected to the fleet's NATS servers"
 	case s.Err != "":
 		return false, "the applier stopped: " + s.Err
+	case s.Halted != "":
+		return false, s.Halted
 	case s.Lag() > n.cfg.MaxLag:
 		return false, fmt.Sprintf("lagging: %d records behind the stream (applied %d of %d)", s.Lag(), s.Applied, s.Last)
 	}
@@ -581,8 +613,13 @@ func (n *Node) Ready() (bool, string) {
 	// cannot log anything: it is not ready, whatever it applied.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := n.js.Stream(ctx, n.cfg.Stream); err != nil {
+	applied, _ := n.Head()
+	st, err := n.js.Stream(ctx, n.cfg.Stream)
+	if err != nil {
 		return false, "the fleet's stream cannot be reached: " + err.Error()
+	}
+	if err := n.shorter(st.CachedInfo().State.LastSeq, applied); err != nil {
+		return false, err.Error()
 	}
 	return true, ""
 }
@@ -592,4 +629,76 @@ func (n *Node) Refusals() []Refusal {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]Refusal(nil), n.reports...)
+}
+
+// halt stops the applier for good: the stream is not the one this node
+// read. Waiters are woken to see why.
+func (n *Node) halt(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.halted != nil {
+		return
+	}
+	n.halted = err
+	close(n.advanced)
+	n.advanced = make(chan struct{})
+	n.cfg.Log.Error("fleet applier stopped: the stream was rewritten", "node", n.cfg.Name, "error", err)
+}
+
+// Halted is why the applier stopped for good (nil while it runs).
+func (n *Node) Halted() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.halted
+}
+
+// shorter halts the node when the stream holds fewer records (last, read
+// after applied was) than it applied: the stream was deleted and made
+// again.
+func (n *Node) shorter(last, applied uint64) error {
+	if err := n.Halted(); err != nil {
+		return err
+	}
+	if last >= applied {
+		return nil
+	}
+	err := fmt.Errorf("%w: the stream holds %d records, this node applied %d: it was deleted and made again, or cut", ErrRewritten, last, applied)
+	n.halt(err)
+	return err
+}
+
+// Head is the last record this node applied and the stream's chain there.
+func (n *Node) Head() (uint64, Chain) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.applied, n.chain
+}
+
+// LastSeq is the stream's last sequence as its servers report it now.
+func (n *Node) LastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// Done is closed when the applier has stopped (the node closed, or its
+// stream was rewritten).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Record reads the record at seq from the stream: its subject and bytes.
+func (n *Node) Record(ctx context.Context, seq uint64) (string, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	m, err := n.stream.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil, fmt.Errorf("%w: %d", ErrNoRecord, seq)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return m.Subject, m.Data, nil
 }

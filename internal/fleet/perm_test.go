@@ -104,13 +104,13 @@ type countingApplier struct {
 	done int
 }
 
-func (c *countingApplier) Applied() (uint64, error) {
+func (c *countingApplier) Applied() (uint64, fleet.Chain, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.seq, nil
+	return c.seq, fleet.Chain{}, nil
 }
 
-func (c *countingApplier) Apply(_ context.Context, seq uint64, _ fleet.Kind, _ string, _ []byte) error {
+func (c *countingApplier) Apply(_ context.Context, seq uint64, _ fleet.Kind, _ string, _ []byte, _ fleet.Chain) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq = seq

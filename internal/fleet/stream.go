@@ -22,11 +22,14 @@ const (
 	Decision  Kind = "decision"  // a decision that used no approval (key: its ID)
 	Use       Kind = "use"       // a decision that used an approval (key: the approval's ID)
 	Recall    Kind = "recall"    // a recall record (key: its ID)
+	// Checkpoint is a node's signed checkpoint of the stream's chain (key:
+	// the sequence it covers).
+	Checkpoint Kind = "checkpoint"
 )
 
 func (k Kind) valid() bool {
 	switch k {
-	case Genesis, Entry, Approval, Rejection, Decision, Use, Recall:
+	case Genesis, Entry, Approval, Rejection, Decision, Use, Recall, Checkpoint:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -77,13 +78,16 @@ func TestRedTeamOversizedSessionHaltsEveryApplier(t *testing.T) {
 // embedded server's credentials: its one user may do anything) deletes the
 // stream and creates it again with every genuine record but the use of an
 // approval. Each record still verifies (its signature binds its node, kind,
-// subject and bytes, not its place in the stream), so a node rebuilt from
-// the stream (a node's directory "is derived: it can be deleted and
-// rebuilt") finds the approval unused and uses it a second time, and its
-// verify passes over the rewritten history.
+// subject and bytes, not its place in the stream), but the checkpoint the
+// node that used the approval published at once after the use, signed over
+// the stream's chain up to it, no longer agrees with the stream: a node
+// rebuilt from it (a node's directory "is derived: it can be deleted and
+// rebuilt") stops there, says why, is not ready and does not use the
+// approval again; the running nodes, which applied more records than the
+// new stream holds, stop too.
 //
 // Last in the file: it rewrites the shared fixture's stream.
-func TestRedTeamRewrittenStreamUsesApprovalTwice(t *testing.T) {
+func TestRedTeamRewrittenStreamRefused(t *testing.T) {
 	ctx := context.Background()
 	session := uniq("rewrite")
 	args := `{"to":"999-666","amount":100}`
@@ -111,26 +115,21 @@ func TestRedTeamRewrittenStreamUsesApprovalTwice(t *testing.T) {
 	if err := raw.Rewrite(ctx, "PEDIGREE", "pedigree", 3, func(subj string) bool { return subj != "pedigree.use."+an.ID }); err != nil {
 		t.Fatal(err)
 	}
-	// Node C's directory, rebuilt from the stream.
+	// Node C's directory, rebuilt from the stream, without a witness.
 	d, err := pedigree.JoinFleet(ctx, t.TempDir(), pedigree.FleetOptions{NATS: fx.urls[0], TrustRoot: fx.operator.Public().(ed25519.PublicKey), Name: "C2", Wait: 5 * time.Second},
 		pedigree.WithCatalog(fx.catalog), pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineSigner(fx.engines["C"]))
 	if err != nil {
-		return // refused to be built from a rewritten history: held
+		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Fleet().Sync(ctx); err != nil {
-		return
-	}
-	r, err := d.Verify(ctx)
-	verifies := err == nil && r.OK()
+	refusesRewrite(t, "a rebuilt node", d)
 	c := pedigree.Call{Principal: "agent:assistant", Session: session, Tool: "send_money", Args: []byte(args), Justification: []string{mail}}
-	got, err := d.Check(ctx, fx.keys["agent:assistant"], c)
-	second := err == nil && got.Decision == gate.Allow && got.Approval == an.ID
-	// A known gap, stated in docs/threat-model.md and docs/fleet.md: this
-	// test holds it as it is, and fails the day it closes (or changes), so
-	// that the documents and this test are made to assert the fix.
-	if !verifies || !second {
-		t.Fatalf("the known gap changed (verify passes: %v, second use allowed: %v): update docs/threat-model.md and docs/fleet.md, and make this test assert the fix", verifies, second)
+	if got, err := d.Check(ctx, fx.keys["agent:assistant"], c); err == nil && got.Decision == gate.Allow {
+		t.Fatalf("a node rebuilt from a stream rewritten without approval %.12s's use allowed the call again: %+v", an.ID, got)
 	}
-	t.Logf("known gap: a node rebuilt from a stream rewritten without approval %.12s's use verifies and uses it a second time", an.ID)
+	for _, name := range []string{"A", "B", "C"} {
+		if err := fx.nodes[name].Fleet().Sync(ctx); !errors.Is(err, pedigree.ErrFleetRewritten) {
+			t.Errorf("running node %s over the rewritten stream: %v", name, err)
+		}
+	}
 }

@@ -169,6 +169,13 @@ pedigree trajectory generate --sessions 10 --attack-share 0.5 --seed 3`},
 pedigree bench --entries 1000 --checks 100 -o json`},
 	{"pedigree demo", `
 pedigree demo`},
+	{"pedigree witness serve", `
+pedigree witness serve --key "$Q/witness.key" --state "$Q/witness.json" >"$Q/witness.url" &   # keeps this directory's log
+until [ -s "$Q/witness.url" ]; do sleep 0.1; done    # it prints its URL first
+export PEDIGREE_WITNESS_URL=$(cat "$Q/witness.url") PEDIGREE_WITNESS_KEY="$Q/witness.pub"
+pedigree record --as user:alice --key "$KEYS/alice.key" --session s3 --content "Pay the gas bill"
+pedigree verify                                  # exit 0: the store extends what the witness holds
+unset PEDIGREE_WITNESS_URL PEDIGREE_WITNESS_KEY; kill %%`},
 }
 
 // addExamples sets each verb's Example from examples, indented as cobra

@@ -44,7 +44,7 @@ func (f *fleetFlags) add(cmd *cobra.Command) {
 // join opens the data directory as a fleet node; with "embedded" it first
 // starts the one-server NATS, and returns its stop.
 func (f *fleetFlags) join(ctx context.Context, a *app, opts []pedigree.Option) (*pedigree.Engine, func(), error) {
-	o := pedigree.FleetOptions{NATS: f.url, Replicas: f.replicas, Stream: f.stream, Name: filepath.Base(a.dir)}
+	o := pedigree.FleetOptions{NATS: f.url, Replicas: f.replicas, Stream: f.stream, Name: filepath.Base(a.dir), Witness: a.fleetWitnessFile()}
 	// The fleet's genesis is checked against --trust-root (the operator's
 	// public key; required for an empty directory).
 	tr, err := a.trustRootOption()
@@ -108,6 +108,17 @@ func (f *fleetFlags) join(ctx context.Context, a *app, opts []pedigree.Option) (
 		stop = nil
 	}
 	return e, stop, err
+}
+
+// fleetWitnessFile is where a fleet node keeps the latest fleet
+// checkpoint it verified (fleet-witness-<h>.json in the keys directory,
+// outside the data directory); "" without a keys directory.
+func (a *app) fleetWitnessFile() string {
+	w := a.witnessFile()
+	if w == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(w), "fleet-"+filepath.Base(w))
 }
 
 // natsCredentials is the embedded NATS server's only account.

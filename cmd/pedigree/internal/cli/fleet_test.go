@@ -81,6 +81,19 @@ func TestServeEmbeddedFleet(t *testing.T) {
 		t.Fatalf("serve exited %d\n%s", code, errw.String())
 	}
 	c.served = false
+	// The node's witness of the stream: outside the directory, this
+	// user's alone, holding a checkpoint past the writes.
+	ws, _ := filepath.Glob(filepath.Join(c.tmp, "keys", "fleet-witness-*.json"))
+	if len(ws) != 1 {
+		t.Fatalf("no fleet witness in the keys directory: %v", ws)
+	}
+	if fi, err := os.Stat(ws[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the fleet witness: %v %v", fi, err)
+	}
+	var w struct{ Seq uint64 }
+	if b, err := os.ReadFile(ws[0]); err != nil || json.Unmarshal(b, &w) != nil || w.Seq < 3 {
+		t.Fatalf("the fleet witness holds %s (%v)", b, err)
+	}
 	if _, err := os.Stat(filepath.Join(c.dir, "nats", "jetstream")); err != nil {
 		t.Fatalf("the embedded NATS keeps no store in the directory: %v", err)
 	}

@@ -175,5 +175,10 @@ func (a *app) storeKeys() []pedigree.Option {
 	if w := a.witnessFile(); w != "" {
 		opts = append(opts, pedigree.WithWitnessFile(w))
 	}
+	// An HTTP witness ('pedigree witness serve'), beside the file witness.
+	if u := a.getenv("PEDIGREE_WITNESS_URL"); u != "" {
+		k, _ := registry.LoadPublicKey(a.getenv("PEDIGREE_WITNESS_KEY")) // none: refused at open, saying so
+		opts = append(opts, pedigree.WithWitnessHTTP(u, k))
+	}
 	return opts
 }

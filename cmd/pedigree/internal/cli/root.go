@@ -132,7 +132,7 @@ Start with 'pedigree demo'.
 		newInitCommand(a), newRegistryCommand(a), newRecordCommand(a), newRecallCommand(a),
 		newGateCommand(a), newLineageCommand(a), newVerifyCommand(a), newTrajectoryCommand(a),
 		newReplayCommand(a), newDemoCommand(a), newBenchCommand(a), newLogCommand(a), newServeCommand(a), newMCPCommand(a),
-		newHookCommand(a), newPlanCommand(a), newClaudeCommand(a), newUICommand(a),
+		newHookCommand(a), newPlanCommand(a), newClaudeCommand(a), newUICommand(a), newWitnessCommand(a),
 	)
 	addExamples(root)
 	walk(root, refuseUnknownVerbs)

@@ -75,7 +75,13 @@ TLS only (the servers' certificates must chain to it), and --nats-cert and
 is signed by its engine key (--engine-key FILE, default the keys directory's),
 whose public half is registered as engine:<node> (tier external) in the seed
 directory before it is frozen; every node refuses records no such key signed,
-and a node whose key is not registered is not let in.
+and a node whose key is not registered is not let in. Records are bound to
+their place in the stream: every node checkpoints the stream's running hash,
+signed, every 64 records it publishes, every 5 seconds, and at once after an
+approval's use, keeps the latest checkpoint it verified in the keys directory
+(fleet-witness-<h>.json), and stops (not ready, no writes) at a stream that
+disagrees with a checkpoint or ends before its witness: one rewritten by whoever
+may delete it.
 --nats embedded runs a one-server NATS in DIR/nats (one replica: a trial on one
 machine, no fault tolerance) that takes only the user and password kept in the
 keys directory (nats-<h>.json, 0600, made at first start). A second node joins with:

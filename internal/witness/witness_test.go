@@ -1,0 +1,91 @@
+package witness_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/internal/witness"
+	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/tlog"
+)
+
+func signer(t *testing.T) (*registry.Signer, ed25519.PublicKey) {
+	t.Helper()
+	s, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := s.Ed25519()
+	return s, pub
+}
+
+func checkpoint(t *testing.T, log *registry.Signer, size uint64) *tlog.Checkpoint {
+	t.Helper()
+	root := make([]byte, 32)
+	_, _ = rand.Read(root)
+	cp, err := tlog.SignCheckpoint(log, size, hex.EncodeToString(root), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// The protocol's answers: a cosignature for a checkpoint of a log it keeps
+// (checked by the client against the witness's key), 409 with the size it
+// holds for a wrong old size (kept across a restart), 422 for the
+// witnessed size with another root (a rewrite), 403 for a log it does not
+// keep.
+func TestWitnessProtocol(t *testing.T) {
+	ctx := context.Background()
+	wkey, wpub := signer(t)
+	log, lpub := signer(t)
+	state := filepath.Join(t.TempDir(), "state.json")
+	s, err := witness.New("w1", wkey, state, []ed25519.PublicKey{lpub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	c := &witness.Client{URL: ts.URL, Key: wpub}
+	first := checkpoint(t, log, 5)
+	if err := c.Add(ctx, 0, nil, first); err != nil {
+		t.Fatalf("the first checkpoint: %v", err)
+	}
+	if got, err := c.Latest(ctx, lpub); err != nil || got.Root != first.Root {
+		t.Fatalf("what the witness holds: %+v %v", got, err)
+	}
+	// A client that expects another witness key refuses the cosignature.
+	_, other := signer(t)
+	if err := (&witness.Client{URL: ts.URL, Key: other}).Add(ctx, 5, nil, first); err == nil || !strings.Contains(err.Error(), "cosignature") {
+		t.Fatalf("a cosignature by another key: %v", err)
+	}
+	var sc *witness.SizeConflict
+	if err := c.Add(ctx, 0, nil, checkpoint(t, log, 7)); !errors.As(err, &sc) || sc.Size != 5 {
+		t.Fatalf("a wrong old size: %v", err)
+	}
+	if err := c.Add(ctx, 5, nil, checkpoint(t, log, 5)); !errors.Is(err, witness.ErrRefused) {
+		t.Fatalf("the witnessed size with another root: %v", err)
+	}
+	stranger, _ := signer(t)
+	if err := c.Add(ctx, 0, nil, checkpoint(t, stranger, 3)); !errors.Is(err, witness.ErrRefused) {
+		t.Fatalf("a log the witness does not keep: %v", err)
+	}
+	// Restarted from its state, it still holds size 5.
+	s2, err := witness.New("w1", wkey, state, []ed25519.PublicKey{lpub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts2 := httptest.NewServer(s2)
+	defer ts2.Close()
+	if err := (&witness.Client{URL: ts2.URL, Key: wpub}).Add(ctx, 0, nil, checkpoint(t, log, 9)); !errors.As(err, &sc) || sc.Size != 5 {
+		t.Fatalf("after a restart: %v", err)
+	}
+}
