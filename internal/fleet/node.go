@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,9 +146,13 @@ type Node struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 
-	mu       sync.Mutex
-	applied  uint64
-	chain    Chain // the stream's chain at applied
+	mu      sync.Mutex
+	applied uint64
+	chain   Chain // the stream's chain at applied
+	// lastRec is the digest of the record at applied (its subject and
+	// data), so that a barrier can see the stream still holds it there;
+	// unknown (zero) after a restart until the next record is applied.
+	lastRec  [sha256.Size]byte
 	halted   error // why the applier stopped for good (ErrRewritten)
 	last     uint64
 	advanced chan struct{} // closed and replaced when applied moves
@@ -383,7 +388,7 @@ func (n *Node) applyOne(ctx context.Context, a Applier, seq uint64, subj string,
 		return aerr
 	}
 	n.mu.Lock()
-	n.applied, n.chain = seq, chain
+	n.applied, n.chain, n.lastRec = seq, chain, recordDigest(subj, data)
 	if aerr != nil {
 		n.refused[seq] = aerr
 		n.reports = append(n.reports, Refusal{Seq: seq, Subject: subj, Reason: aerr.Error()})
@@ -450,6 +455,9 @@ func (n *Node) Barrier(ctx context.Context) error {
 	if err := n.shorter(info.State.LastSeq, applied); err != nil {
 		return err
 	}
+	if err := n.stillHolds(ctx); err != nil {
+		return err
+	}
 	n.saw(info.State.LastSeq)
 	if err := n.WaitApplied(ctx, info.State.LastSeq); err != nil && !errors.Is(err, ErrRefused) {
 		return err
@@ -507,9 +515,20 @@ func (n *Node) publish(ctx context.Context, subj, id string, data []byte, create
 		if createOnly {
 			o = append(opts[:len(opts):len(opts)], jetstream.WithExpectLastSequencePerSubject(expect))
 		}
+		before, _ := n.Head()
 		ack, err := n.js.Publish(pctx, subj, data, o...)
 		switch {
 		case err == nil:
+			// A new record at a sequence this node had applied before it
+			// published: the stream was deleted and made again since (a
+			// duplicate's sequence is the original's, which may be
+			// applied; the applier may apply this record, and more, before
+			// the acknowledgement is read).
+			if applied := before; !ack.Duplicate && ack.Sequence <= applied {
+				err := fmt.Errorf("%w: this node's record was stored at %d, and it applied %d: the stream was deleted and made again", ErrRewritten, ack.Sequence, applied)
+				n.halt(err)
+				return 0, false, err
+			}
 			n.saw(ack.Sequence)
 			return ack.Sequence, ack.Duplicate, nil
 		case isWrongLastSequence(err):
@@ -621,6 +640,9 @@ func (n *Node) Ready() (bool, string) {
 	if err := n.shorter(st.CachedInfo().State.LastSeq, applied); err != nil {
 		return false, err.Error()
 	}
+	if err := n.stillHolds(ctx); err != nil {
+		return false, err.Error()
+	}
 	return true, ""
 }
 
@@ -665,6 +687,40 @@ func (n *Node) shorter(last, applied uint64) error {
 	err := fmt.Errorf("%w: the stream holds %d records, this node applied %d: it was deleted and made again, or cut", ErrRewritten, last, applied)
 	n.halt(err)
 	return err
+}
+
+// stillHolds halts the node when the stream no longer holds, at the last
+// sequence this node applied, the record it applied there: the stream was
+// deleted and made again (perhaps as long as before, or longer, with
+// records published since). A stream that cannot be read there is not
+// taken for a rewritten one: the caller's other checks decide.
+func (n *Node) stillHolds(ctx context.Context) error {
+	n.mu.Lock()
+	applied, want, halted := n.applied, n.lastRec, n.halted
+	n.mu.Unlock()
+	if halted != nil {
+		return halted
+	}
+	if applied <= 1 || want == ([sha256.Size]byte{}) {
+		return nil
+	}
+	m, err := n.stream.GetMsg(ctx, applied)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return nil
+	case recordDigest(m.Subject, m.Data) == want:
+		return nil
+	}
+	err = fmt.Errorf("%w: the stream no longer holds, at %d, the record this node applied there: it was deleted and made again", ErrRewritten, applied)
+	n.halt(err)
+	return err
+}
+
+// recordDigest names a record by its subject and data.
+func recordDigest(subject string, data []byte) [sha256.Size]byte {
+	d := sha256.Sum256(data)
+	return sha256.Sum256(append([]byte(subject+"\x00"), d[:]...))
 }
 
 // Head is the last record this node applied and the stream's chain there.

@@ -288,3 +288,51 @@ func TestFleetWitnessForgedRefused(t *testing.T) {
 		t.Fatalf("a node with the genuine witness: %+v", s)
 	}
 }
+
+// The stream is made again as long as the one the running node read (the
+// second entry dropped, a copy of the third appended): the node's last
+// sequence still exists, but holds another record, and the node stops at
+// its next barrier instead of taking the stream for the one it applied.
+func TestRewrittenStreamSameLengthStopsTheRunningNode(t *testing.T) {
+	f := newSmallFleet(t, "samelen")
+	session := uniq("samelen")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.Fleet().Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es := indexes(msgs, f.prefix, "entry")
+		out := append(msgs[:es[1]:es[1]], msgs[es[1]+1:]...)
+		return append(out, msgs[es[2]])
+	})
+	refusesRewrite(t, "the running node", f.b)
+}
+
+// The stream is made again shorter than the running node read, and the
+// node writes before anything else asks: its record lands at a sequence it
+// had applied, so the write fails as a rewrite instead of being taken for
+// applied (the node would have answered for a record it never stored).
+func TestRewrittenStreamShorterRefusesTheNextWrite(t *testing.T) {
+	f := newSmallFleet(t, "shorter")
+	session := uniq("shorter")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es := indexes(msgs, f.prefix, "entry")
+		return append(msgs[:es[1]:es[1]], msgs[es[1]+1:]...)
+	})
+	n, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte("four")})
+	if !errors.Is(err, pedigree.ErrFleetRewritten) {
+		t.Fatalf("a write over a shorter stream: %v %v, want %v", n, err, pedigree.ErrFleetRewritten)
+	}
+	if s, _ := f.b.Fleet().Status(); s.Ready {
+		t.Errorf("ready after its write landed on a sequence it had applied: %+v", s)
+	}
+}
