@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
