@@ -56,10 +56,7 @@ type ContextReferrer interface {
 type engineReader struct{ e *Engine }
 
 func (r engineReader) ContextRef(ctx context.Context, session string) (*lineage.ContextRef, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return r.e.graph.ContextRef(session)
+	return r.e.ContextRef(ctx, session)
 }
 
 func (r engineReader) Context(ctx context.Context, session string) ([]string, error) {
