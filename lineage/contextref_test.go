@@ -261,6 +261,17 @@ var rowTampering = map[string]func(w *world, ctx []string) func(kv.Txn) error{
 	"renamed": func(_ *world, ctx []string) func(kv.Txn) error {
 		return func(tx kv.Txn) error { return tx.Set(rowKey("s", 1), []byte(ctx[4])) }
 	},
+	"last row dropped": func(_ *world, _ []string) func(kv.Txn) error {
+		return func(tx kv.Txn) error { return tx.Delete(rowKey("s", 3)) }
+	},
+	"tail dropped, the head counting to the reference's end": func(_ *world, ctx []string) func(kv.Txn) error {
+		return func(tx kv.Txn) error {
+			if err := setRows(tx, "s", ctx[:4]); err != nil {
+				return err
+			}
+			return tx.Delete(rowKey("s", 3))
+		}
+	},
 	"cut short": func(_ *world, ctx []string) func(kv.Txn) error {
 		return func(tx kv.Txn) error { return setRows(tx, "s", ctx[:2]) }
 	},
@@ -461,6 +472,10 @@ func TestContextRefExpand(t *testing.T) {
 		if _, err := g.Expand(st); !errors.Is(err, registry.ErrTampered) {
 			t.Fatalf("expanded a wrong head: %v", err)
 		}
+		st.Context.N = 0
+		if _, err := g.Expand(st); !errors.Is(err, lineage.ErrMalformed) {
+			t.Fatalf("expanded a reference to no entry: %v", err)
+		}
 		v1 := w.listCall("agent:planner", "s", ctx, 2, nil)
 		if got, err := g.Expand(v1); err != nil || got != v1 {
 			t.Fatalf("a version 1 statement expanded to %v, %v", got, err)
@@ -497,6 +512,9 @@ func TestNodeRowFormats(t *testing.T) {
 	var got *lineage.Node
 	if _, err := lineage.RewriteNode(row, func(m *lineage.Node) { got = m }); err != nil || !reflect.DeepEqual(got, n) {
 		t.Fatalf("a format 3 row reads back as %+v, %v", got, err)
+	}
+	if _, err := lineage.RewriteNode(refRow(n, lineage.MaxContextRef), func(*lineage.Node) {}); err != nil {
+		t.Fatalf("a row naming MaxContextRef entries: %v", err)
 	}
 	for name, bad := range map[string][]byte{
 		"no reference":     append([]byte{3}, lineage.NodeRow(&lineage.Node{ID: n.ID, Parents: n.Parents})[1:]...),
