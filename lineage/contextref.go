@@ -182,16 +182,8 @@ func (g *Graph) labelRefIn(t kv.Txn, st *Statement, id string, tier registry.Tie
 // one, since propagate keeps the first of the highest), then each listed
 // parent, none of which may be among the prefix.
 func (g *Graph) labelRefFrom(st *Statement, id string, tier registry.Tier, p *refPrefix, listed []*Node) (*Node, *Statement, error) {
-	if len(st.Parents) > 0 {
-		named := make(map[string]bool, len(st.Parents))
-		for _, par := range st.Parents {
-			named[par.ID] = true
-		}
-		for _, pid := range p.ids {
-			if named[pid] {
-				return nil, nil, fmt.Errorf("%w: the call lists %s, which its context reference names already", ErrMalformed, pid)
-			}
-		}
+	if err := listedTwice(p.ids, st.Parents); err != nil {
+		return nil, nil, err
 	}
 	n := &Node{
 		ID: id, Principal: st.Principal, Kind: st.Kind, Session: st.Session, Tool: st.Tool, Time: st.Time,
@@ -210,6 +202,11 @@ func (g *Graph) labelRefFrom(st *Statement, id string, tier registry.Tier, p *re
 	for i, par := range st.Parents {
 		propagate(n, listed[i], par.Weight, g.reg.Tau())
 	}
+	if st.expanded != nil {
+		// Expanded already (Expand), from the same signed head: the same
+		// entries.
+		return n, st, nil
+	}
 	c := *st
 	c.expanded = make([]Parent, 0, len(p.ids)+len(st.Parents))
 	for _, pid := range p.ids {
@@ -217,6 +214,25 @@ func (g *Graph) labelRefFrom(st *Statement, id string, tier registry.Tier, p *re
 	}
 	c.expanded = append(c.expanded, st.Parents...)
 	return n, &c, nil
+}
+
+// listedTwice refuses listed parents among ids, the entries a reference
+// names. Only a call that lists parents besides its reference pays for
+// the look-up.
+func listedTwice(ids []string, listed []Parent) error {
+	if len(listed) == 0 {
+		return nil
+	}
+	named := make(map[string]bool, len(listed))
+	for _, par := range listed {
+		named[par.ID] = true
+	}
+	for _, pid := range ids {
+		if named[pid] {
+			return fmt.Errorf("%w: the call lists %s, which its context reference names already", ErrMalformed, pid)
+		}
+	}
+	return nil
 }
 
 // Expand resolves the context reference of a statement that names one

@@ -541,3 +541,50 @@ func refRow(n *lineage.Node, count uint64) []byte {
 	head, _ := hex.DecodeString(n.Context.Head)
 	return append(append(row, 1), head...)
 }
+
+// TestContextRefFromTheSummaryReadsNoRow: with the session's summary in
+// memory (built from rows checked against the head), a reference to the
+// whole context is resolved and labelled from it alone, in O(1): the rows
+// deleted afterwards are not read. A fresh graph, which has no summary,
+// reads them and refuses.
+func TestContextRefFromTheSummaryReadsNoRow(t *testing.T) {
+	w, ctx, _ := refWorld(t)
+	if _, err := w.g.Context(t.Context(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	want, err := w.prepare(w.g, w.listCall("agent:planner", "s", ctx, 5, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.tamper(func(tx kv.Txn) error { return setRows(tx, "s", nil) })
+	ref := w.refCall("agent:planner", "s", ctx, 5, nil)
+	got, err := w.prepare(w.g, ref)
+	if err != nil {
+		t.Fatalf("from the summary: %v", err)
+	}
+	if err := sameLabels(got.Node, want.Node); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.prepare(w.fresh(), ref); err == nil {
+		t.Fatal("a fresh graph resolved a reference to deleted rows")
+	}
+}
+
+// TestContextRefListedParentOutsideTheCache: a call whose reference the
+// summary resolves, listing a parent that is not in the node cache, reads
+// that parent's node and folds it in.
+func TestContextRefListedParentOutsideTheCache(t *testing.T) {
+	w, ctx, _ := refWorld(t)
+	other := w.record("tool:web_fetch", "t", "elsewhere", nil)
+	g := w.fresh()
+	if _, err := g.Context(t.Context(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := w.prepare(g, w.refCall("user:alice", "s", ctx, 1, strong(other.ID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Node.Effective.Trusted() || p.Node.EffectiveVia != other.ID || p.Node.NParents != 2 {
+		t.Fatalf("labelled %+v", p.Node)
+	}
+}
