@@ -208,12 +208,17 @@ func (g *Graph) labelRefFrom(st *Statement, id string, tier registry.Tier, p *re
 		return n, st, nil
 	}
 	c := *st
-	c.expanded = make([]Parent, 0, len(p.ids)+len(st.Parents))
-	for _, pid := range p.ids {
-		c.expanded = append(c.expanded, Parent{ID: pid, Weight: 1})
-	}
-	c.expanded = append(c.expanded, st.Parents...)
+	c.expanded = expandParents(p.ids, st.Parents)
 	return n, &c, nil
+}
+
+// expandParents are a reference's entries, strong, then the listed parents.
+func expandParents(ids []string, listed []Parent) []Parent {
+	out := make([]Parent, len(ids), len(ids)+len(listed))
+	for i, id := range ids {
+		out[i] = Parent{ID: id, Weight: 1}
+	}
+	return append(out, listed...)
 }
 
 // listedTwice refuses listed parents among ids, the entries a reference
@@ -258,12 +263,8 @@ func (g *Graph) Expand(st *Statement) (*Statement, error) {
 			}
 		}
 		c := *st
-		c.expanded = make([]Parent, 0, len(p.ids)+len(st.Parents))
-		for _, pid := range p.ids {
-			c.expanded = append(c.expanded, Parent{ID: pid, Weight: 1})
-		}
+		c.expanded = expandParents(p.ids, st.Parents)
 		out = &c
-		out.expanded = append(out.expanded, st.Parents...)
 		return nil
 	})
 	return out, err
@@ -307,9 +308,9 @@ func (g *Graph) edgesIn(t kv.Txn, n *Node) ([]Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("entry %s: %w", n.ID, err)
 	}
-	out := make([]Edge, 0, len(p.ids)+len(listed))
-	for _, pid := range p.ids {
-		out = append(out, Edge{Child: n.ID, Parent: pid, Weight: 1, Strong: true})
+	out := make([]Edge, len(p.ids), len(p.ids)+len(listed))
+	for i, pid := range p.ids {
+		out[i] = Edge{Child: n.ID, Parent: pid, Weight: 1, Strong: true}
 	}
 	return append(out, listed...), nil
 }
