@@ -34,6 +34,10 @@ func (e *Engine) check(ctx context.Context, pending *lineage.Pending, refused er
 // waits for it. That function is nil when the decision is stored already.
 func (e *Engine) stage(ctx context.Context, pending *lineage.Pending, refused error, st *lineage.Statement, callID string, argSources map[string][]string, early bool) (*gate.Decision, func() error, error) {
 	now := e.cfg.clock()
+	if pending != nil {
+		// The prepared statement: a context reference resolved.
+		st = pending.Statement
+	}
 	if st.Kind != lineage.KindCall {
 		return nil, nil, fmt.Errorf("%w: the gate checks call entries, not %s", lineage.ErrMalformed, st.Kind)
 	}
@@ -131,8 +135,12 @@ func (e *Engine) facts(st *lineage.Statement, call *lineage.Node, argSources map
 		f.Summarised = true
 		ids = append(ids, sum.Untrusted...)
 	} else {
-		ids = make([]string, 0, len(st.Parents))
-		for _, par := range st.Parents {
+		ps, err := st.AllParents()
+		if err != nil {
+			return nil, err
+		}
+		ids = make([]string, 0, len(ps))
+		for _, par := range ps {
 			ids = append(ids, par.ID)
 		}
 	}
@@ -331,6 +339,9 @@ func (e *Engine) checkApproval(st *lineage.Statement, now time.Time) (*gate.Deci
 func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
 	st, srcs, err := e.CallStatement(ctx, c)
 	if err != nil {
+		return nil, err
+	}
+	if st, err = e.graph.Expand(st); err != nil {
 		return nil, err
 	}
 	call, err := e.graph.Preview(st)

@@ -72,11 +72,17 @@ func within(a, b []string) bool {
 	return true
 }
 
-// parentIDs are a call statement's justification.
-func parentIDs(st *lineage.Statement) []string {
-	out := make([]string, 0, len(st.Parents))
-	for _, p := range st.Parents {
+// parentIDs are a call statement's justification: every parent, a context
+// reference's entries included (an approval binds the same justification
+// whichever form names it).
+func parentIDs(st *lineage.Statement) ([]string, error) {
+	ps, err := st.AllParents()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
 		out = append(out, p.ID)
 	}
-	return out
+	return out, nil
 }

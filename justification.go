@@ -28,8 +28,16 @@ func checkJustification(just []string) error {
 // whose context is not empty: a call envelope signed elsewhere (the server's
 // clients) cannot say "relies on nothing" to skip the context. Only a call
 // in an empty session has no parents.
+//
+// A call that names its context by reference lists no parents and has them
+// all the same: its parents are read expanded (AllParents), and one whose
+// reference was not resolved is refused here.
 func (e *Engine) checkParentless(ctx context.Context, st *lineage.Statement) error {
-	if len(st.Parents) > 0 {
+	ps, err := st.AllParents()
+	if err != nil {
+		return err
+	}
+	if len(ps) > 0 {
 		return nil
 	}
 	ids, err := e.graph.Context(ctx, st.Session)

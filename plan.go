@@ -155,7 +155,11 @@ func (e *Engine) sameJustification(t kv.Txn, d *gate.Decision, call *lineage.Sta
 	if d.Plan == nil || !d.Plan.Authority {
 		// The context may have grown since the ask ("I approved it,
 		// retry"): it must still hold every source the person was shown.
-		return within(d.Justification, parentIDs(call)), nil
+		ids, err := parentIDs(call)
+		if err != nil {
+			return false, err
+		}
+		return within(d.Justification, ids), nil
 	}
 	st, err := e.graph.StatementIn(t, d.CallID)
 	if err != nil {
@@ -164,7 +168,15 @@ func (e *Engine) sameJustification(t kv.Txn, d *gate.Decision, call *lineage.Sta
 	if st.Plan == nil || call.Plan == nil || *st.Plan != *call.Plan {
 		return false, nil
 	}
-	return sameSet(parentIDs(st), parentIDs(call)), nil
+	was, err := parentIDs(st)
+	if err != nil {
+		return false, err
+	}
+	now, err := parentIDs(call)
+	if err != nil {
+		return false, err
+	}
+	return sameSet(was, now), nil
 }
 
 // sameSet reports whether a and b hold the same IDs.

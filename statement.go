@@ -40,7 +40,24 @@ type Reader interface {
 	Resolve(ctx context.Context, prefix string) (string, error)
 }
 
+// ContextReferrer is a Reader that can name a session's whole context by
+// reference: its count and the hash chain over it, read together
+// (lineage.ContextRef). BuildCall then makes a call with the default
+// justification (the whole context) name it so instead of listing every
+// entry: a statement of O(arguments), not O(context). The engine's reader
+// is one; a Reader that is not (the sidecar server's client, whose protocol
+// does not carry the head) keeps listing, and both forms label, decide and
+// verify alike.
+type ContextReferrer interface {
+	Reader
+	ContextRef(ctx context.Context, session string) (*lineage.ContextRef, error)
+}
+
 type engineReader struct{ e *Engine }
+
+func (r engineReader) ContextRef(ctx context.Context, session string) (*lineage.ContextRef, error) {
+	return r.e.ContextRef(ctx, session)
+}
 
 func (r engineReader) Context(ctx context.Context, session string) ([]string, error) {
 	return r.e.graph.Context(ctx, session)
@@ -122,7 +139,10 @@ func (e *Engine) CallStatement(ctx context.Context, c Call) (*lineage.Statement,
 
 // BuildCall builds the statement of a proposed call at time now: its
 // parents are its justification (the session's context when not given),
-// and the argument sources are resolved to full IDs.
+// and the argument sources are resolved to full IDs. When r is a
+// ContextReferrer, the session's context as a default justification is
+// named by reference (a version 2 statement) rather than listed; an
+// explicit justification, or a plan citation, is always listed.
 func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.Statement, map[string][]string, error) {
 	args, err := lineage.CanonicalArgs(c.Args)
 	if err != nil {
@@ -143,7 +163,14 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 		}
 	}
 	var parents []lineage.Parent
-	if just == nil {
+	var cref *lineage.ContextRef
+	rr, byRef := r.(ContextReferrer)
+	if just == nil && byRef && ref == nil {
+		// The session's context, by reference (nil: an empty context).
+		if cref, err = rr.ContextRef(ctx, c.Session); err != nil {
+			return nil, nil, err
+		}
+	} else if just == nil {
 		// The session's context: distinct full IDs, in order (Validate
 		// checks them again).
 		ids, err := r.Context(ctx, c.Session)
@@ -182,8 +209,11 @@ func BuildCall(ctx context.Context, r Reader, c Call, now time.Time) (*lineage.S
 	}
 	st := &lineage.Statement{
 		Version: 1, Principal: c.Principal, Kind: lineage.KindCall, Session: c.Session,
-		ContentDigest: lineage.DigestContent(args), Parents: parents, Tool: c.Tool, Args: args,
+		ContentDigest: lineage.DigestContent(args), Parents: parents, Context: cref, Tool: c.Tool, Args: args,
 		Plan: ref, Time: lineage.FormatTime(now),
+	}
+	if cref != nil {
+		st.Version = 2
 	}
 	return st, srcs, st.Validate()
 }

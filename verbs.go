@@ -256,6 +256,18 @@ func (e *Engine) Context(ctx context.Context, session string) ([]string, error) 
 	return e.graph.Context(ctx, session)
 }
 
+// ContextRef names a session's whole context by reference: its count and
+// the hash chain over it (nil for an empty context). With it the engine is
+// a ContextReferrer: a call it builds with the default justification names
+// its context so, in O(arguments), and never needs the session's context
+// rolled up to stay within lineage.MaxParents.
+func (e *Engine) ContextRef(ctx context.Context, session string) (*lineage.ContextRef, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.graph.ContextRef(session)
+}
+
 // Decision is a logged decision, by ID or unique prefix.
 func (e *Engine) Decision(ctx context.Context, id string) (*gate.Decision, error) {
 	if err := ctx.Err(); err != nil {
@@ -290,7 +302,13 @@ func (e *Engine) Show(ctx context.Context, prefix string) (*EntryView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &EntryView{Node: n, Parents: n.Edges(e.reg.Tau()), Envelope: env, Content: content}
+	// Every parent edge: a context reference's entries too, read from the
+	// context rows and checked against the reference.
+	edges, err := e.graph.Edges(n)
+	if err != nil {
+		return nil, err
+	}
+	v := &EntryView{Node: n, Parents: edges, Envelope: env, Content: content}
 	if err := e.graph.VerifyEntrySignature(env); err != nil {
 		v.SignatureError = err.Error()
 	}

@@ -47,9 +47,16 @@ func (g *Gate) NewDecision(st *lineage.Statement, callID string, now time.Time) 
 		Version: 1, Decision: Deny, CallID: callID, Tool: st.Tool, Principal: st.Principal, Session: st.Session,
 		Time: lineage.FormatTime(now), ArgsDigest: lineage.ActionDigest(st.Tool, st.Args),
 		PolicyVersion: g.version, Reasons: []string{}, Warnings: []string{}, Untrusted: []lineage.Source{},
-		Justification: make([]string, 0, len(st.Parents)),
 	}
-	for _, p := range st.Parents {
+	// Every parent: a reference's context entries too. A statement whose
+	// reference was not resolved (refused before the graph read it) has no
+	// known parents: it lists what it lists, and the engine denies it.
+	ps, err := st.AllParents()
+	if err != nil {
+		ps = st.Parents
+	}
+	d.Justification = make([]string, 0, len(ps))
+	for _, p := range ps {
 		d.Justification = append(d.Justification, p.ID)
 	}
 	return d

@@ -110,6 +110,8 @@ func (g *Gate) planUse(f *Facts) (*PlanUse, error) {
 		}
 	}
 	u.control = []string{ref.ID}
+	// A call that cites a plan lists its parents (it names no context by
+	// reference), so these are all of them.
 	for _, p := range st.Parents {
 		if p.ID != ref.ID && !data[p.ID] {
 			u.control = append(u.control, p.ID)

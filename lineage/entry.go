@@ -104,6 +104,7 @@ type Statement struct {
 	Session       string          `json:"session,omitempty"`
 	ContentDigest string          `json:"content_digest"`
 	Parents       []Parent        `json:"parents"`
+	Context       *ContextRef     `json:"context,omitempty"`
 	Tool          string          `json:"tool,omitempty"`
 	Args          json.RawMessage `json:"args,omitempty"`
 	Approval      *Grant          `json:"approval,omitempty"`
@@ -111,6 +112,45 @@ type Statement struct {
 	Steps         []PlanStep      `json:"steps,omitempty"`
 	Plan          *PlanRef        `json:"plan,omitempty"`
 	Time          string          `json:"time"`
+
+	// expanded are every parent of a statement that names its context by
+	// reference, set by the graph when it resolved the reference
+	// (AllParents); never signed, never encoded.
+	expanded []Parent
+}
+
+// ContextRef names, in a call's statement, the first N entries of its
+// session's context as its first parents, each strong (weight 1), in order,
+// before the parents it lists (none of which is among the N). Head is the
+// context's hash chain after those N entries (c0 = 32 zero bytes, ck =
+// sha256(ck-1 || idk), the chain the session's head row keeps), in hex: with
+// the signature over it, it fixes the N entries as a list of them would. A
+// statement that carries one is version 2; version 1 never does, so an
+// older pedigree refuses such a call instead of reading it as a call that
+// rests on nothing (docs/performance.md, issue 31).
+type ContextRef struct {
+	N    int    `json:"n"`
+	Head string `json:"head"`
+}
+
+// ErrUnexpanded: a statement names its context by reference and was read
+// without the graph resolving it, so its parents are not known.
+var ErrUnexpanded = errors.New("a call that names its context by reference was not resolved against the graph")
+
+// AllParents are every parent of the entry, in order: the first N entries
+// of its session's context when it names them by reference, then the
+// parents it lists. Whoever reads a call's parents reads them here, so that
+// no reader sees only the listed ones. A statement with a reference that the
+// graph has not resolved (Graph.Prepare, PrepareSigned, Expand) has no
+// known parents: ErrUnexpanded.
+func (s *Statement) AllParents() ([]Parent, error) {
+	if s.Context == nil {
+		return s.Parents, nil
+	}
+	if s.expanded == nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, ErrUnexpanded)
+	}
+	return s.expanded, nil
 }
 
 var (
@@ -307,8 +347,14 @@ func (s *Statement) Encode() ([]byte, error) {
 // Validate checks every field of s for shape and range.
 func (s *Statement) Validate() error {
 	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{ErrMalformed}, a...)...) }
-	if s.Version != 1 {
-		return bad("version %d, want 1", s.Version)
+	switch {
+	case s.Version == 1 && s.Context == nil:
+	case s.Version == 2 && s.Context != nil:
+		if err := s.validateRef(); err != nil {
+			return err
+		}
+	default:
+		return bad("version %d: want 1, or 2 with a context reference, and a context reference only with version 2", s.Version)
 	}
 	if err := registry.ValidateID(s.Principal); err != nil {
 		return err
@@ -368,6 +414,28 @@ func (s *Statement) Validate() error {
 	}
 	if _, err := time.Parse(time.RFC3339Nano, s.Time); err != nil {
 		return bad("time %q: %v", s.Time, err)
+	}
+	return nil
+}
+
+// validateRef checks a version 2 statement's context reference: only a
+// call names one, in a session, of 1 to MaxContextRef entries, with a full
+// chain head, and it cites no plan step (a plan citation names its plan
+// among the listed parents, which a reference leaves to the context).
+func (s *Statement) validateRef() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{ErrMalformed}, a...)...) }
+	c := s.Context
+	switch {
+	case s.Kind != KindCall:
+		return bad("only a call names its context by reference, not a %s", s.Kind)
+	case s.Session == "":
+		return bad("a context reference needs the call's session")
+	case c.N < 1 || c.N > MaxContextRef:
+		return bad("a context reference names 1 to %d entries, not %d", MaxContextRef, c.N)
+	case !IsID(c.Head):
+		return bad("context reference head %q: want 64 lowercase hex", c.Head)
+	case s.Plan != nil:
+		return bad("a call that cites a plan step lists its parents: it names no context by reference")
 	}
 	return nil
 }
@@ -612,6 +680,10 @@ func cloneStatement(s *Statement) *Statement {
 	c := *s
 	c.Parents = slices.Clone(s.Parents)
 	c.Args = slices.Clone(s.Args)
+	if s.Context != nil {
+		r := *s.Context
+		c.Context = &r
+	}
 	if s.Approval != nil {
 		g := *s.Approval
 		c.Approval = &g

@@ -1,7 +1,9 @@
 package lineage_test
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +30,63 @@ func goldenStatement() *lineage.Statement {
 	}
 }
 
+// goldenStatementV2 is the golden call naming the first 12 entries of its
+// session's context by reference, then listing one parent.
+func goldenStatementV2() *lineage.Statement {
+	st := goldenStatement()
+	st.Version, st.Parents = 2, st.Parents[1:]
+	st.Context = &lineage.ContextRef{N: 12, Head: strings.Repeat("ef", 32)}
+	return st
+}
+
+// TestVersion1RefusesVersion2 holds the golden version 2 envelope to the
+// rules of version 1's decoder (before context references: the fields
+// below, nothing else, and version 1): it is refused as malformed, never
+// read as a call with only its listed parents. Today's decoder reads it
+// with its reference.
+func TestVersion1RefusesVersion2(t *testing.T) {
+	env, err := os.ReadFile(filepath.Join("..", "testdata", "lineage", "golden", "envelope-v2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, payload, _, err := lineage.Open(env)
+	if err != nil || st.Version != 2 || st.Context == nil || st.Context.N != 12 {
+		t.Fatalf("today's decoder: %+v, %v", st, err)
+	}
+	type v1Statement struct {
+		Version       int                `json:"version"`
+		Principal     string             `json:"principal"`
+		Kind          string             `json:"kind"`
+		Session       string             `json:"session,omitempty"`
+		ContentDigest string             `json:"content_digest"`
+		Parents       []lineage.Parent   `json:"parents"`
+		Tool          string             `json:"tool,omitempty"`
+		Args          json.RawMessage    `json:"args,omitempty"`
+		Approval      *lineage.Grant     `json:"approval,omitempty"`
+		Rejection     *lineage.Rejection `json:"rejection,omitempty"`
+		Steps         []lineage.PlanStep `json:"steps,omitempty"`
+		Plan          *lineage.PlanRef   `json:"plan,omitempty"`
+		Time          string             `json:"time"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	var old v1Statement
+	if err := dec.Decode(&old); err == nil {
+		t.Fatalf("version 1's decoder read a version 2 statement: %+v", old)
+	}
+	// Without the field, the version alone refuses it.
+	strip := strings.Replace(string(payload), `,"context":{"n":12,"head":"`+strings.Repeat("ef", 32)+`"}`, "", 1)
+	if strip == string(payload) {
+		t.Fatal("the golden payload has no context field")
+	}
+	if _, err := lineage.ParseStatement([]byte(strip)); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("a version 2 statement without its reference: %v", err)
+	}
+	if err := json.Unmarshal([]byte(strip), &old); err != nil || old.Version == 1 {
+		t.Fatalf("version %d, %v", old.Version, err)
+	}
+}
+
 // TestCanonicalGolden pins the signed bytes, the ID and (Ed25519 being
 // deterministic) the envelope of a fixed statement under a fixed key. A
 // change here changes every entry ID: regenerate with -update only on
@@ -41,16 +100,18 @@ func TestCanonicalGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := goldenStatement()
-	payload, err := st.Encode()
-	if err != nil {
-		t.Fatal(err)
+	got := map[string][]byte{}
+	for suffix, st := range map[string]*lineage.Statement{"": goldenStatement(), "-v2": goldenStatementV2()} {
+		payload, err := st.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, id, err := lineage.Sign(signer, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got["statement"+suffix+".json"], got["id"+suffix+".txt"], got["envelope"+suffix+".json"] = payload, []byte(id+"\n"), env
 	}
-	env, id, err := lineage.Sign(signer, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]byte{"statement.json": payload, "id.txt": []byte(id + "\n"), "envelope.json": env}
 	for name, b := range got {
 		path := filepath.Join("..", "testdata", "lineage", "golden", name)
 		if *update {

@@ -115,7 +115,7 @@ func (g *Graph) prepare(st *Statement, p registry.Principal, id string, env, con
 	if (st.Kind == KindApproval || st.Kind == KindRejection) && p.Tier != registry.User {
 		return nil, fmt.Errorf("%w: an entry of kind %s must be signed by a user-tier principal, %s is %s", ErrMalformed, st.Kind, p.ID, p.Tier)
 	}
-	n, err := g.labelCached(st, id, p.Tier)
+	n, st, err := g.labelCached(st, id, p.Tier)
 	if err != nil {
 		return nil, err
 	}
@@ -143,14 +143,7 @@ func (g *Graph) Preview(st *Statement) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s := g.Summary(st); s != nil {
-		return g.labelSummarised(st, IDOf(payload), p.Tier, s), nil
-	}
-	var n *Node
-	err = g.store.View(func(t kv.Txn) error {
-		n, err = g.label(t, st, IDOf(payload), p.Tier)
-		return err
-	})
+	n, _, err := g.labelCached(st, IDOf(payload), p.Tier)
 	return n, err
 }
 
@@ -190,8 +183,19 @@ func (g *Graph) checkSignature(st *Statement, payload, env []byte) (registry.Pri
 // its node in the cache), without a read transaction: on Badger a new read
 // transaction waits for the commits in flight, fsync included, which cost
 // each of eight writers 350 to 560 µs per record. A cached node is never
-// stale: entries are immutable and only this process writes the store.
-func (g *Graph) labelCached(st *Statement, id string, tier registry.Tier) (*Node, error) {
+// stale: entries are immutable and only this process writes the store. The
+// statement returned is st, or for one that names its context by reference
+// a copy of it that carries its expanded parents (AllParents).
+func (g *Graph) labelCached(st *Statement, id string, tier registry.Tier) (*Node, *Statement, error) {
+	if st.Context != nil {
+		return g.labelRefCached(st, id, tier)
+	}
+	n, err := g.labelListed(st, id, tier)
+	return n, st, err
+}
+
+// labelListed is labelCached for a statement that lists all its parents.
+func (g *Graph) labelListed(st *Statement, id string, tier registry.Tier) (*Node, error) {
 	if s := g.Summary(st); s != nil {
 		return g.labelSummarised(st, id, tier, s), nil
 	}
@@ -565,11 +569,24 @@ func (g *Graph) parents(t kv.Txn, id string) ([]Edge, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.Edges(n), nil
+	return g.edgesIn(t, n)
 }
 
-// Edges are n's parent edges, in the signed statement's order.
-func (g *Graph) Edges(n *Node) []Edge { return n.Edges(g.reg.Tau()) }
+// Edges are all of n's parent edges, in the signed statement's order: the
+// context entries it names by reference (read from the context rows and
+// checked against the reference) before the ones it lists.
+func (g *Graph) Edges(n *Node) ([]Edge, error) {
+	if n.Context == nil {
+		return n.Edges(g.reg.Tau()), nil
+	}
+	var out []Edge
+	err := g.store.View(func(t kv.Txn) error {
+		var err error
+		out, err = g.edgesIn(t, n)
+		return err
+	})
+	return out, err
+}
 
 // Resolve turns an ID or a unique prefix of at least MinPrefix hex
 // characters into a full ID.

@@ -5,6 +5,9 @@ package lineage
 const (
 	// MaxParents is the most parents one entry may name.
 	MaxParents = 1024
+	// MaxContextRef is the most context entries a call may name by
+	// reference (ContextRef).
+	MaxContextRef = 1 << 24
 	// MaxEnvelopeBytes bounds a signed envelope (statement and signature).
 	MaxEnvelopeBytes = 256 << 10
 	// MaxContentBytes bounds the optional content stored with an entry.

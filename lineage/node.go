@@ -30,11 +30,18 @@ type Node struct {
 	EffectiveRoot string `json:"effective_root,omitempty"`
 	ReachVia      string `json:"reach_via,omitempty"`
 	ReachRoot     string `json:"reach_root,omitempty"`
-	NParents      int    `json:"n_parents"`
-	// Parents are the signed parents with their weights, in the
-	// statement's order: walks read them from here, one row per step,
+	// NParents counts every parent: the context entries a reference names
+	// and the listed ones.
+	NParents int `json:"n_parents"`
+	// Parents are the signed parents the statement lists, with their
+	// weights, in its order: walks read them from here, one row per step,
 	// instead of iterating edge keys.
 	Parents []Parent `json:"parents"`
+	// Context is the statement's context reference (nil when it names
+	// none): its first parents are the first Context.N entries of its
+	// session's context, before Parents. Walks expand it from the context
+	// rows (Graph.Edges), checked against Context.Head.
+	Context *ContextRef `json:"context,omitempty"`
 }
 
 // Edge is a derivation edge as read back from the graph.
@@ -70,13 +77,23 @@ func memberKey(session, id string) []byte { return []byte(pMember + session + "\
 
 // nodeFormat is the version byte of the binary node encoding. Nodes are
 // read on every check and every step of a walk, so they are encoded by hand:
-// JSON decoding was most of a check's time. Format 2 added the parents.
-const nodeFormat = 2
+// JSON decoding was most of a check's time. Format 2 added the parents;
+// format 3, written only for an entry that names its context by reference,
+// adds the reference after them, so every other row keeps format 2, byte
+// for byte.
+const (
+	nodeFormat    = 2
+	nodeFormatRef = 3
+)
 
 func encodeNode(n *Node) []byte {
 	// About 256 bytes of fields, then 41 bytes per parent.
 	b := make([]byte, 0, 256+41*len(n.Parents))
-	b = append(b, nodeFormat)
+	format := byte(nodeFormat)
+	if n.Context != nil {
+		format = nodeFormatRef
+	}
+	b = append(b, format)
 	b = appendID(b, n.ID)
 	b = binary.AppendUvarint(b, n.Seq)
 	for _, s := range []string{n.Principal, string(n.Kind), n.Session, n.Tool, n.Time} {
@@ -91,6 +108,10 @@ func encodeNode(n *Node) []byte {
 	for _, p := range n.Parents {
 		b = appendID(b, p.ID)
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(p.Weight))
+	}
+	if c := n.Context; c != nil {
+		b = binary.AppendUvarint(b, uint64(c.N))
+		b = appendID(b, c.Head)
 	}
 	return b
 }
@@ -168,7 +189,8 @@ func (r *nodeReader) id() string {
 
 func decodeNode(b []byte) (*Node, error) {
 	r := &nodeReader{b: b}
-	if r.byte() != nodeFormat {
+	format := r.byte()
+	if format != nodeFormat && format != nodeFormatRef {
 		return nil, errBadNode
 	}
 	n := &Node{ID: r.id(), Seq: r.uvarint(), Principal: r.string(), Kind: Kind(r.string()), Session: r.string(), Tool: r.string(), Time: r.string()}
@@ -192,6 +214,19 @@ func decodeNode(b []byte) (*Node, error) {
 		}
 	}
 	n.NParents = int(count)
+	if format == nodeFormatRef {
+		c := &ContextRef{}
+		if v := r.uvarint(); v >= 1 && v <= MaxContextRef {
+			c.N = int(v)
+		} else {
+			r.err = errBadNode
+		}
+		if c.Head = r.id(); c.Head == "" {
+			r.err = errBadNode
+		}
+		n.Context = c
+		n.NParents += c.N
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = errBadNode
 	}
@@ -201,8 +236,10 @@ func decodeNode(b []byte) (*Node, error) {
 	return n, nil
 }
 
-// Edges are n's parent edges, in the signed statement's order, each marked
-// strong when its weight is at least tau.
+// Edges are n's listed parent edges, in the signed statement's order, each
+// marked strong when its weight is at least tau. For a node that names its
+// context by reference (n.Context) they are not all its parents: read those
+// with Graph.Edges, which expands the reference.
 func (n *Node) Edges(tau float64) []Edge {
 	out := make([]Edge, len(n.Parents))
 	for i, p := range n.Parents {

@@ -31,6 +31,9 @@ type sessionSummary struct {
 	ids   []string    // the context, in order (append only)
 	nodes []*Node     // their nodes
 	head  contextHead // the hash chain over ids
+	// chains[k-1] is the chain after the first k entries: what a context
+	// reference to them names (ContextRef), checked in O(1).
+	chains [][32]byte
 	// eff[k-1] and reach[k-1] are the positions of the entries the labels
 	// of the prefix of length k come from.
 	eff, reach []int32
@@ -93,6 +96,7 @@ func (ss *sessionSummary) add(n *Node) {
 		ss.flagged = append(ss.flagged, i)
 	}
 	ss.head = ss.head.add(n.ID)
+	ss.chains = append(ss.chains, ss.head.chain)
 }
 
 // forget drops session's summary ss (its caller holds ss.mu): the next use
@@ -108,7 +112,7 @@ func (s *summaries) forget(session string, ss *sessionSummary) {
 
 // reset forgets everything: the summary is built again from the store.
 func (ss *sessionSummary) reset() {
-	ss.ids, ss.nodes, ss.head, ss.eff, ss.reach, ss.flagged = nil, nil, contextHead{}, nil, nil, nil
+	ss.ids, ss.nodes, ss.head, ss.chains, ss.eff, ss.reach, ss.flagged = nil, nil, contextHead{}, nil, nil, nil, nil
 }
 
 // contextIn returns session's context inside t (the graph's namespace of
@@ -209,11 +213,18 @@ type Summary struct {
 
 // Summary returns the summary of st's parents when they are, in order, the
 // first entries of st's session's context as it is summarised in memory,
-// each a strong parent; else nil. It reads nothing from the store: the
-// summary of a prefix depends on the prefix's entries alone, which never
-// change.
+// each a strong parent, or when st names such a prefix by reference and
+// lists no other parent (the summary's chain at the prefix is the
+// reference's head); else nil. It reads nothing from the store: the summary
+// of a prefix depends on the prefix's entries alone, which never change.
 func (g *Graph) Summary(st *Statement) *Summary {
 	k := len(st.Parents)
+	if st.Context != nil {
+		if k > 0 {
+			return nil
+		}
+		k = st.Context.N
+	}
 	if st.Session == "" || k == 0 {
 		return nil
 	}
@@ -226,10 +237,16 @@ func (g *Graph) Summary(st *Statement) *Summary {
 	if len(ss.ids) < k {
 		return nil
 	}
-	tau := g.reg.Tau()
-	for i, p := range st.Parents {
-		if p.ID != ss.ids[i] || p.Weight < tau {
+	if st.Context != nil {
+		if headHex(ss.chains[k-1]) != st.Context.Head {
 			return nil
+		}
+	} else {
+		tau := g.reg.Tau()
+		for i, p := range st.Parents {
+			if p.ID != ss.ids[i] || p.Weight < tau {
+				return nil
+			}
 		}
 	}
 	s := &Summary{N: k, eff: ss.nodes[ss.eff[k-1]], reach: ss.nodes[ss.reach[k-1]]}

@@ -67,13 +67,14 @@ func (g *Graph) VerifyIn(ctx context.Context, t kv.Txn, bad func(id, f string, a
 	}
 	stmts := map[string]*Statement{}
 	nodes := map[string]*Node{}
+	rows := &contextRows{t: t, ids: map[string][]string{}, chains: map[string][][32]byte{}}
 	err := t.Iterate([]byte(pSeq), true, func(k, val []byte) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		seq := binary.BigEndian.Uint64(k[len(pSeq):])
 		id := string(val)
-		if st, n := g.verifyEntry(t, id, seq, nodes, bad); st != nil {
+		if st, n := g.verifyEntry(t, id, seq, nodes, rows, bad); st != nil {
 			v.Entries[id] = seq
 			stmts[id], nodes[id] = st, n
 			if joinsContext(st) {
@@ -218,7 +219,7 @@ func (g *Graph) verifyContexts(ctx context.Context, t kv.Txn, v *Verified, stmts
 // in the append order, and returns its statement and node when it is there
 // at all (its envelope decodes to its ID and its node row decodes), so that
 // its children can name it.
-func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, nodes map[string]*Node, bad func(string, string, ...any)) (*Statement, *Node) {
+func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, nodes map[string]*Node, rows *contextRows, bad func(string, string, ...any)) (*Statement, *Node) {
 	env, err := t.Get(key(pEnvelope, id))
 	if err != nil {
 		bad(id, "envelope missing: %v", err)
@@ -274,6 +275,12 @@ func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, nodes map[string]*N
 	if !slices.Equal(n.Parents, st.Parents) {
 		bad(id, "node row lists other parents or weights than the signed statement")
 	}
+	if !sameRef(n.Context, st.Context) {
+		bad(id, "node row names another context reference than the signed statement")
+	}
+	if st.Context != nil {
+		g.verifyRef(id, st, nodes, rows, &want, bad)
+	}
 	for _, par := range st.Parents {
 		pn, ok := nodes[par.ID]
 		if !ok {
@@ -289,6 +296,71 @@ func (g *Graph) verifyEntry(t kv.Txn, id string, seq uint64, nodes map[string]*N
 			n.Effective, n.Reach, want.Effective, want.Reach)
 	}
 	return st, n
+}
+
+// contextRows are the stored context rows of each session, read once per
+// session as verify needs them, with the chain after each row.
+type contextRows struct {
+	t      kv.Txn
+	ids    map[string][]string
+	chains map[string][][32]byte
+}
+
+func (c *contextRows) of(session string) ([]string, [][32]byte, error) {
+	if ids, ok := c.ids[session]; ok {
+		return ids, c.chains[session], nil
+	}
+	var ids []string
+	var chains [][32]byte
+	var h contextHead
+	prefix := append(append([]byte(pSession), session...), 0)
+	if err := c.t.Iterate(prefix, true, func(_, v []byte) error {
+		ids = append(ids, string(v))
+		h = h.add(string(v))
+		chains = append(chains, h.chain)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	c.ids[session], c.chains[session] = ids, chains
+	return ids, chains, nil
+}
+
+// verifyRef checks the context reference of a version 2 entry against the
+// stored context rows of its session (whose derivation from the log
+// verifyContexts and VerifyContextOrder check) and folds the prefix it
+// names into want, the recomputation of the entry's labels: a context row
+// dropped, added, renamed or swapped before the reference's end is reported
+// on every entry that rests on it.
+func (g *Graph) verifyRef(id string, st *Statement, nodes map[string]*Node, rows *contextRows, want *Node, bad func(string, string, ...any)) {
+	ids, chains, err := rows.of(st.Session)
+	k := st.Context.N
+	switch {
+	case err != nil:
+		bad(id, "the context rows of session %s cannot be read: %v", st.Session, err)
+		return
+	case len(ids) < k:
+		bad(id, "names the first %d entries of the context of session %s by reference, which holds %d rows", k, st.Session, len(ids))
+		return
+	case headHex(chains[k-1]) != st.Context.Head:
+		bad(id, "the first %d context rows of session %s do not hash to the entry's context reference: context rows were edited", k, st.Session)
+		return
+	}
+	listed := make(map[string]bool, len(st.Parents))
+	for _, par := range st.Parents {
+		listed[par.ID] = true
+	}
+	for _, pid := range ids[:k] {
+		if listed[pid] {
+			bad(id, "lists %s, which its context reference names already", pid)
+		}
+		pn, ok := nodes[pid]
+		if !ok {
+			bad(id, "context entry %s is missing or was not written before the entry that names it", pid)
+			continue
+		}
+		propagate(want, pn, 1, g.reg.Tau())
+	}
 }
 
 // VerifyContextOrder checks that every session's context rows are in the

@@ -74,10 +74,16 @@ func (g *Gateway) check(ctx context.Context, s *session, t tool, canon []byte) (
 
 // callOf is the call, justified by the session's context: by the engine's
 // default (the whole context) while it is short, else by the session's
-// rollups and the context's tail (internal/rollup), since a call names at
-// most lineage.MaxParents parents and a long session's context holds more.
+// rollups and the context's tail (internal/rollup), since a call that lists
+// its parents names at most lineage.MaxParents and a long session's context
+// holds more. A backend that names a context by reference (the engine
+// itself, a pedigree.ContextReferrer) always takes the default: its call
+// lists nothing, whatever the context's length, and nothing is rolled up.
 func (g *Gateway) callOf(ctx context.Context, s *session, t tool, canon []byte) (pedigree.Call, error) {
 	c := pedigree.Call{Principal: AgentPrincipal, Session: s.id, Tool: t.key, Args: canon}
+	if _, byRef := g.o.Backend.(pedigree.ContextReferrer); byRef {
+		return c, nil
+	}
 	just, rolled, err := rollup.Justification(ctx, g.o.Backend, &g.rollups, AgentPrincipal,
 		func() (*registry.Signer, error) { return g.o.Agent, nil }, s.id)
 	if err != nil {

@@ -113,7 +113,14 @@ type world struct {
 	memory string
 	g      *Gateway
 	ups    []Upstream
+	// listing puts the engine behind a Backend that does not name a
+	// context by reference (as a sidecar client does): the gateway then
+	// lists a call's context, rolled up past rollup.At entries.
+	listing bool
 }
+
+// listingBackend is the engine seen only through Backend.
+type listingBackend struct{ Backend }
 
 // newWorld is an engine with the gateway's principals and user:alice, and a
 // gateway in front of the filesystem server (tool:fs, external) and the
@@ -188,8 +195,12 @@ func (w *world) start(t testing.TB, mode Mode) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	var b Backend = w.E
+	if w.listing {
+		b = listingBackend{w.E}
+	}
 	g, err := New(ctx, w.ups, Options{
-		Backend: w.E, Agent: w.Keys[AgentPrincipal], Unverified: w.Keys[UnverifiedPrincipal],
+		Backend: b, Agent: w.Keys[AgentPrincipal], Unverified: w.Keys[UnverifiedPrincipal],
 		Tools: map[string]*registry.Signer{"tool:fs": w.Keys["tool:fs"], "tool:mem": w.Keys["tool:mem"], "tool:forger": w.Keys["tool:forger"],
 			"tool:ev": w.Keys["tool:ev"], "tool:evil": w.Keys["tool:evil"], "tool:gen": w.Keys["tool:gen"], "tool:bank": w.Keys["tool:bank"]},
 		Approver: w.Keys["user:alice"], ApproverID: "user:alice", Mode: mode,

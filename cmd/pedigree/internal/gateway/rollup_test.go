@@ -11,13 +11,25 @@ import (
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
-// A session's context outgrows what one call may name as parents
-// (lineage.MaxParents): the gateway justifies its calls by rollups of the
-// oldest entries and the context's tail, so a long clean session's calls
+// A session's context outgrows what one call may list as parents
+// (lineage.MaxParents). In front of the engine, the gateway's call names
+// the whole context by reference; in front of a backend that lists it (a
+// sidecar client), the gateway justifies its calls by rollups of the oldest
+// entries and the context's tail. Either way a long clean session's calls
 // are still allowed, and an untrusted entry at the very start of a long
-// session still denies, through the rollups.
+// session still denies.
 func TestLongSessionRollsUp(t *testing.T) {
+	for _, listing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listing=%v", listing), func(t *testing.T) { longSession(t, listing) })
+	}
+}
+
+func longSession(t *testing.T, listing bool) {
 	w := buildWorld(t, catalogDeny, registry.Internal, false) // the first call's output is clean
+	if listing {
+		w.listing = true
+		w.start(t, Enforce)
+	}
 	for _, poisoned := range []bool{false, true} {
 		c := w.connect(t, "2025-11-25", "")
 		first := c.call("list_allowed_directories", map[string]any{})
@@ -45,6 +57,15 @@ func TestLongSessionRollsUp(t *testing.T) {
 				t.Fatalf("a long clean session's write (call %d): %s %q", i, d.Decision, text(res))
 			case poisoned && (!res.IsError || d.Decision != gate.Deny || exists(out) || len(d.Untrusted) == 0 || d.Untrusted[0].Principal != "tool:evil"):
 				t.Fatalf("a long session whose first entry is untrusted (call %d): %s %+v %q", i, d.Decision, d.Untrusted, text(res))
+			}
+			// By reference the call rests on every entry itself; listed,
+			// on rollups (agent summaries) and the tail.
+			v, err := w.E.Show(t.Context(), d.CallID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if byRef := v.Node.Context != nil; byRef == listing || byRef && v.Node.NParents <= lineage.MaxParents || !byRef && v.Node.NParents > lineage.MaxParents {
+				t.Fatalf("listing=%v: the call names its context by reference: %v, with %d parents", listing, byRef, v.Node.NParents)
 			}
 			w.settle()
 		}
