@@ -62,7 +62,7 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 		for _, a := range strings.Split(s, sep) {
 			name, raw, ok := strings.Cut(a, "=")
 			if !ok || name == "" {
-				return bad("%q is not NAME=VALUE", a)
+				return bad("%q is not NAME=VALUE", redactPINs(a, sep))
 			}
 			if seen[name] {
 				return bad("%s= is given twice", name)
@@ -70,8 +70,8 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 			seen[name] = true
 			v, err := url.PathUnescape(raw)
 			if err != nil {
-				if name == "pin-value" {
-					return bad("pin-value= is not percent-encoded") // its detail would quote the PIN
+				if mayHoldPIN(name) {
+					return bad("%s= is not percent-encoded", name) // its detail would quote the PIN
 				}
 				return bad("%s=: %v", name, err)
 			}
@@ -191,21 +191,48 @@ func (r *pkcs11Ref) pin(display string) (string, error) {
 	return pin, nil
 }
 
-// DisplayRef is ref as errors and hints may show it: a pkcs11: URI's
-// pin-value is replaced by "REDACTED"; every other reference is itself.
+// DisplayRef is ref as errors and hints may show it: in a pkcs11: URI the
+// value of every attribute that may hold a PIN is replaced by "REDACTED":
+// pin-value=, and any other attribute whose name, in any case or
+// percent-encoded, says "pin" (but pin-source=, which names where the PIN
+// is), in the query or in the path, where the reader takes no PIN but a
+// person may have put one. Every other reference is itself.
 func DisplayRef(ref string) string {
 	if !isPKCS11Ref(ref) {
 		return ref
 	}
 	path, query, ok := strings.Cut(ref, "?")
+	path = redactPINs(path, ";")
 	if !ok {
-		return ref
+		return path
 	}
-	as := strings.Split(query, "&")
+	return path + "?" + redactPINs(query, "&")
+}
+
+// redactPINs redacts the PIN-like attributes of a URI part whose attributes
+// are separated by sep.
+func redactPINs(s, sep string) string {
+	as := strings.Split(s, sep)
 	for i, a := range as {
-		if strings.HasPrefix(a, "pin-value=") {
-			as[i] = "pin-value=REDACTED"
+		name, _, hasValue := strings.Cut(a, "=")
+		if !mayHoldPIN(strings.TrimPrefix(name, pkcs11Scheme)) {
+			continue
+		}
+		if hasValue {
+			as[i] = name + "=REDACTED"
+		} else {
+			as[i] = "REDACTED"
 		}
 	}
-	return path + "?" + strings.Join(as, "&")
+	return strings.Join(as, sep)
+}
+
+// mayHoldPIN reports whether an attribute named name (as written, perhaps
+// percent-encoded) may hold a PIN: pin-value, or a misspelling of it.
+func mayHoldPIN(name string) bool {
+	if n, err := url.PathUnescape(name); err == nil {
+		name = n
+	}
+	name = strings.ToLower(name)
+	return strings.Contains(name, "pin") && name != "pin-source"
 }
