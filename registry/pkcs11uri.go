@@ -236,3 +236,25 @@ func mayHoldPIN(name string) bool {
 	name = strings.ToLower(name)
 	return strings.Contains(name, "pin") && name != "pin-source"
 }
+
+// CredentialEnv names the environment variables that give the use of the
+// key ref names: a pkcs11: reference's pin-source=env:NAME, and Vault's and
+// OpenBao's token for hashivault:// and openbao://. A process that holds the
+// key keeps them from the programs it starts (the gateway's upstreams), which
+// would otherwise inherit the means to sign as the key's principal. It
+// reads no variable and opens nothing.
+func CredentialEnv(ref string) []string {
+	switch {
+	case isPKCS11Ref(ref):
+		r, err := parsePKCS11Ref(ref)
+		if err != nil {
+			return nil
+		}
+		if name, ok := strings.CutPrefix(r.pinSource, "env:"); ok && name != "" {
+			return []string{name}
+		}
+	case strings.HasPrefix(ref, "hashivault://"), strings.HasPrefix(ref, "openbao://"):
+		return []string{"VAULT_TOKEN", "BAO_TOKEN"}
+	}
+	return nil
+}

@@ -586,6 +586,9 @@ Examples (Claude Code):
 					log.Warn("the --approver holds no approval authority: every approval it signs will be refused (register a user-tier principal with 'registry add ... --approver')", "approver", approver)
 				}
 				o.ApproverID = approver
+				// The upstreams do not inherit what lets them use the
+				// approver's key (its PIN variable, the Vault token).
+				o.WithholdEnv = registry.CredentialEnv(approverKey)
 				// The key the gateway was started with: a command with
 				// nothing left to fill in.
 				k := registry.DisplayRef(approverKey)
