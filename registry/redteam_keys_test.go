@@ -113,3 +113,35 @@ func TestRedTeamSecondLoginBySerial(t *testing.T) {
 		t.Fatalf("a wrong PIN through serial=: %v", err)
 	}
 }
+
+// TestRedTeamPluginFromTheWorkingDirectory: a reference with a scheme no
+// built-in provider serves runs sigstore-kms-SCHEME from $PATH. A $PATH
+// with "." or an empty entry (the working directory), and a pasted
+// reference whose scheme names a program another user left in a shared
+// directory the command runs from, must not run that program (Go's
+// exec.ErrDot). This attack held; the test keeps it so.
+func TestRedTeamPluginFromTheWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	plugin := filepath.Join(dir, "sigstore-kms-planted")
+	if err := os.WriteFile(plugin, []byte("#!/bin/sh\ntouch "+marker+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, path := range []string{".:" + os.Getenv("PATH"), ":" + os.Getenv("PATH"), "sub/..:" + os.Getenv("PATH")} {
+		t.Setenv("PATH", path)
+		if _, err := registry.OpenSigner(t.Context(), "planted://k", 2*time.Second); err == nil {
+			t.Fatalf("PATH=%s: a planted plugin served the key", path)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("PATH=%s: the planted plugin in the working directory ran", path)
+		}
+	}
+	// The control: named by an absolute $PATH entry, the plugin runs (so
+	// the test sees a run when there is one).
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	registry.OpenSigner(t.Context(), "planted://k", 2*time.Second)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the plugin did not run from an absolute PATH entry: %v", err)
+	}
+}
