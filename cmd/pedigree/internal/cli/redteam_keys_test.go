@@ -4,7 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
 )
 
 // TestRedTeamTrustWorkspaceOperatorKeyFromEnv: docs/keys.md says the verbs
@@ -36,5 +40,45 @@ func TestRedTeamTrustWorkspaceOperatorKeyFromEnv(t *testing.T) {
 	c.env = map[string]string{"PEDIGREE_OPERATOR_KEY": moved}
 	if r := c.run("hook", "claude", "trust-workspace", repo); r.code != ExitOK {
 		t.Fatalf("trust-workspace with $PEDIGREE_OPERATOR_KEY: exit %d %s", r.code, r.err)
+	}
+}
+
+// TestRedTeamHookKeyFIFO: a writer of the data directory (no keys) puts a
+// FIFO, mode 0600, in place of a key the hook reads from DIR/hook-keys/.
+// Reading a key opened it blocking: the hook hung until Claude Code's own
+// hook timeout (60 s by default) killed it, and a hook that times out is a
+// non-blocking error to Claude Code, not a denial. The key is now refused
+// at once (not a regular file) and the hook fails closed (exit 2, which
+// blocks the call).
+func TestRedTeamHookKeyFIFO(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	keys, err := filepath.Glob(filepath.Join(c.dir, hook.KeyDir, "*"))
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no hook keys: %v", err)
+	}
+	for _, k := range keys {
+		os.Remove(k)
+		if err := syscall.Mkfifo(k, 0o600); err != nil {
+			t.Skip("mkfifo:", err)
+		}
+	}
+	done := make(chan result, 1)
+	go func() { done <- c.hook(fixture(t, "pre_tool_use_bash")) }()
+	select {
+	case r := <-done:
+		if r.code == ExitOK {
+			if d, _ := permission(t, r); d == "" || d == "allow" {
+				t.Fatalf("the hook with a FIFO for a key answered %q", d)
+			}
+		}
+		t.Logf("exit %d: %s%s", r.code, r.out, r.err)
+	case <-time.After(10 * time.Second):
+		for _, k := range keys { // let the reader go, so the test ends
+			if f, err := os.OpenFile(k, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+		t.Fatal("the hook hung on a FIFO in place of its key")
 	}
 }
