@@ -141,6 +141,10 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 		return nil, bad("module-path= is required (the PKCS#11 library, e.g. /usr/lib/softhsm/libsofthsm2.so)")
 	case !filepath.IsAbs(r.module):
 		return nil, bad("module-path=%s is not an absolute path", r.module)
+	case r.pinValueSet && r.pinValue == redacted:
+		// The reference as an error or hint showed it: logging in with it
+		// would spend one of the token's PIN tries on the word.
+		return nil, bad("pin-value=%s is how pedigree shows a PIN it hides, not a PIN: give the PIN (better: pin-source=env:NAME or file:PATH)", redacted)
 	case r.pinValueSet && r.pinSourceSet:
 		return nil, bad("give pin-source= or pin-value=, not both")
 	case !r.pinValueSet && !r.pinSourceSet:
@@ -191,6 +195,9 @@ func (r *pkcs11Ref) pin(display string) (string, error) {
 	return pin, nil
 }
 
+// redacted stands for a PIN in what DisplayRef shows.
+const redacted = "REDACTED"
+
 // DisplayRef is ref as errors and hints may show it: in a pkcs11: URI the
 // value of every attribute that may hold a PIN is replaced by "REDACTED":
 // pin-value=, and any other attribute whose name, in any case or
@@ -219,9 +226,9 @@ func redactPINs(s, sep string) string {
 			continue
 		}
 		if hasValue {
-			as[i] = name + "=REDACTED"
+			as[i] = name + "=" + redacted
 		} else {
-			as[i] = "REDACTED"
+			as[i] = redacted
 		}
 	}
 	return strings.Join(as, sep)

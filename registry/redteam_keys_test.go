@@ -145,3 +145,24 @@ func TestRedTeamPluginFromTheWorkingDirectory(t *testing.T) {
 		t.Fatalf("the plugin did not run from an absolute PATH entry: %v", err)
 	}
 }
+
+// TestRedTeamRedactedRefIsNotRun: the hints pedigree prints are commands
+// to run, and with a pin-value they show the reference as DisplayRef does,
+// pin-value=REDACTED ('mcp run' hands its approve hint to the agent in
+// every denial). Run as shown, the command logged in to the token with the
+// PIN "REDACTED": a PIN try spent on each run, and a smart card locks
+// after a few (CKR_PIN_LOCKED), so the agent, or a person pasting the
+// hint, could lock the approver out. The redacted form is refused before
+// the module is loaded.
+func TestRedTeamRedactedRefIsNotRun(t *testing.T) {
+	tk := kmstest.SoftHSM(t, "pedigree")
+	ref := tk.CreateKey(t, "alice")
+	shown := registry.DisplayRef(strings.Replace(ref, "pin-source=file:"+tk.PINFile, "pin-value="+tk.PIN, 1))
+	if !strings.Contains(shown, "pin-value=REDACTED") {
+		t.Fatalf("DisplayRef: %s", shown)
+	}
+	_, err := registry.OpenSigner(t.Context(), shown, 0)
+	if !errors.Is(err, registry.ErrBadKey) || errors.Is(err, registry.ErrKMS) || !strings.Contains(err.Error(), "not a PIN") {
+		t.Fatalf("the redacted reference reached the token: %v", err)
+	}
+}
