@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -80,5 +81,29 @@ func TestRedTeamHookKeyFIFO(t *testing.T) {
 			}
 		}
 		t.Fatal("the hook hung on a FIFO in place of its key")
+	}
+}
+
+// TestRedTeamNewKeyIsNotAReference: --new-key writes a new private key to a
+// file. Given a key reference (a person who means "make alice's key in the
+// token"), it wrote an ordinary key file named after the reference in the
+// working directory, PIN and all in its name, and registered that file's
+// key: the person believes the key is in the HSM while it lies on disk. A
+// reference is refused where a file is written, with what to use instead.
+func TestRedTeamNewKeyIsNotAReference(t *testing.T) {
+	c := newEnv(t)
+	c.must("init")
+	t.Chdir(t.TempDir())
+	for _, ref := range []string{"pkcs11:token=pedigree;object=alice?pin-value=93817", "hashivault://alice"} {
+		r := c.run("registry", "add", "user:alice", "--tier", "user", "--new-key", ref)
+		if r.code != ExitUsage || !strings.Contains(r.err, "--public-key") || strings.Contains(r.err, "93817") {
+			t.Errorf("--new-key %s: exit %d %s", ref, r.code, r.err)
+		}
+		if files, _ := os.ReadDir("."); len(files) != 0 {
+			t.Errorf("--new-key %s wrote %s", ref, files[0].Name())
+		}
+	}
+	if list := c.must("-o", "json", "registry", "list").out; strings.Contains(list, "user:alice") {
+		t.Fatalf("a principal was registered: %s", list)
 	}
 }

@@ -55,6 +55,11 @@ Example:
 			if (pubFile == "") == (newKey == "") {
 				return usagef("give exactly one of --public-key FILE and --new-key FILE")
 			}
+			if registry.IsKMSRef(newKey) {
+				// Else a key file named after the reference is written here,
+				// and the person believes the key is in the KMS or token.
+				return usagef("--new-key writes a new key file, and %s is a key reference: register a key held by a KMS or a token with --public-key REF", registry.DisplayRef(newKey))
+			}
 			if tier == "" {
 				return usagef("--tier is required")
 			}
