@@ -575,6 +575,10 @@ Examples (Claude Code):
 					return err
 				}
 			}
+			// The upstreams do not inherit what lets them use the
+			// approver's key or the operator's (a PIN variable, the Vault
+			// token): an upstream only feeds content.
+			o.WithholdEnv = append(registry.CredentialEnv(approverKey), registry.CredentialEnv(a.getenv("PEDIGREE_OPERATOR_KEY"))...)
 			who := "user:NAME --key FILE"
 			if approver != "" {
 				if o.Approver, err = a.signer(ctx, b, approver, approverKey); err != nil {
@@ -586,9 +590,6 @@ Examples (Claude Code):
 					log.Warn("the --approver holds no approval authority: every approval it signs will be refused (register a user-tier principal with 'registry add ... --approver')", "approver", approver)
 				}
 				o.ApproverID = approver
-				// The upstreams do not inherit what lets them use the
-				// approver's key (its PIN variable, the Vault token).
-				o.WithholdEnv = registry.CredentialEnv(approverKey)
 				// The key the gateway was started with: a command with
 				// nothing left to fill in.
 				k := registry.DisplayRef(approverKey)
