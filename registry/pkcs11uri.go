@@ -59,11 +59,17 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 		if s == "" {
 			return nil
 		}
+		prev := ""
 		for _, a := range strings.Split(s, sep) {
 			name, raw, ok := strings.Cut(a, "=")
+			if !ok && mayHoldPIN(prev) {
+				// Most likely the rest of a PIN cut at an unencoded sep.
+				return bad("%s= holds an unencoded %q: percent-encode it (%%%02X)", prev, sep, sep[0])
+			}
 			if !ok || name == "" {
 				return bad("%q is not NAME=VALUE", redactPINs(a, sep))
 			}
+			prev = name
 			if seen[name] {
 				return bad("%s= is given twice", name)
 			}
@@ -217,12 +223,20 @@ func DisplayRef(ref string) string {
 }
 
 // redactPINs redacts the PIN-like attributes of a URI part whose attributes
-// are separated by sep.
+// are separated by sep, and what follows one up to the next NAME=VALUE: a
+// PIN with an unencoded separator in it ("pin-value=12&34") is redacted
+// whole, not cut at the separator.
 func redactPINs(s, sep string) string {
 	as := strings.Split(s, sep)
+	inPIN := false
 	for i, a := range as {
 		name, _, hasValue := strings.Cut(a, "=")
-		if !mayHoldPIN(strings.TrimPrefix(name, pkcs11Scheme)) {
+		if inPIN && !hasValue {
+			as[i] = redacted
+			continue
+		}
+		inPIN = mayHoldPIN(strings.TrimPrefix(name, pkcs11Scheme))
+		if !inPIN {
 			continue
 		}
 		if hasValue {
