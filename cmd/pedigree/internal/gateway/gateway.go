@@ -84,9 +84,9 @@ type Options struct {
 	// Stderr receives the upstreams' stderr (default: discarded).
 	Stderr io.Writer
 	// WithholdEnv names the variables of this process's environment the
-	// upstreams do not inherit: the credentials of the Approver's key
-	// (registry.CredentialEnv), which would let an upstream sign as the
-	// approver. An upstream's own Env still sets them.
+	// upstreams do not inherit: the credentials of the Approver's key and
+	// of the operator's (registry.CredentialEnv), which would let an
+	// upstream sign as them. An upstream's own Env still sets them.
 	WithholdEnv []string
 	// Now is the clock (request state expiry).
 	Now func() time.Time
