@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	ssldsse "github.com/secure-systems-lab/go-securesystemslib/dsse"
 
@@ -282,12 +283,21 @@ func checkPrivateMode(path string) error {
 // ErrKeyFileMode: a private key file that its group or others can reach.
 var ErrKeyFileMode = errors.New("private key file permissions are too open")
 
+// readKeyFile reads a key or PIN file, which must be a regular file: it is
+// opened without blocking and refused when it is a FIFO, a device or a
+// socket, which could hold the command forever (a FIFO nobody writes to)
+// before any KMS deadline applies.
 func readKeyFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadKey, path, err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file (%s)", ErrBadKey, path, fi.Mode().Type())
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadKey, path, err)

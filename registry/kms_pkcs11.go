@@ -37,10 +37,13 @@ type tokenID struct {
 	slot                  int // -1 when the token is not named by slot
 }
 
-// openToken is a token this process has logged in to, and with which PIN.
+// openToken is a token this process has logged in to, and with which PIN:
+// its module and slot say which token it is, however a reference named it.
 type openToken struct {
-	ctx *crypto11.Context
-	pin string
+	ctx    *crypto11.Context
+	pin    string
+	module string
+	slot   uint
 }
 
 // tokens holds each token open in this process. A PKCS#11 login is the
@@ -101,8 +104,55 @@ func (r *pkcs11Ref) openToken(pin string) (*crypto11.Context, error) {
 	if err != nil {
 		return nil, r.explain(err)
 	}
-	tokens.m[id] = &openToken{ctx: c, pin: pin}
+	// The same token may be named another way (token= then serial= or
+	// slot-id=): its login, already made, would take this PIN whatever it
+	// is. The slot the module found says which token it is.
+	slot, err := r.slotOf(module)
+	if err != nil {
+		c.Close()
+		return nil, r.explain(err)
+	}
+	for _, t := range tokens.m {
+		if t.module == module && t.slot == slot && t.pin != pin {
+			c.Close()
+			return nil, fmt.Errorf("%s is already logged in to by this process with another PIN (it is the token in slot %d, named another way)", r.tokenName(), slot)
+		}
+	}
+	tokens.m[id] = &openToken{ctx: c, pin: pin, module: module, slot: slot}
 	return c, nil
+}
+
+// slotOf finds the slot of the token r names in module, as crypto11 finds
+// it (the first slot whose token matches). The module is already loaded
+// and initialised by crypto11: this handle shares it and does not
+// finalise it.
+func (r *pkcs11Ref) slotOf(module string) (uint, error) {
+	p := pkcs11.New(module)
+	if p == nil {
+		return 0, fmt.Errorf("failed to open module %s", module)
+	}
+	defer p.Destroy()
+	if err := p.Initialize(); err == nil {
+		defer p.Finalize() // not crypto11's instance after all: leave it as found
+	} else if code, ok := err.(pkcs11.Error); !ok || code != pkcs11.CKR_CRYPTOKI_ALREADY_INITIALIZED {
+		return 0, err
+	}
+	slots, err := p.GetSlotList(true)
+	if err != nil {
+		return 0, err
+	}
+	for _, slot := range slots {
+		ti, err := p.GetTokenInfo(slot)
+		if err != nil {
+			return 0, err
+		}
+		if (r.slot != nil && uint(*r.slot) == slot) ||
+			(ti.SerialNumber != "" && ti.SerialNumber == r.serial) ||
+			(ti.Label != "" && ti.Label == r.token) {
+			return slot, nil
+		}
+	}
+	return 0, errors.New("could not find PKCS#11 token")
 }
 
 // tokenName says which token r names.

@@ -59,19 +59,25 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 		if s == "" {
 			return nil
 		}
+		prev := ""
 		for _, a := range strings.Split(s, sep) {
 			name, raw, ok := strings.Cut(a, "=")
-			if !ok || name == "" {
-				return bad("%q is not NAME=VALUE", a)
+			if !ok && mayHoldPIN(prev) {
+				// Most likely the rest of a PIN cut at an unencoded sep.
+				return bad("%s= holds an unencoded %q: percent-encode it (%%%02X)", prev, sep, sep[0])
 			}
+			if !ok || name == "" {
+				return bad("%q is not NAME=VALUE", redactPINs(a, sep))
+			}
+			prev = name
 			if seen[name] {
 				return bad("%s= is given twice", name)
 			}
 			seen[name] = true
 			v, err := url.PathUnescape(raw)
 			if err != nil {
-				if name == "pin-value" {
-					return bad("pin-value= is not percent-encoded") // its detail would quote the PIN
+				if mayHoldPIN(name) {
+					return bad("%s= is not percent-encoded", name) // its detail would quote the PIN
 				}
 				return bad("%s=: %v", name, err)
 			}
@@ -141,6 +147,10 @@ func parsePKCS11Ref(ref string) (*pkcs11Ref, error) {
 		return nil, bad("module-path= is required (the PKCS#11 library, e.g. /usr/lib/softhsm/libsofthsm2.so)")
 	case !filepath.IsAbs(r.module):
 		return nil, bad("module-path=%s is not an absolute path", r.module)
+	case r.pinValueSet && r.pinValue == redacted:
+		// The reference as an error or hint showed it: logging in with it
+		// would spend one of the token's PIN tries on the word.
+		return nil, bad("pin-value=%s is how pedigree shows a PIN it hides, not a PIN: give the PIN (better: pin-source=env:NAME or file:PATH)", redacted)
 	case r.pinValueSet && r.pinSourceSet:
 		return nil, bad("give pin-source= or pin-value=, not both")
 	case !r.pinValueSet && !r.pinSourceSet:
@@ -191,21 +201,81 @@ func (r *pkcs11Ref) pin(display string) (string, error) {
 	return pin, nil
 }
 
-// DisplayRef is ref as errors and hints may show it: a pkcs11: URI's
-// pin-value is replaced by "REDACTED"; every other reference is itself.
+// redacted stands for a PIN in what DisplayRef shows.
+const redacted = "REDACTED"
+
+// DisplayRef is ref as errors and hints may show it: in a pkcs11: URI the
+// value of every attribute that may hold a PIN is replaced by "REDACTED":
+// pin-value=, and any other attribute whose name, in any case or
+// percent-encoded, says "pin" (but pin-source=, which names where the PIN
+// is), in the query or in the path, where the reader takes no PIN but a
+// person may have put one. Every other reference is itself.
 func DisplayRef(ref string) string {
 	if !isPKCS11Ref(ref) {
 		return ref
 	}
 	path, query, ok := strings.Cut(ref, "?")
+	path = redactPINs(path, ";")
 	if !ok {
-		return ref
+		return path
 	}
-	as := strings.Split(query, "&")
+	return path + "?" + redactPINs(query, "&")
+}
+
+// redactPINs redacts the PIN-like attributes of a URI part whose attributes
+// are separated by sep, and what follows one up to the next NAME=VALUE: a
+// PIN with an unencoded separator in it ("pin-value=12&34") is redacted
+// whole, not cut at the separator.
+func redactPINs(s, sep string) string {
+	as := strings.Split(s, sep)
+	inPIN := false
 	for i, a := range as {
-		if strings.HasPrefix(a, "pin-value=") {
-			as[i] = "pin-value=REDACTED"
+		name, _, hasValue := strings.Cut(a, "=")
+		if inPIN && !hasValue {
+			as[i] = redacted
+			continue
+		}
+		inPIN = mayHoldPIN(strings.TrimPrefix(name, pkcs11Scheme))
+		if !inPIN {
+			continue
+		}
+		if hasValue {
+			as[i] = name + "=" + redacted
+		} else {
+			as[i] = redacted
 		}
 	}
-	return path + "?" + strings.Join(as, "&")
+	return strings.Join(as, sep)
+}
+
+// mayHoldPIN reports whether an attribute named name (as written, perhaps
+// percent-encoded) may hold a PIN: pin-value, or a misspelling of it.
+func mayHoldPIN(name string) bool {
+	if n, err := url.PathUnescape(name); err == nil {
+		name = n
+	}
+	name = strings.ToLower(name)
+	return strings.Contains(name, "pin") && name != "pin-source"
+}
+
+// CredentialEnv names the environment variables that give the use of the
+// key ref names: a pkcs11: reference's pin-source=env:NAME, and Vault's and
+// OpenBao's token for hashivault:// and openbao://. A process that holds the
+// key keeps them from the programs it starts (the gateway's upstreams), which
+// would otherwise inherit the means to sign as the key's principal. It
+// reads no variable and opens nothing.
+func CredentialEnv(ref string) []string {
+	switch {
+	case isPKCS11Ref(ref):
+		r, err := parsePKCS11Ref(ref)
+		if err != nil {
+			return nil
+		}
+		if name, ok := strings.CutPrefix(r.pinSource, "env:"); ok && name != "" {
+			return []string{name}
+		}
+	case strings.HasPrefix(ref, "hashivault://"), strings.HasPrefix(ref, "openbao://"):
+		return []string{"VAULT_TOKEN", "BAO_TOKEN"}
+	}
+	return nil
 }

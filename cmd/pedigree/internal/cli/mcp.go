@@ -575,6 +575,10 @@ Examples (Claude Code):
 					return err
 				}
 			}
+			// The upstreams do not inherit what lets them use the
+			// approver's key or the operator's (a PIN variable, the Vault
+			// token): an upstream only feeds content.
+			o.WithholdEnv = append(registry.CredentialEnv(approverKey), registry.CredentialEnv(a.getenv("PEDIGREE_OPERATOR_KEY"))...)
 			who := "user:NAME --key FILE"
 			if approver != "" {
 				if o.Approver, err = a.signer(ctx, b, approver, approverKey); err != nil {

@@ -55,6 +55,11 @@ Example:
 			if (pubFile == "") == (newKey == "") {
 				return usagef("give exactly one of --public-key FILE and --new-key FILE")
 			}
+			if registry.IsKMSRef(newKey) {
+				// Else a key file named after the reference is written here,
+				// and the person believes the key is in the KMS or token.
+				return usagef("--new-key writes a new key file, and %s is a key reference: register a key held by a KMS or a token with --public-key REF", registry.DisplayRef(newKey))
+			}
 			if tier == "" {
 				return usagef("--tier is required")
 			}
@@ -139,7 +144,7 @@ Example:
 	}
 	cmd.Flags().StringVar(&tier, "tier", "", "internal, user, unverified or external")
 	cmd.Flags().StringVar(&pubFile, "public-key", "", "register this public key: a PEM file (Ed25519 or ECDSA P-256), or a KMS or PKCS#11 key reference (hashivault://NAME, awskms:///ARN, pkcs11:...) whose public half is fetched")
-	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key here and register its public half")
+	cmd.Flags().StringVar(&newKey, "new-key", "", "write a new private key to this file and register its public half (a key in a KMS or token: --public-key REF)")
 	cmd.Flags().BoolVar(&approver, "approver", false, "give the principal approval authority (user tier only; default: true for user:NAME at the user tier)")
 	return cmd
 }

@@ -33,7 +33,7 @@ stays external.
 The declaration is part of the hook's mapping (claude-hook.yaml) with the manifest of
 vouched files (DIR/claude-workspaces/), so after freeze it counts only under the
 operator's seal: the command seals the configuration again with the operator key
-(--operator-key, default: the one init wrote). --list shows the declarations as the
+(--operator-key, else $PEDIGREE_OPERATOR_KEY, else the one init wrote). --list shows the declarations as the
 hook counts them: after freeze it checks the mapping against the operator's seal and
 each manifest against its declaration, and fails (exit 1) naming what does not verify.`,
 		Args: cobra.MaximumNArgs(1),
@@ -81,14 +81,10 @@ each manifest against its declaration, and fails (exit 1) naming what does not v
 			if err := a.refuseIfServed(ctx, "declare a trusted workspace"); err != nil {
 				return err
 			}
-			if opKey == "" {
-				var err error
-				if opKey, err = a.defaultOperatorKey(); err != nil {
-					return err
-				}
-			}
-			// Before freeze no seal is written, and no key is needed.
-			op, kerr := registry.OpenSigner(cmd.Context(), opKey, a.kmsTimeout())
+			// Before freeze no seal is written, and no key is needed. The
+			// key is found as freeze and seal find it: --operator-key, else
+			// $PEDIGREE_OPERATOR_KEY, else the keys directory's.
+			op, kerr := a.loadOperator(opKey)
 			root, err := a.trustRootOption()
 			if err != nil {
 				return err
@@ -111,7 +107,7 @@ each manifest against its declaration, and fails (exit 1) naming what does not v
 		},
 	}
 	cmd.Flags().StringVar(&tier, "tier", registry.Internal.String(), "the tier the repository's content is signed at: user or internal")
-	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key, to seal the declaration after freeze (default: the keys directory's operator-<h>.key)")
+	cmd.Flags().StringVar(&opKey, "operator-key", "", "operator private key, to seal the declaration after freeze: a file or a KMS key reference (default: $PEDIGREE_OPERATOR_KEY, else the keys directory's operator-<h>.key)")
 	cmd.Flags().BoolVar(&list, "list", false, "list the trusted workspaces")
 	return cmd
 }

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,6 +83,11 @@ type Options struct {
 	Log      *slog.Logger
 	// Stderr receives the upstreams' stderr (default: discarded).
 	Stderr io.Writer
+	// WithholdEnv names the variables of this process's environment the
+	// upstreams do not inherit: the credentials of the Approver's key and
+	// of the operator's (registry.CredentialEnv), which would let an
+	// upstream sign as them. An upstream's own Env still sets them.
+	WithholdEnv []string
 	// Now is the clock (request state expiry).
 	Now func() time.Time
 	// Version is the gateway's version, as it introduces itself.
@@ -245,15 +252,15 @@ func (u *upstream) metadata() *Metadata {
 // Connect starts an upstream's command and reads its tools: what `mcp add`
 // does once, and the gateway at start.
 func Connect(ctx context.Context, cfg Upstream, stderr io.Writer) (*mcp.ClientSession, []*mcp.Tool, error) {
-	cs, tools, _, err := connect(ctx, cfg, stderr, nil)
+	cs, tools, _, err := connect(ctx, cfg, stderr, nil, nil)
 	return cs, tools, err
 }
 
 // connect starts an upstream; opts, when set, are the client's handlers of
 // what the upstream tells the gateway.
-func connect(ctx context.Context, cfg Upstream, stderr io.Writer, opts *mcp.ClientOptions) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
+func connect(ctx context.Context, cfg Upstream, stderr io.Writer, opts *mcp.ClientOptions, withhold []string) (*mcp.ClientSession, []*mcp.Tool, *exec.Cmd, error) {
 	cmd := exec.Command(cfg.Command, cfg.Args...)
-	cmd.Env = append(os.Environ(), cfg.Env...)
+	cmd.Env = append(upstreamEnv(os.Environ(), withhold), cfg.Env...)
 	if stderr == nil {
 		stderr = io.Discard
 	}
@@ -277,6 +284,18 @@ func connect(ctx context.Context, cfg Upstream, stderr io.Writer, opts *mcp.Clie
 	return cs, tools, cmd, nil
 }
 
+// upstreamEnv is env without the variables withhold names.
+func upstreamEnv(env, withhold []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(withhold, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer) (*upstream, error) {
 	u := &upstream{cfg: cfg, signer: s}
 	cs, tools, cmd, err := connect(ctx, cfg, g.o.Stderr, &mcp.ClientOptions{
@@ -285,7 +304,7 @@ func (g *Gateway) connect(ctx context.Context, cfg Upstream, s *registry.Signer)
 		// sessions that asked for them (passthrough.go).
 		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) { g.progressed(ctx, req.Params) },
 		ResourceUpdatedHandler:      func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) { g.updated(ctx, u, req.Params) },
-	})
+	}, g.o.WithholdEnv)
 	if err != nil {
 		return nil, err
 	}
