@@ -127,13 +127,13 @@ func TestLibraryBadInput(t *testing.T) {
 			_, _, err := lineage.Sign(w.Keys["user:alice"], st)
 			return err
 		}, lineage.ErrMalformed},
-		{"gate check of a non-call", func() error { _, err := e.CheckEnvelope(ctx, good, nil); return err }, lineage.ErrMalformed},
+		{"gate check of a non-call", func() error { _, err := e.Envelopes().Check(ctx, good, nil); return err }, lineage.ErrMalformed},
 		{"insert of a Signed not made by SignStatement", func() error {
-			_, err := e.InsertSigned(ctx, &lineage.Signed{}, nil)
+			_, err := e.Envelopes().InsertSigned(ctx, &lineage.Signed{}, nil)
 			return err
 		}, lineage.ErrMalformed},
-		{"gate check of garbage", func() error { _, err := e.CheckEnvelope(ctx, []byte("x"), nil); return err }, lineage.ErrMalformed},
-		{"gate approve of a non-approval", func() error { _, err := e.ApproveEnvelope(ctx, good); return err }, gate.ErrApproval},
+		{"gate check of garbage", func() error { _, err := e.Envelopes().Check(ctx, []byte("x"), nil); return err }, lineage.ErrMalformed},
+		{"gate approve of a non-approval", func() error { _, err := e.Envelopes().Approve(ctx, good); return err }, gate.ErrApproval},
 		{"approval by an agent", func() error {
 			_, err := e.Approve(ctx, w.Keys["agent:planner"], "agent:planner", denied.ID, time.Minute)
 			return err

@@ -337,7 +337,7 @@ func (e *Engine) checkApproval(st *lineage.Statement, now time.Time) (*gate.Deci
 // signed or stored (no call entry, no decision logged, no approval used): a
 // dry run, and what `pedigree bench` measures as a decision alone.
 func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
-	st, srcs, err := e.CallStatement(ctx, c)
+	st, srcs, err := e.callStatement(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func TestContextRefDecidesAsListing(t *testing.T) {
 			if r.IntN(3) == 0 {
 				c.ArgSources = map[string][]string{"memo": {ids[r.IntN(len(ids))]}}
 			}
-			ref, srcs, err := w.E.CallStatement(t.Context(), c)
+			ref, srcs, err := w.E.Envelopes().CallStatement(t.Context(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func TestContextRefDecidesAsListing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				d, err := w.E.CheckEnvelope(t.Context(), env, srcs)
+				d, err := w.E.Envelopes().Check(t.Context(), env, srcs)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -162,7 +162,7 @@ func TestContextRefUnresolvedIsRefused(t *testing.T) {
 	a := w.Record("tool:web_fetch", "s", "a", nil)
 	w.Record("agent:planner", "s", "b", nil)
 	c := pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Args: []byte(`{"to":"x"}`)}
-	st, srcs, err := w.E.CallStatement(t.Context(), c)
+	st, srcs, err := w.E.Envelopes().CallStatement(t.Context(), c)
 	if err != nil || st.Context == nil || st.Context.N != 2 {
 		t.Fatalf("%+v, %v", st, err)
 	}
@@ -174,7 +174,7 @@ func TestContextRefUnresolvedIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := w.E.CheckEnvelope(t.Context(), env, srcs)
+	d, err := w.E.Envelopes().Check(t.Context(), env, srcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestContextRefUnresolvedIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err = w.E.CheckEnvelope(t.Context(), env, srcs)
+	d, err = w.E.Envelopes().Check(t.Context(), env, srcs)
 	if err != nil {
 		t.Fatal(err)
 	}

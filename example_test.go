@@ -355,7 +355,7 @@ func ExampleEngine_Insert() {
 	// The harness builds the statement (Statement fills in the defaults)
 	// and signs it with a key the engine never sees.
 	content := []byte("pay my bill to 123-456")
-	st, err := e.Statement(ctx, pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: content})
+	st, err := e.Envelopes().Statement(ctx, pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: content})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func ExampleEngine_Insert() {
 	fmt.Println("inserted:", n.ID == id, n.Tier)
 
 	// A call envelope through the gate, the same way.
-	call, argSources, err := e.CallStatement(ctx, pedigree.Call{Principal: "agent:assistant", Session: "s1", Tool: "send_money",
+	call, argSources, err := e.Envelopes().CallStatement(ctx, pedigree.Call{Principal: "agent:assistant", Session: "s1", Tool: "send_money",
 		Args: []byte(`{"to":"123-456"}`), Justification: []string{id}})
 	if err != nil {
 		log.Fatal(err)
@@ -379,7 +379,7 @@ func ExampleEngine_Insert() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d, err := e.CheckEnvelope(ctx, callEnv, argSources)
+	d, err := e.Envelopes().Check(ctx, callEnv, argSources)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // facts the engine reads, with the policy input as it would be logged: the
 // differential tests compare two gates on them.
 func (e *Engine) PreviewWith(ctx context.Context, g *gate.Gate, c Call) (*gate.Decision, []byte, error) {
-	st, srcs, err := e.CallStatement(ctx, c)
+	st, srcs, err := e.callStatement(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}

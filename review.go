@@ -29,8 +29,8 @@ func (e *Engine) Reject(ctx context.Context, signer *registry.Signer, rejecter, 
 	return e.reject(ctx, env)
 }
 
-// RejectEnvelope records a rejection signed elsewhere.
-func (e *Engine) RejectEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
+// rejectEnvelope records a rejection signed elsewhere.
+func (e *Engine) rejectEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
 	return e.reject(ctx, env)
 }
 

@@ -267,7 +267,7 @@ func TestApprovalBindingCapAndAuthority(t *testing.T) {
 	// Signed elsewhere, with a lifetime over the cap: refused at the gate.
 	st := pedigree.BuildApproval(d, "user:alice", registry.DefaultMaxApprovalTTL+time.Hour, w.Clock.Now())
 	env, _, _ := lineage.Sign(w.Keys["user:alice"], st)
-	if _, err := w.E.ApproveEnvelope(ctx, env); !errors.Is(err, gate.ErrApproval) || !strings.Contains(err.Error(), "cap") {
+	if _, err := w.E.Envelopes().Approve(ctx, env); !errors.Is(err, gate.ErrApproval) || !strings.Contains(err.Error(), "cap") {
 		t.Fatalf("over the cap, signed elsewhere: %v", err)
 	}
 	if _, err := w.E.Approve(ctx, w.Keys["user:alice"], "user:alice", d.ID, time.Hour); err != nil {
@@ -482,13 +482,13 @@ func TestRefusedWritesAreLogged(t *testing.T) {
 	ctx := t.Context()
 	w := enginetest.New(t, enginetest.Default)
 	d, _ := deniedSession(t, w)
-	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
+	st, _ := w.E.Envelopes().Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
 	forged, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], st)
 	if _, err := w.E.Insert(ctx, forged, nil); !errors.Is(err, registry.ErrBadSignature) {
 		t.Fatal(err)
 	}
 	ghost, _, _ := registry.GenerateSigner(nil)
-	gst, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "user:ghost", Content: []byte("x"), Parents: []lineage.Parent{}})
+	gst, _ := w.E.Envelopes().Statement(ctx, pedigree.Entry{Principal: "user:ghost", Content: []byte("x"), Parents: []lineage.Parent{}})
 	genv, _, _ := lineage.Sign(ghost, gst)
 	if _, err := w.E.Insert(ctx, genv, nil); !errors.Is(err, registry.ErrUnknownPrincipal) {
 		t.Fatal(err)
@@ -499,12 +499,12 @@ func TestRefusedWritesAreLogged(t *testing.T) {
 	if _, err := w.E.Approve(ctx, w.Keys["user:mallory"], "user:mallory", d.ID, 0); !errors.Is(err, gate.ErrApproval) {
 		t.Fatal(err)
 	}
-	cst, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Justification: d.Justification})
+	cst, _, err := w.E.Envelopes().CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Justification: d.Justification})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cenv, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], cst)
-	if d, err := w.E.CheckEnvelope(ctx, cenv, nil); err != nil || d.Decision != gate.Deny {
+	if d, err := w.E.Envelopes().Check(ctx, cenv, nil); err != nil || d.Decision != gate.Deny {
 		t.Fatalf("forged call: %v %v", d, err)
 	}
 	rs, err := w.E.Refusals(ctx, 0)

@@ -50,7 +50,7 @@ func TestEmptyJustificationRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := w.E.CheckEnvelope(ctx, env, nil)
+	d, err := w.E.Envelopes().Check(ctx, env, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,9 +66,9 @@ func (r engineReader) Resolve(ctx context.Context, prefix string) (string, error
 	return r.e.Resolve(ctx, prefix)
 }
 
-// Statement builds the statement for an entry, filling in the default
+// statement builds the statement for an entry, filling in the default
 // parents from the session's context.
-func (e *Engine) Statement(ctx context.Context, en Entry) (*lineage.Statement, error) {
+func (e *Engine) statement(ctx context.Context, en Entry) (*lineage.Statement, error) {
 	return BuildEntry(ctx, engineReader{e}, en, e.cfg.clock())
 }
 
@@ -132,8 +132,8 @@ type Call struct {
 	PlanStep int
 }
 
-// CallStatement builds the signed statement of a proposed call.
-func (e *Engine) CallStatement(ctx context.Context, c Call) (*lineage.Statement, map[string][]string, error) {
+// callStatement builds the signed statement of a proposed call.
+func (e *Engine) callStatement(ctx context.Context, c Call) (*lineage.Statement, map[string][]string, error) {
 	return BuildCall(ctx, engineReader{e}, c, e.cfg.clock())
 }
 

@@ -15,7 +15,7 @@ import (
 
 // Record signs an entry with signer and stores it.
 func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) (*lineage.Node, error) {
-	st, err := e.Statement(ctx, en)
+	st, err := e.statement(ctx, en)
 	if err != nil {
 		return nil, err
 	}
@@ -30,18 +30,18 @@ func (e *Engine) Record(ctx context.Context, signer *registry.Signer, en Entry) 
 			content = []byte{}
 		}
 	}
-	n, err := e.InsertSigned(ctx, signed, content)
+	n, err := e.insertSigned(ctx, signed, content)
 	if err != nil {
 		return nil, e.refused(ctx, err, en.Principal, signed.Envelope())
 	}
 	return n, nil
 }
 
-// InsertSigned stores an entry this process signed with
+// insertSigned stores an entry this process signed with
 // lineage.SignStatement: instead of decoding the envelope again and
 // verifying the signature just made, the graph checks that the signing key
 // is the one the frozen registry holds for the principal.
-func (e *Engine) InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
+func (e *Engine) insertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
 	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, content) })
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func (e *Engine) CheckEarly(ctx context.Context, signer *registry.Signer, c Call
 }
 
 func (e *Engine) checkCall(ctx context.Context, signer *registry.Signer, c Call, early bool) (*gate.Decision, func() error, error) {
-	st, srcs, err := e.CallStatement(ctx, c)
+	st, srcs, err := e.callStatement(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,9 +132,9 @@ func (e *Engine) checkCall(ctx context.Context, signer *registry.Signer, c Call,
 	return e.stage(ctx, p, refused, signed.Statement(), signed.ID(), srcs, early)
 }
 
-// CheckEnvelope asks the gate about a call entry signed elsewhere (the
+// checkEnvelope asks the gate about a call entry signed elsewhere (the
 // server's clients sign, the engine verifies). argSources are full IDs.
-func (e *Engine) CheckEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
+func (e *Engine) checkEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
 	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.Prepare(ctx, env, nil) })
 	if refused != nil {
 		if ctx.Err() != nil {
@@ -175,11 +175,11 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 	if err != nil {
 		return nil, err
 	}
-	return e.ApproveEnvelope(ctx, env)
+	return e.approveEnvelope(ctx, env)
 }
 
-// ApproveEnvelope records an approval signed elsewhere.
-func (e *Engine) ApproveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
+// approveEnvelope records an approval signed elsewhere.
+func (e *Engine) approveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
 	n, err := e.approve(ctx, env)
 	if err != nil {
 		return nil, e.refused(ctx, err, claimed(env), env)

@@ -3,16 +3,18 @@ package pedigree
 import (
 	"context"
 
+	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // The engine's verbs a harness calls every turn (record, recall, check,
-// approve, show, trace, verify) are methods of Engine. What an operator does
-// now and then is behind three small views, so that Engine reads in one
-// screen: its log's proofs and checkpoints (Log), its place in a fleet
-// (Fleet), and the registry before freeze (Bootstrap). A view holds nothing
+// approve, show, trace, verify) are methods of Engine. What an operator or a
+// remote signer does now and then is behind four small views, so that Engine
+// reads in one screen: its log's proofs and checkpoints (Log), its place in a
+// fleet (Fleet), the registry before freeze (Bootstrap), and statements
+// signed by a caller that holds its own key (Envelopes). A view holds nothing
 // of its own; it is valid as long as its engine is open.
 
 // Log is the view of an engine's tamper-evident log: its head, checkpoints
@@ -117,4 +119,50 @@ func (b *Bootstrap) AddPrincipal(ctx context.Context, p registry.Principal) erro
 // configuration the directory holds (SealFile).
 func (b *Bootstrap) Freeze(ctx context.Context, operator *registry.Signer) error {
 	return b.e.freeze(ctx, operator)
+}
+
+// Envelopes is the view for statements signed elsewhere, by a caller that
+// holds its own key (the sidecar server's clients, a tool wrapper): the
+// engine builds the statement, the caller signs it, and hands the envelope
+// back, which the engine verifies against the frozen registry as it stores
+// or decides on it.
+type Envelopes struct{ e *Engine }
+
+// Envelopes is the engine's view for statements signed elsewhere.
+func (e *Engine) Envelopes() *Envelopes { return &Envelopes{e} }
+
+// Statement builds the statement for an entry, filling in the default
+// parents from the session's context.
+func (v *Envelopes) Statement(ctx context.Context, en Entry) (*lineage.Statement, error) {
+	return v.e.statement(ctx, en)
+}
+
+// CallStatement builds the statement of a proposed call, to be signed by
+// the caller, and the argument sources it names.
+func (v *Envelopes) CallStatement(ctx context.Context, c Call) (*lineage.Statement, map[string][]string, error) {
+	return v.e.callStatement(ctx, c)
+}
+
+// InsertSigned stores an entry this process signed with
+// lineage.SignStatement: instead of decoding the envelope again and
+// verifying the signature just made, the graph checks that the signing key
+// is the one the frozen registry holds for the principal.
+func (v *Envelopes) InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
+	return v.e.insertSigned(ctx, signed, content)
+}
+
+// Check asks the gate about a call entry signed elsewhere. argSources are
+// full IDs.
+func (v *Envelopes) Check(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
+	return v.e.checkEnvelope(ctx, env, argSources)
+}
+
+// Approve records an approval signed elsewhere.
+func (v *Envelopes) Approve(ctx context.Context, env []byte) (*lineage.Node, error) {
+	return v.e.approveEnvelope(ctx, env)
+}
+
+// Reject records a rejection signed elsewhere.
+func (v *Envelopes) Reject(ctx context.Context, env []byte) (*lineage.Node, error) {
+	return v.e.rejectEnvelope(ctx, env)
 }

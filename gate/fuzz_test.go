@@ -29,7 +29,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		c := pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "send_money", Args: []byte(args),
 			Justification: []string{email.ID, prompt.ID}, ArgSources: map[string][]string{argName: {src}}}
-		if _, _, err := w.E.CallStatement(ctx, c); err != nil {
+		if _, _, err := w.E.Envelopes().CallStatement(ctx, c); err != nil {
 			return
 		}
 		d, err := w.E.Preview(ctx, c)

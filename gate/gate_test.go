@@ -165,7 +165,7 @@ func TestEmptySourceListExcusesNothing(t *testing.T) {
 	}
 	// The same through the gate's own request, as the server passes it.
 	call.Principal = "agent:planner"
-	st, srcs, err := w.E.CallStatement(t.Context(), call)
+	st, srcs, err := w.E.Envelopes().CallStatement(t.Context(), call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestEmptySourceListExcusesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err = w.E.CheckEnvelope(t.Context(), signed.Envelope(), srcs)
+	d, err = w.E.Envelopes().Check(t.Context(), signed.Envelope(), srcs)
 	if err != nil || d.Decision != gate.Deny {
 		t.Fatalf("gate request: %v %v", d, err)
 	}
@@ -229,12 +229,12 @@ func TestFailClosed(t *testing.T) {
 	})
 	t.Run("unverifiable call", func(t *testing.T) {
 		w := world(t)
-		st, _, err := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money"})
+		st, _, err := w.E.Envelopes().CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		env, _, _ := lineage.Sign(w.Keys["user:mallory"], st) // not the planner's key
-		d, err := w.E.CheckEnvelope(ctx, env, nil)
+		d, err := w.E.Envelopes().Check(ctx, env, nil)
 		if err != nil || d.Decision != gate.Deny || !strings.Contains(d.Reasons[0], "bad signature") {
 			t.Fatalf("got %+v, %v", d, err)
 		}
@@ -397,7 +397,7 @@ func TestApprovals(t *testing.T) {
 			ContentDigest: lineage.DigestContent([]byte(d.ID)), Parents: []lineage.Parent{}, Time: lineage.FormatTime(now),
 			Approval: &lineage.Grant{Decision: d.ID, Action: d.ArgsDigest, Expires: lineage.FormatTime(now.Add(time.Hour))}}
 		env, _, _ := lineage.Sign(w.Keys["user:mallory"], st) // alice's name, mallory's key
-		if _, err := w.E.ApproveEnvelope(ctx, env); !errors.Is(err, registry.ErrBadSignature) {
+		if _, err := w.E.Envelopes().Approve(ctx, env); !errors.Is(err, registry.ErrBadSignature) {
 			t.Fatalf("forged approval: %v", err)
 		}
 		if got := w.Check("agent:planner", call); got.Decision != gate.Deny {

@@ -42,7 +42,7 @@ func TestPlanCitationsTheGateRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := w.E.CheckEnvelope(ctx, env, nil)
+		d, err := w.E.Envelopes().Check(ctx, env, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestPlanControlAndDataSources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := w.E.CheckEnvelope(ctx, env, argSources)
+		d, err := w.E.Envelopes().Check(ctx, env, argSources)
 		if err != nil {
 			t.Fatal(err)
 		}

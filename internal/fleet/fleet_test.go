@@ -387,7 +387,7 @@ func TestBadMessagesRefusedByEveryNode(t *testing.T) {
 	ctx := context.Background()
 	e := fx.nodes["A"]
 	session := uniq("wire")
-	st, err := e.Statement(ctx, pedigree.Entry{Principal: "agent:assistant", Session: session, Content: []byte("forged")})
+	st, err := e.Envelopes().Statement(ctx, pedigree.Entry{Principal: "agent:assistant", Session: session, Content: []byte("forged")})
 	if err != nil {
 		t.Fatal(err)
 	}

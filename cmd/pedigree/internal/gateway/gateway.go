@@ -551,7 +551,7 @@ type earlyChecker interface {
 }
 
 // insertSigned is the engine's own insert of an entry this process signed
-// (it skips verifying the signature just made).
+// (it skips verifying the signature just made), on its Envelopes view.
 type insertSigned interface {
-	InsertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error)
+	Envelopes() *pedigree.Envelopes
 }

@@ -106,7 +106,7 @@ func (g *Gateway) admit(ctx context.Context, a admission) (string, error) {
 
 func (g *Gateway) insert(ctx context.Context, signed *lineage.Signed) error {
 	if in, ok := g.o.Backend.(insertSigned); ok {
-		_, err := in.InsertSigned(ctx, signed, nil)
+		_, err := in.Envelopes().InsertSigned(ctx, signed, nil)
 		return err
 	}
 	_, err := g.o.Backend.Insert(ctx, signed.Envelope(), nil)

@@ -19,7 +19,7 @@ import (
 func TestRefusedWritesLoggedAndCounted(t *testing.T) {
 	w := enginetest.New(t, enginetest.Default)
 	h := server.New(w.E, nil).Handler()
-	st, _ := w.E.Statement(t.Context(), pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
+	st, _ := w.E.Envelopes().Statement(t.Context(), pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
 	forged, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], st) // the planner's name, the mail tool's key
 	b, _ := json.Marshal(map[string]any{"envelope": json.RawMessage(forged)})
 	rec := httptest.NewRecorder()

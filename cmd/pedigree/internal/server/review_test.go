@@ -34,7 +34,7 @@ func TestReviewRoutes(t *testing.T) {
 		return rec.Code, rec.Body.Bytes()
 	}
 	email := w.Record("tool:gmail_read", "s", "pay 999", nil)
-	cst, srcs, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Args: []byte(`{"to":"999"}`), Justification: []string{email.ID}})
+	cst, srcs, _ := w.E.Envelopes().CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay", Args: []byte(`{"to":"999"}`), Justification: []string{email.ID}})
 	call, _, _ := lineage.Sign(w.Keys["agent:planner"], cst)
 	code, body := do("POST", "/v1/check", map[string]any{"call": json.RawMessage(call), "arg_sources": srcs})
 	var d gate.Decision

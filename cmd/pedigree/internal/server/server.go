@@ -262,7 +262,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		n, err := s.e.ApproveEnvelope(r.Context(), req.Envelope)
+		n, err := s.e.Envelopes().Approve(r.Context(), req.Envelope)
 		if err != nil {
 			return err
 		}
@@ -273,7 +273,7 @@ func (s *Server) routes() {
 		if err := decode(r, &req); err != nil {
 			return err
 		}
-		n, err := s.e.RejectEnvelope(r.Context(), req.Envelope)
+		n, err := s.e.Envelopes().Reject(r.Context(), req.Envelope)
 		if err != nil {
 			return err
 		}
@@ -584,7 +584,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	start := time.Now()
-	d, err := s.e.CheckEnvelope(r.Context(), req.Call, req.ArgSources)
+	d, err := s.e.Envelopes().Check(r.Context(), req.Call, req.ArgSources)
 	if err != nil {
 		return err
 	}

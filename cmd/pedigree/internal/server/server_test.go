@@ -38,10 +38,10 @@ func TestBadRequests(t *testing.T) {
 	h := server.New(w.E, nil).Handler()
 	ctx := t.Context()
 	prompt := w.Record("user:alice", "s", "p", nil)
-	st, _ := w.E.Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
+	st, _ := w.E.Envelopes().Statement(ctx, pedigree.Entry{Principal: "agent:planner", Content: []byte("x"), Parents: []lineage.Parent{}})
 	forged, _, _ := lineage.Sign(w.Keys["tool:gmail_read"], st) // the planner's name, the mail tool's key
 	good, _, _ := lineage.Sign(w.Keys["agent:planner"], st)
-	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
+	cst, _, _ := w.E.Envelopes().CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
 	call, _, _ := lineage.Sign(w.Keys["agent:planner"], cst)
 	body := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	cases := []struct {
@@ -109,7 +109,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Fatalf("readyz %d", code)
 	}
 	ctx := t.Context()
-	cst, _, _ := w.E.CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
+	cst, _, _ := w.E.Envelopes().CallStatement(ctx, pedigree.Call{Principal: "agent:planner", Session: "s", Tool: "pay"})
 	call, _, _ := lineage.Sign(w.Keys["agent:planner"], cst)
 	b, _ := json.Marshal(map[string]any{"call": json.RawMessage(call)})
 	rec := httptest.NewRecorder()
