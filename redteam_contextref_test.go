@@ -36,7 +36,26 @@ func TestRedTeamUnresolvedReferenceApprovalBindsNothing(t *testing.T) {
 	if err != nil || st.Context == nil {
 		t.Fatalf("%+v, %v", st, err)
 	}
-	st.Context.N = 1 // its head is the chain over three entries
+	refused := map[string]func(st *lineage.Statement){
+		// its head is the chain over three entries
+		"a reference that does not resolve": func(st *lineage.Statement) { st.Context.N = 1 },
+		// the same hole, listed: a call naming no parent in a session
+		// whose context is not empty is refused (checkParentless)
+		"no parent at all": func(st *lineage.Statement) { st.Version, st.Context = 1, nil },
+	}
+	for name, edit := range refused {
+		t.Run(name, func(t *testing.T) {
+			st := *st
+			c := *st.Context
+			st.Context = &c
+			edit(&st)
+			refusedCallApproved(t, w, &st, srcs, send)
+		})
+	}
+}
+
+func refusedCallApproved(t *testing.T, w *enginetest.World, st *lineage.Statement, srcs map[string][]string, send pedigree.Call) {
+	ctx := t.Context()
 	env, _, err := lineage.Sign(w.Keys["agent:planner"], st)
 	if err != nil {
 		t.Fatal(err)
