@@ -130,6 +130,11 @@ func (g *Graph) readRef(t kv.Txn, session string, ref *ContextRef, nodes bool) (
 // transaction), else inside one. It returns the node and a copy of st that
 // carries its expanded parents (AllParents).
 func (g *Graph) labelRefCached(st *Statement, id string, tier registry.Tier) (*Node, *Statement, error) {
+	// A statement from Preview was not validated: its reference must be
+	// one before the summary is indexed by it.
+	if err := st.validateRef(); err != nil {
+		return nil, nil, err
+	}
 	p, err := g.summaryRef(st.Session, st.Context)
 	if err != nil {
 		return nil, nil, err

@@ -32,3 +32,28 @@ func TestRedTeamContextRefHugeCountAllocates(t *testing.T) {
 		t.Fatalf("refusing a reference of %d entries to a context of 5 allocated %d MB", huge.Context.N, got>>20)
 	}
 }
+
+// TestRedTeamPreviewUnvalidatedReference: Graph.Preview labels a statement
+// that was neither signed nor validated (a dry run). One naming zero, or a
+// negative count, of a summarised context must be refused as malformed,
+// not index the summary's chains at -1 and take the process down.
+func TestRedTeamPreviewUnvalidatedReference(t *testing.T) {
+	w, ctx, _ := refWorld(t)
+	if _, err := w.g.Context(t.Context(), "s"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, -1} {
+		st := w.refCall("agent:planner", "s", ctx, 1, nil)
+		st.Context.N = n
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("a preview of a reference to %d entries panicked: %v", n, r)
+				}
+			}()
+			if _, err := w.g.Preview(st); !errors.Is(err, lineage.ErrMalformed) {
+				t.Fatalf("a preview of a reference to %d entries: %v, want ErrMalformed", n, err)
+			}
+		}()
+	}
+}
