@@ -206,6 +206,9 @@ func (e *Engine) approvals(lt, dt, logT *store.Txn, call *lineage.Statement, now
 		if err := e.checkGrant(st, d, now); err != nil {
 			continue
 		}
+		if _, err := e.graph.NodesIn(lt, []string{d.CallID}); err != nil {
+			continue // a refused call's decision binds no justification (refusedCall)
+		}
 		if d.Principal != call.Principal {
 			continue
 		}
@@ -330,7 +333,22 @@ func (e *Engine) checkApproval(st *lineage.Statement, now time.Time) (*gate.Deci
 	if err := e.checkGrant(st, d, now); err != nil {
 		return nil, err
 	}
+	if _, err := e.graph.Node(d.CallID); err != nil {
+		return nil, refusedCall(d, err)
+	}
 	return d, nil
+}
+
+// refusedCall is why a decision whose call entry is not stored (err, from
+// reading it) cannot be approved: the call was refused, or nothing was
+// decided on it, so its parents may never have been read (a context
+// reference that did not resolve names none), and an approval of it would
+// bind no justification, allowing its action whatever it rests on.
+func refusedCall(d *gate.Decision, err error) error {
+	if errors.Is(err, lineage.ErrUnknownEntry) {
+		return fmt.Errorf("%w: decision %s is on a call entry that was refused (not stored): there is no justification to approve", gate.ErrApproval, d.ID[:12])
+	}
+	return err
 }
 
 // Preview is the decision the gate would make on a call now, with nothing

@@ -2,7 +2,6 @@ package pedigree
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
@@ -62,10 +61,15 @@ func (e *Engine) checkGrant(st *lineage.Statement, d *gate.Decision, now time.Ti
 	return nil
 }
 
-// within says whether every ID of a is in b.
+// within says whether every ID of a is in b. Both can be a whole
+// session's context (a call naming it by reference), so it is linear.
 func within(a, b []string) bool {
+	in := make(map[string]struct{}, len(b))
+	for _, id := range b {
+		in[id] = struct{}{}
+	}
 	for _, id := range a {
-		if !slices.Contains(b, id) {
+		if _, ok := in[id]; !ok {
 			return false
 		}
 	}

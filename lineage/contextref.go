@@ -29,6 +29,9 @@ type refPrefix struct {
 	eff, reach *Node
 }
 
+// refPrealloc bounds the room readRef makes before it has read a row.
+const refPrealloc = 1024
+
 // headHex is a chain head as a reference writes it.
 func headHex(c [32]byte) string { return hex.EncodeToString(c[:]) }
 
@@ -59,7 +62,9 @@ func (g *Graph) summaryRef(session string, ref *ContextRef) (*refPrefix, error) 
 // is ErrUnknownParent. With nodes set, it reads the prefix's nodes and the
 // entries its labels come from.
 func (g *Graph) readRef(t kv.Txn, session string, ref *ContextRef, nodes bool) (*refPrefix, error) {
-	p := &refPrefix{ids: make([]string, 0, ref.N)}
+	// The count is the client's, up to MaxContextRef: room is made for
+	// the rows as they are read, never for a count they have not shown.
+	p := &refPrefix{ids: make([]string, 0, min(ref.N, refPrealloc))}
 	var chain contextHead
 	prefix := append(append([]byte(pSession), session...), 0)
 	tampered := func(f string, a ...any) error {
@@ -125,6 +130,11 @@ func (g *Graph) readRef(t kv.Txn, session string, ref *ContextRef, nodes bool) (
 // transaction), else inside one. It returns the node and a copy of st that
 // carries its expanded parents (AllParents).
 func (g *Graph) labelRefCached(st *Statement, id string, tier registry.Tier) (*Node, *Statement, error) {
+	// A statement from Preview was not validated: its reference must be
+	// one before the summary is indexed by it.
+	if err := st.validateRef(); err != nil {
+		return nil, nil, err
+	}
 	p, err := g.summaryRef(st.Session, st.Context)
 	if err != nil {
 		return nil, nil, err
