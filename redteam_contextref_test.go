@@ -32,7 +32,7 @@ func TestRedTeamUnresolvedReferenceApprovalBindsNothing(t *testing.T) {
 	if d := w.Check("agent:planner", send); d.Decision == gate.Allow {
 		t.Fatalf("the tainted send by reference: %s %v", d.Decision, d.Reasons)
 	}
-	st, srcs, err := w.E.CallStatement(ctx, send)
+	st, srcs, err := w.E.Envelopes().CallStatement(ctx, send)
 	if err != nil || st.Context == nil {
 		t.Fatalf("%+v, %v", st, err)
 	}
@@ -60,7 +60,7 @@ func refusedCallApproved(t *testing.T, w *enginetest.World, st *lineage.Statemen
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := w.E.CheckEnvelope(ctx, env, srcs)
+	d, err := w.E.Envelopes().Check(ctx, env, srcs)
 	if err != nil {
 		t.Fatal(err)
 	}
