@@ -377,3 +377,72 @@ func (e *Engine) Preview(ctx context.Context, c Call) (*gate.Decision, error) {
 	}
 	return d, nil
 }
+
+// Check signs a proposed call with signer and asks the gate. Its call entry
+// is recorded; its ID is the parent the tool's output names.
+func (e *Engine) Check(ctx context.Context, signer *registry.Signer, c Call) (*gate.Decision, error) {
+	d, _, err := e.checkCall(ctx, signer, c, false)
+	return d, err
+}
+
+// CheckEarly decides on a proposed call as Check does, and returns as soon
+// as the decision is made when acting on it early cannot weaken the gate:
+// an allow of a tool the catalog says is not sensitive, that used no
+// approval. The call entry and the decision are then being committed while
+// the caller forwards the call, and stored blocks until they are durable
+// and says whether they are: the caller must not hand the tool's result to
+// anyone before stored returns nil (the gateway withholds it otherwise). Any
+// other decision is durable before CheckEarly returns, and stored is nil. A
+// call that may act on the world (sensitive), or that spends a single-use
+// approval, is never forwarded before its decision is stored. stored may be
+// called any number of times. An early decision is sealed as it is stored:
+// read its ID (and InputDigest) only after stored returns.
+func (e *Engine) CheckEarly(ctx context.Context, signer *registry.Signer, c Call) (d *gate.Decision, stored func() error, err error) {
+	return e.checkCall(ctx, signer, c, true)
+}
+
+func (e *Engine) checkCall(ctx context.Context, signer *registry.Signer, c Call, early bool) (*gate.Decision, func() error, error) {
+	st, srcs, err := e.callStatement(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	signed, err := lineage.SignStatement(signer, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, nil, ctx.Err()
+	}
+	p, refused := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, nil) })
+	if refused != nil {
+		e.logRefusal(ctx, "refused_call", signed.Statement().Principal, refused.Error(), signed.Envelope())
+	}
+	return e.stage(ctx, p, refused, signed.Statement(), signed.ID(), srcs, early)
+}
+
+// Approve records a user's approval of a denied (or ask) decision: the next
+// identical call in that session is allowed once.
+// A ttl of 0 means DefaultApprovalTTL; a negative one is refused.
+func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver, decisionID string, ttl time.Duration) (*lineage.Node, error) {
+	if ttl < 0 {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is negative", gate.ErrApproval, ttl)
+	}
+	if ttl == 0 {
+		ttl = DefaultApprovalTTL
+	}
+	if limit := e.reg.MaxApprovalTTL(); ttl > limit {
+		return nil, fmt.Errorf("%w: the approval's lifetime %s is over the cap of %s (set at init)", gate.ErrApproval, ttl, limit)
+	}
+	d, err := e.Decision(ctx, decisionID)
+	if err != nil {
+		return nil, err
+	}
+	env, _, err := lineage.Sign(signer, BuildApproval(d, approver, ttl, e.cfg.clock()))
+	if err != nil {
+		return nil, err
+	}
+	return e.approveEnvelope(ctx, env)
+}
+
+// DefaultApprovalTTL is how long an approval stays usable.
+const DefaultApprovalTTL = 15 * time.Minute

@@ -92,6 +92,26 @@
 // and approvals do not join the context: a call is what the agent did, and
 // its result comes back as a tool output, which does.
 //
+// # The engine's face
+//
+// The verbs a harness calls every turn (record, recall, check, approve,
+// show, trace, verify) are methods of Engine. What an operator or a remote
+// signer does now and then is behind four small views, so that Engine reads
+// in one screen: its log's proofs and checkpoints (Engine.Log), its place in
+// a fleet (Engine.Fleet), the registry before freeze (Engine.Bootstrap), and
+// statements signed by a caller that holds its own key (Engine.Envelopes). A
+// view holds nothing of its own; it is valid as long as its engine is open.
+// The role interfaces (Recorder, Checker, Reviewer, Auditor, Prover; Harness
+// and Backend made of them) are what an adapter asks for, satisfied by the
+// engine and by the sidecar server's client alike.
+//
+// The files follow an engine's life: open.go (make, open, close),
+// bootstrap.go (principals, the engine key, the freeze), append.go (entries
+// and recalls) over record.go (the one commit every write is), check.go (a
+// proposed call, its decision, an approval), envelopes.go (statements signed
+// elsewhere), read.go, verify.go, proofs.go (the log's head, checkpoints,
+// proofs) with witness.go, and fleet.go.
+//
 // Nothing in this package exits, panics on bad input or reads the
 // environment; every call that does I/O takes a context.
 package pedigree

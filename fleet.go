@@ -471,3 +471,31 @@ func (e *Engine) fleetCheckpoint(ctx context.Context) error {
 // genesis is the frozen registry as the record that starts a fleet's
 // stream.
 func (e *Engine) genesis() ([]byte, error) { return e.reg.Genesis() }
+
+// Fleet is the view of an engine's place in a fleet (see WithFleet). On a
+// local engine Status says false, Refusals is empty and Sync returns at once.
+type Fleet struct{ e *Engine }
+
+// Fleet is the engine's place in its fleet.
+func (e *Engine) Fleet() *Fleet { return &Fleet{e} }
+
+// Status is this node's place in the fleet's stream; false on an engine that
+// is not a fleet node.
+func (f *Fleet) Status() (FleetStatus, bool) { return f.e.fleetStatus() }
+
+// Refusals are the records this node refused (the latest 1000).
+func (f *Fleet) Refusals() []FleetRefusal { return f.e.fleetRefusals() }
+
+// Sync waits, bounded by ctx, until this node has applied every record the
+// stream held when it was called. It fails with an error wrapping
+// ErrFleetRewritten when the node stopped at a rewritten stream, or the
+// stream ends before what the node's witness saw.
+func (f *Fleet) Sync(ctx context.Context) error { return f.e.fleetSync(ctx) }
+
+// Genesis is the frozen registry as the record that starts a fleet's stream.
+func (f *Fleet) Genesis() ([]byte, error) { return f.e.genesis() }
+
+// Checkpoint publishes this node's checkpoint of the fleet's stream up to
+// the last record it applied, and waits until it has applied and witnessed
+// it (nodes do so on their own: see WithCheckpointEvery).
+func (f *Fleet) Checkpoint(ctx context.Context) error { return f.e.fleetCheckpoint(ctx) }

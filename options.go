@@ -137,3 +137,17 @@ func (c *config) validate() error {
 	}
 	return nil
 }
+
+// WithOperatorKeyFile makes Init write a new operator key to path (PEM,
+// mode 0600, never overwriting) and its public half, the trust root, beside
+// it (TrustRootPath). Keep path outside the data directory: whoever can
+// write the directory must not find the key that freezes its registry.
+func WithOperatorKeyFile(path string) Option { return func(c *config) { c.operatorKeyFile = path } }
+
+// WithOperatorSigner makes Init use an operator key the caller holds
+// (nothing is written).
+func WithOperatorSigner(s *registry.Signer) Option { return func(c *config) { c.operator = s } }
+
+// WithMaxApprovalTTL sets, at Init, the cap on every approval's lifetime
+// (default registry.DefaultMaxApprovalTTL); it is frozen with the registry.
+func WithMaxApprovalTTL(d time.Duration) Option { return func(c *config) { c.maxApprovalTTL = d } }

@@ -29,11 +29,6 @@ func (e *Engine) Reject(ctx context.Context, signer *registry.Signer, rejecter, 
 	return e.reject(ctx, env)
 }
 
-// rejectEnvelope records a rejection signed elsewhere.
-func (e *Engine) rejectEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
-	return e.reject(ctx, env)
-}
-
 // reject checks that a user-tier principal signed the rejection for a
 // logged deny or ask of that session and action that nobody reviewed, then
 // stores the entry, its log leaf and the review in one commit.
