@@ -33,6 +33,7 @@ type Engine struct {
 	cfg       config
 	dir       string
 	fleet     *fleetLink // nil: a local engine
+	committer committer  // where a record becomes durable: localCommitter, or fleet
 	// refusals counts the refusals logged since open (refusal.go).
 	refusals atomic.Uint64
 	// engine signs every leaf the engine logs (enginekey.go); nil, with
@@ -57,9 +58,7 @@ type Engine struct {
 // Close finishes the writes in flight and closes the store (a fleet node
 // first stops applying the stream and leaves it).
 func (e *Engine) Close() error {
-	if e.fleet != nil {
-		e.fleet.close()
-	}
+	e.committer.close()
 	if e.stopWitness != nil {
 		close(e.stopWitness)
 		<-e.witnessDone

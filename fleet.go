@@ -209,9 +209,9 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 			return fail(err)
 		}
 	}
-	e.fleet = l
+	e.fleet, e.committer = l, l
 	if err := n.Start(l); err != nil {
-		e.fleet = nil
+		e.fleet, e.committer = nil, localCommitter{e}
 		return fail(err)
 	}
 	l.checkpointLoop()
@@ -318,6 +318,9 @@ func (l *fleetLink) open(kind fleet.Kind, key string, data []byte) ([]byte, erro
 }
 
 // commit publishes r and waits until this node has applied it.
+// catchUp waits, bounded, until this node has applied what the stream held.
+func (l *fleetLink) catchUp(ctx context.Context) (bool, error) { return true, l.n.Barrier(ctx) }
+
 func (l *fleetLink) commit(ctx context.Context, r *record) error {
 	if err := l.writable(ctx); err != nil {
 		return err
@@ -363,15 +366,19 @@ func (l *fleetLink) commit(ctx context.Context, r *record) error {
 // refused as unknown, saying that this node waited.
 func (e *Engine) prepare(ctx context.Context, fn func() (*lineage.Pending, error)) (*lineage.Pending, error) {
 	p, err := fn()
-	if e.fleet == nil || !errors.Is(err, lineage.ErrUnknownParent) {
+	if !errors.Is(err, lineage.ErrUnknownParent) {
 		return p, err
 	}
-	if werr := e.fleet.n.Barrier(ctx); werr != nil {
+	waited, werr := e.committer.catchUp(ctx)
+	if werr != nil {
 		return nil, fmt.Errorf("%w (this fleet node has not applied it: %v)", err, werr)
+	}
+	if !waited {
+		return p, err
 	}
 	p, err = fn()
 	if errors.Is(err, lineage.ErrUnknownParent) {
-		s := e.fleet.n.Status()
+		s, _ := e.fleetStatus()
 		return nil, fmt.Errorf("%w (not in the fleet's stream: this node has applied all %d records)", err, s.Applied)
 	}
 	return p, err

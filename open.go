@@ -218,6 +218,7 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	}
 	e := &Engine{db: db, reg: reg, graph: graph, log: tl, decisions: decisionlog.New(db.Space(store.Decisions), c.model),
 		gate: g, cfg: c, dir: dir}
+	e.committer = localCommitter{e}
 	e.loadEngineKey()
 	if err := tl.SetEngineKeys(e.engineKeyList()); err != nil {
 		return fail(err)

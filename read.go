@@ -16,13 +16,16 @@ func (e *Engine) Resolve(ctx context.Context, prefix string) (string, error) {
 		return "", err
 	}
 	id, err := e.graph.Resolve(prefix)
-	if e.fleet != nil && errors.Is(err, lineage.ErrUnknownEntry) {
+	if errors.Is(err, lineage.ErrUnknownEntry) {
 		// Written elsewhere in the fleet, perhaps: wait (bounded) for
 		// this node to apply what the stream holds, then look again.
-		if werr := e.fleet.n.Barrier(ctx); werr != nil {
+		waited, werr := e.committer.catchUp(ctx)
+		if werr != nil {
 			return "", fmt.Errorf("%w (this fleet node has not applied it: %v)", err, werr)
 		}
-		id, err = e.graph.Resolve(prefix)
+		if waited {
+			id, err = e.graph.Resolve(prefix)
+		}
 	}
 	return id, err
 }

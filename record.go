@@ -167,13 +167,33 @@ func (r *record) committed() {
 // commit makes r durable: through the store's committer on a local engine,
 // through the fleet's stream on a fleet node (which returns once this
 // node's applier has applied it: a node reads its own writes).
-func (e *Engine) commit(ctx context.Context, r *record) error {
-	if e.fleet != nil {
-		return e.fleet.commit(ctx, r)
-	}
-	if err := e.db.Commit(ctx, r.size(), func(t *store.Txn) error { return e.apply(t, r) }); err != nil {
+func (e *Engine) commit(ctx context.Context, r *record) error { return e.committer.commit(ctx, r) }
+
+// committer is where a record becomes durable, the one seam between a local
+// engine and a fleet node: the store's group commit (localCommitter), or the
+// fleet's stream (fleetLink, fleet.go). The verbs never ask which they have.
+type committer interface {
+	// commit makes r durable, and applied here before it returns.
+	commit(ctx context.Context, r *record) error
+	// catchUp waits, bounded, until this engine has applied what was
+	// committed elsewhere before it was called. false: nothing can have
+	// been (a local engine).
+	catchUp(ctx context.Context) (bool, error)
+	// close stops committing (a fleet node leaves the stream).
+	close()
+}
+
+// localCommitter commits to the engine's own store.
+type localCommitter struct{ e *Engine }
+
+func (c localCommitter) commit(ctx context.Context, r *record) error {
+	if err := c.e.db.Commit(ctx, r.size(), func(t *store.Txn) error { return c.e.apply(t, r) }); err != nil {
 		return err
 	}
 	r.committed()
-	return e.afterCommit(r)
+	return c.e.afterCommit(r)
 }
+
+func (localCommitter) catchUp(context.Context) (bool, error) { return false, nil }
+
+func (localCommitter) close() {}
