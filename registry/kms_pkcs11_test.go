@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -178,6 +179,9 @@ func TestDisplayRef(t *testing.T) {
 		"pkcs11:token=t;object=k?module-path=/m.so&pin-value=1234":     "pkcs11:token=t;object=k?module-path=/m.so&pin-value=REDACTED",
 		"pkcs11:token=t;object=k?pin-value=1234&module-path=/m.so":     "pkcs11:token=t;object=k?pin-value=REDACTED&module-path=/m.so",
 		"pkcs11:token=t;object=k?module-path=/m.so&pin-source=env:PIN": "pkcs11:token=t;object=k?module-path=/m.so&pin-source=env:PIN",
+		// A name percent-encoded all the way ("p%69n" is "pin") is read as
+		// the module would read it.
+		"pkcs11:token=t;object=k?module-path=/m.so&p%69n-value=1234": "pkcs11:token=t;object=k?module-path=/m.so&p%69n-value=REDACTED",
 		"hashivault://alice": "hashivault://alice",
 		"/home/a/alice.key":  "/home/a/alice.key",
 	} {
@@ -196,5 +200,69 @@ func TestPKCS11NotInBuild(t *testing.T) {
 	_, err := registry.OpenSigner(t.Context(), "pkcs11:token=t;object=k?module-path=/m.so&pin-value=1", 0)
 	if !errors.Is(err, registry.ErrKMS) || !strings.Contains(err.Error(), "PKCS#11 is not in this build") || strings.Contains(err.Error(), "pin-value=1") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestPKCS11ByTokenSerialOrSlot: the token may be named by its serial
+// number or its slot instead of its label, and each names the same key; a
+// key named by CKA_ID alone that is not there is named by its ID in the
+// error.
+func TestPKCS11ByTokenSerialOrSlot(t *testing.T) {
+	tk := kmstest.SoftHSM(t, "pedigree")
+	ref := tk.CreateKey(t, "alice")
+	byLabel, err := registry.OpenSigner(t.Context(), ref, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("softhsm2-util", "--show-slots").CombinedOutput()
+	if err != nil {
+		t.Fatalf("softhsm2-util --show-slots: %v: %s", err, out)
+	}
+	// The slot whose token is labelled tk.Label, and that token's serial.
+	var slot, serial, cur string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "Slot "):
+			cur = strings.TrimPrefix(line, "Slot ")
+		case strings.HasPrefix(f, "Serial number:"):
+			serial = strings.TrimSpace(strings.TrimPrefix(f, "Serial number:"))
+		case strings.HasPrefix(f, "Label:") && strings.TrimSpace(strings.TrimPrefix(f, "Label:")) == tk.Label:
+			slot = cur
+		}
+		if slot != "" && serial != "" && strings.HasPrefix(f, "Label:") {
+			break
+		}
+	}
+	if slot == "" || serial == "" {
+		t.Fatalf("no slot or serial for token %q in:\n%s", tk.Label, out)
+	}
+	for _, other := range []string{
+		strings.Replace(ref, "token="+tk.Label, "serial="+serial, 1),
+		strings.Replace(ref, "token="+tk.Label, "slot-id="+slot, 1),
+	} {
+		registry.ClosePKCS11() // each found afresh, as a new command would
+		s, err := registry.OpenSigner(t.Context(), other, 0)
+		if err != nil || !s.Public().Equal(byLabel.Public()) {
+			t.Fatalf("%s: %v", registry.DisplayRef(other), err)
+		}
+		if _, err := s.Sign([]byte("x")); err != nil {
+			t.Fatalf("%s: %v", registry.DisplayRef(other), err)
+		}
+	}
+	// Logged in by label, the token named by its slot with another PIN is
+	// the same token: refused (the module would take any PIN now).
+	registry.ClosePKCS11()
+	if _, err := registry.OpenSigner(t.Context(), ref, 0); err != nil {
+		t.Fatal(err)
+	}
+	wrongBySlot := strings.Replace(strings.Replace(ref, "token="+tk.Label, "slot-id="+slot, 1), "pin-source=file:"+tk.PINFile, "pin-value=0000-not-the-pin", 1)
+	if _, err := registry.OpenSigner(t.Context(), wrongBySlot, 0); !errors.Is(err, registry.ErrKMS) || !strings.Contains(err.Error(), "another PIN") {
+		t.Fatalf("the token by its slot with a wrong PIN, logged in by label: %v", err)
+	}
+	registry.ClosePKCS11()
+	noID := strings.Replace(ref, "object=alice", "id=%09%fe", 1)
+	if _, err := registry.OpenSigner(t.Context(), noID, 0); !errors.Is(err, registry.ErrKMS) || !strings.Contains(err.Error(), "with id=09fe") {
+		t.Fatalf("a key by an ID the token does not hold: %v", err)
 	}
 }
