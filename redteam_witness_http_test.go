@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/internal/enginetest"
@@ -21,6 +22,7 @@ import (
 type mitm struct {
 	first atomic.Pointer[[]byte]
 	lie   atomic.Value // func(w http.ResponseWriter, first []byte)
+	post  atomic.Value // func(w http.ResponseWriter): an answer to POST instead of the witness's
 }
 
 func newMITM(t *testing.T, upstream string) (*mitm, string) {
@@ -34,6 +36,10 @@ func newMITM(t *testing.T, upstream string) (*mitm, string) {
 				first = *p
 			}
 			lie(w, first)
+			return
+		}
+		if lie, ok := m.post.Load().(func(http.ResponseWriter)); ok && lie != nil && r.Method == http.MethodPost {
+			lie(w)
 			return
 		}
 		out, _ := http.NewRequestWithContext(r.Context(), r.Method, up.String()+r.URL.RequestURI(), r.Body)
@@ -106,6 +112,48 @@ func TestRedTeamHTTPWitnessAnswerReplayedHidesACut(t *testing.T) {
 				if !errors.Is(werr, pedigree.ErrWitness) {
 					t.Fatalf("a write: %v", werr)
 				}
+			}
+		})
+	}
+}
+
+// TestRedTeamHTTPWitnessForgedRefusalIsNotARewrite: a network attacker
+// between a store and its HTTP witness answers one add-checkpoint with a
+// 409 naming a size beyond the log, or with a 422 or 403 refusal. None is
+// signed: the store must not take it for a rewrite (refusing every write
+// until it is restarted, verify naming a rewrite that did not happen); it
+// asks the witness (whose answer is signed) what it holds, and writes
+// again once the witness is reached.
+func TestRedTeamHTTPWitnessForgedRefusalIsNotARewrite(t *testing.T) {
+	for name, lie := range map[string]func(http.ResponseWriter){
+		"409 beyond the log": func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/x.tlog.size")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte("1000000\n"))
+		},
+		"422": func(w http.ResponseWriter) {
+			http.Error(w, "the consistency proof does not verify", http.StatusUnprocessableEntity)
+		},
+		"403": func(w http.ResponseWriter) { http.Error(w, "not a log this witness keeps", http.StatusForbidden) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			wurl, start, key := httpWitness(t)
+			m, murl := newMITM(t, wurl)
+			pub, _ := key.Ed25519()
+			w := enginetest.NewOnDisk(t, enginetest.Default, pedigree.WithWitnessHTTP(murl, pub), pedigree.WithCheckpointEvery(1, time.Hour))
+			start(w.Dir)
+			w.SkipVerify = true
+			if _, err := w.TryRecord("user:alice", "s", "one", nil); err != nil {
+				t.Fatal(err)
+			}
+			m.post.Store(lie)
+			_, _ = w.TryRecord("user:alice", "s", "two", nil) // its checkpoint meets the attacker
+			m.post.Store((func(http.ResponseWriter))(nil))
+			if _, err := w.TryRecord("user:alice", "s", "three", nil); err != nil {
+				t.Fatalf("a write once the witness is reached again: %v", err)
+			}
+			if got := problems(t, w); got != "" {
+				t.Fatalf("verify names a rewrite that did not happen: %q", got)
 			}
 		})
 	}
