@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,45 @@ func TestRedTeamRewrittenStreamRefused(t *testing.T) {
 		if err := fx.nodes[name].Fleet().Sync(ctx); !errors.Is(err, pedigree.ErrFleetRewritten) {
 			t.Errorf("running node %s over the rewritten stream: %v", name, err)
 		}
+	}
+}
+
+// TestRedTeamRewrittenPrefixKeepingTheLastRecord: the NATS administrator
+// makes the stream again as long as the running node read it, with the
+// record at the node's last sequence kept where it was, and the second
+// entry and the checkpoint after it replaced by junk (refused, but folded:
+// no sequence moves). No checkpoint in the new stream shows the change, so
+// a node rebuilt from it without a witness takes it; the running node,
+// which witnessed that checkpoint at its place, must see the stream no
+// longer holds it there, and stop.
+func TestRedTeamRewrittenPrefixKeepingTheLastRecord(t *testing.T) {
+	f := newSmallFleet(t, "keeplast")
+	session := uniq("keeplast")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.Fleet().Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte("four")}); err != nil {
+		t.Fatal(err)
+	}
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es, cps := indexes(msgs, f.prefix, "entry"), indexes(msgs, f.prefix, "checkpoint")
+		if len(es) != 4 || len(cps) != 1 || cps[0] < es[2] || cps[0] > es[3] {
+			t.Fatalf("want three entries, a checkpoint, an entry: %d, %d", len(es), len(cps))
+		}
+		for _, i := range []int{es[1], cps[0]} {
+			msgs[i] = fleet.Msg{Subject: f.prefix + ".entry.junk" + strconv.Itoa(i), Data: []byte("junk")}
+		}
+		return msgs
+	})
+	refusesRewrite(t, "the running node", f.b)
+	// The limit docs/threat-model.md states: a node rebuilt without a
+	// witness finds no checkpoint that shows the change.
+	if err := f.rebuilt(t, "").Fleet().Sync(context.Background()); err != nil {
+		t.Fatalf("the known limit changed: %v; update docs/threat-model.md and this test", err)
 	}
 }
