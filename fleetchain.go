@@ -260,11 +260,12 @@ func (l *fleetLink) published(ctx context.Context, kind fleet.Kind) error {
 	l.cmu.Lock()
 	l.count++
 	due := l.count >= l.e.cfg.checkpointEvery
-	if due {
-		l.count = 0
-	}
 	l.cmu.Unlock()
+	// The count is reset only by the checkpoint that covers it: records
+	// that come due while another checkpoint runs stay counted, for the
+	// next record or the ticker.
 	if due && l.cpmu.TryLock() {
+		l.resetCount()
 		go func() {
 			defer l.cpmu.Unlock()
 			if err := l.checkpoint(l.loopCtx); err != nil {
@@ -307,6 +308,14 @@ func (l *fleetLink) checkpoint(ctx context.Context) error {
 	return nil
 }
 
+// resetCount starts the count of records published since the last
+// checkpoint again, before one that covers them (the caller holds cpmu).
+func (l *fleetLink) resetCount() {
+	l.cmu.Lock()
+	l.count = 0
+	l.cmu.Unlock()
+}
+
 // checkpointLoop checkpoints every CheckpointInterval while this node has
 // published records since its last checkpoint, until its applier stops.
 func (l *fleetLink) checkpointLoop() {
@@ -324,9 +333,9 @@ func (l *fleetLink) checkpointLoop() {
 			case <-t.C:
 				l.cmu.Lock()
 				due := l.count > 0
-				l.count = 0
 				l.cmu.Unlock()
 				if due && l.cpmu.TryLock() {
+					l.resetCount()
 					if err := l.checkpoint(ctx); err != nil {
 						l.e.cfg.log.Warn("the fleet's stream could not be checkpointed", "error", err)
 					}
