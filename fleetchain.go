@@ -392,8 +392,12 @@ type fleetChainState struct {
 }
 
 // rewritten is why the node holds its stream rewritten (nil when it does
-// not): verify names it.
+// not): verify names it. It checks the stream as a barrier does, so that
+// verify asked first after a rewrite names it too.
 func (l *fleetLink) rewritten(ctx context.Context) error {
+	if err := l.n.Holds(ctx); err != nil {
+		return err
+	}
 	if err := l.writable(ctx); errors.Is(err, fleet.ErrRewritten) {
 		return err
 	}

@@ -698,12 +698,31 @@ func (n *Node) shorter(last, applied uint64) error {
 	return err
 }
 
+// Holds is the check a barrier makes, without waiting to apply: it halts
+// the node (and returns ErrRewritten) when the stream is shorter than what
+// it applied, or no longer holds the records it checks at their places. A
+// stream that cannot be reached is not taken for a rewritten one.
+func (n *Node) Holds(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	applied, _ := n.Head()
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return n.Halted()
+	}
+	if err := n.shorter(info.State.LastSeq, applied); err != nil {
+		return err
+	}
+	return n.stillHolds(ctx)
+}
+
 // stillHolds halts the node when the stream no longer holds, at the last
 // sequence this node applied, the record it applied there, or, where the
 // last checkpoint it verified was, that checkpoint: the stream was deleted
 // and made again (perhaps as long as before, or longer, with records
-// published since, or with the records before its last one changed). A stream that cannot be read there is not
-// taken for a rewritten one: the caller's other checks decide.
+// published since, or with the records before its last one changed). A
+// stream that cannot be read there is not taken for a rewritten one: the
+// caller's other checks decide.
 func (n *Node) stillHolds(ctx context.Context) error {
 	n.mu.Lock()
 	applied, want, anchor, anchorRec, halted := n.applied, n.lastRec, n.anchor, n.anchorRec, n.halted

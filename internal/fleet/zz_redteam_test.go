@@ -174,3 +174,33 @@ func TestRedTeamRewrittenPrefixKeepingTheLastRecord(t *testing.T) {
 		t.Fatalf("the known limit changed: %v; update docs/threat-model.md and this test", err)
 	}
 }
+
+// TestRedTeamVerifyFirstAfterARewrite: the stream is made again as long as
+// the running node read it (the second entry dropped, a copy of the third
+// appended), and the first thing asked of the node is verify, before any
+// barrier or readiness check: verify must name the rewrite, not pass.
+func TestRedTeamVerifyFirstAfterARewrite(t *testing.T) {
+	f := newSmallFleet(t, "verifyfirst")
+	session := uniq("verifyfirst")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.Fleet().Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es := indexes(msgs, f.prefix, "entry")
+		out := append(msgs[:es[1]:es[1]], msgs[es[1]+1:]...)
+		return append(out, msgs[es[2]])
+	})
+	r, err := f.b.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() {
+		t.Fatalf("verify passes over a rewritten stream: %+v", r)
+	}
+	refusesRewrite(t, "the running node", f.b)
+}
