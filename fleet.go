@@ -202,6 +202,9 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 		return fail(err)
 	}
 	if o.Witness != "" {
+		if err := witnessOutside(e.dir, o.Witness); err != nil {
+			return fail(fmt.Errorf("%w: %v", ErrFleet, err))
+		}
 		if l.wSeq, l.wChain, err = e.readFleetWitness(o.Witness); err != nil {
 			return fail(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,4 +159,33 @@ func TestRedTeamHTTPWitnessForgedRefusalIsNotARewrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedTeamWitnessFileInsideTheDataDirectory: a witness file inside the
+// data directory (named there, or through a link to it) is one its
+// writers can roll back or delete: the store refuses it at open instead
+// of holding itself to it.
+func TestRedTeamWitnessFileInsideTheDataDirectory(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	w.SkipVerify = true
+	w.E.Close()
+	w.E = nil
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(w.Dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(w.Dir, "witness.json"), filepath.Join(link, "witness.json")} {
+		e, err := pedigree.Open(t.Context(), w.Dir, pedigree.WithWitnessFile(p))
+		if err == nil {
+			e.Close()
+		}
+		if !errors.Is(err, pedigree.ErrWitness) {
+			t.Errorf("a witness file at %s: %v, want %v", p, err, pedigree.ErrWitness)
+		}
+	}
+	e, err := pedigree.Open(t.Context(), w.Dir, pedigree.WithWitnessFile(filepath.Join(t.TempDir(), "witness.json")))
+	if err != nil {
+		t.Fatalf("a witness file outside: %v", err)
+	}
+	e.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,6 +146,33 @@ func WithCheckpointEvery(n int, d time.Duration) Option {
 // ErrWitness: the store is not an extension of what a witness holds: it
 // was cut back or rewritten since. Nothing more is logged to it.
 var ErrWitness = errors.New("the store is not an extension of its witnessed checkpoint")
+
+// witnessOutside refuses a witness file inside the data directory dir:
+// whoever writes the directory could put an older checkpoint there, or
+// none, and the witness would hold the store to nothing.
+func witnessOutside(dir, path string) error {
+	if dir == "" {
+		return nil
+	}
+	real := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if r, err := filepath.EvalSymlinks(a); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
+			return filepath.Join(r, filepath.Base(a))
+		}
+		return a
+	}
+	d, w := real(dir), real(path)
+	if rel, err := filepath.Rel(d, w); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%w: the witness file %s is inside the data directory %s: whoever writes the directory could roll it back; keep it outside (the keys directory)", ErrWitness, path, dir)
+	}
+	return nil
+}
 
 // readWitness reads the checkpoint a witness file holds (nil when none).
 func readWitness(path string) (*tlog.Checkpoint, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -203,4 +204,17 @@ func TestRedTeamVerifyFirstAfterARewrite(t *testing.T) {
 		t.Fatalf("verify passes over a rewritten stream: %+v", r)
 	}
 	refusesRewrite(t, "the running node", f.b)
+}
+
+// TestRedTeamFleetWitnessInsideTheDataDirectory: a node's witness file in
+// its data directory is one the directory's writers can roll back or
+// delete: the node refuses it at join.
+func TestRedTeamFleetWitnessInsideTheDataDirectory(t *testing.T) {
+	f := newSmallFleet(t, "witnessinside")
+	if e, err := f.join(t, f.dirB+"-c", "C", filepath.Join(f.dirB+"-c", "witness.json")); err == nil || !strings.Contains(err.Error(), "inside the data directory") {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("a witness inside the data directory: %v", err)
+	}
 }
