@@ -269,6 +269,7 @@ func (l *fleetLink) published(ctx context.Context, kind fleet.Kind) error {
 		go func() {
 			defer l.cpmu.Unlock()
 			if err := l.checkpoint(l.loopCtx); err != nil {
+				l.retryCount()
 				l.e.cfg.log.Warn("the fleet's stream could not be checkpointed", "error", err)
 			}
 		}()
@@ -316,6 +317,14 @@ func (l *fleetLink) resetCount() {
 	l.cmu.Unlock()
 }
 
+// retryCount leaves the records a checkpoint that failed covered counted,
+// so that the ticker tries again.
+func (l *fleetLink) retryCount() {
+	l.cmu.Lock()
+	l.count = max(l.count, 1)
+	l.cmu.Unlock()
+}
+
 // checkpointLoop checkpoints every CheckpointInterval while this node has
 // published records since its last checkpoint, until its applier stops.
 func (l *fleetLink) checkpointLoop() {
@@ -337,6 +346,7 @@ func (l *fleetLink) checkpointLoop() {
 				if due && l.cpmu.TryLock() {
 					l.resetCount()
 					if err := l.checkpoint(ctx); err != nil {
+						l.retryCount()
 						l.e.cfg.log.Warn("the fleet's stream could not be checkpointed", "error", err)
 					}
 					l.cpmu.Unlock()
