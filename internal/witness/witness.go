@@ -155,8 +155,15 @@ func answered(challenge, logID string, body []byte) []byte {
 }
 
 func (s *Server) latest(w http.ResponseWriter, r *http.Request) {
+	// The log ID and the challenge are hex of fixed bounds, so that no
+	// request makes the signed text of another answer (a log ID that ends
+	// in a newline and a checkpoint).
 	id := strings.TrimPrefix(r.URL.Path, "/checkpoint/")
 	challenge := r.URL.Query().Get("challenge")
+	if b, err := hex.DecodeString(id); err != nil || len(b) != sha256.Size || id != strings.ToLower(id) {
+		http.Error(w, "GET /checkpoint/<log ID: 64 hex digits>", http.StatusBadRequest)
+		return
+	}
 	if c, err := hex.DecodeString(challenge); err != nil || len(c) < 16 || len(c) > 64 {
 		http.Error(w, "GET /checkpoint/<log ID>?challenge=<16 to 64 bytes, hex>", http.StatusBadRequest)
 		return

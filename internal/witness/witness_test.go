@@ -5,8 +5,11 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,5 +90,52 @@ func TestWitnessProtocol(t *testing.T) {
 	defer ts2.Close()
 	if err := (&witness.Client{URL: ts2.URL, Key: wpub}).Add(ctx, 0, nil, checkpoint(t, log, 9)); !errors.As(err, &sc) || sc.Size != 5 {
 		t.Fatalf("after a restart: %v", err)
+	}
+}
+
+// TestRedTeamWitnessAnswerSplice: the witness signs its answer to GET
+// /checkpoint/<log ID>?challenge=C over the challenge, the log ID and the
+// answer. A network attacker who sees a store's challenge asks the witness
+// itself for the log ID followed by a newline and the answer it wants the
+// store to believe (a checkpoint the log signed, older than what the
+// witness holds): the witness's signed "none" for that ID must not verify
+// as that answer for the real log.
+func TestRedTeamWitnessAnswerSplice(t *testing.T) {
+	ctx := context.Background()
+	wkey, wpub := signer(t)
+	log, lpub := signer(t)
+	s, err := witness.New("w1", wkey, filepath.Join(t.TempDir(), "state.json"), []ed25519.PublicKey{lpub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	if err := (&witness.Client{URL: ts.URL, Key: wpub}).Add(ctx, 0, nil, checkpoint(t, log, 5)); err != nil {
+		t.Fatal(err)
+	}
+	lie, err := json.Marshal(checkpoint(t, log, 3)) // signed by the log, never held by the witness
+	if err != nil {
+		t.Fatal(err)
+	}
+	lie = append(lie, '\n')
+	mitm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/checkpoint/")
+		u := ts.URL + "/checkpoint/" + url.PathEscape(id+"\n"+string(lie[:len(lie)-1])) + "?challenge=" + r.URL.Query().Get("challenge")
+		resp, err := http.Get(u)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.Header().Set(witness.AnswerHeader, resp.Header.Get(witness.AnswerHeader))
+		_, _ = w.Write(lie)
+	}))
+	defer mitm.Close()
+	got, err := (&witness.Client{URL: mitm.URL, Key: wpub}).Latest(ctx, lpub)
+	if err == nil && got != nil && got.Size == 3 {
+		t.Fatal("a network attacker made the witness's signature say it holds a checkpoint it never held")
+	}
+	if err == nil {
+		t.Fatalf("an answer not from the witness was taken: %+v", got)
 	}
 }
