@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,5 +138,37 @@ func TestRedTeamWitnessAnswerSplice(t *testing.T) {
 	}
 	if err == nil {
 		t.Fatalf("an answer not from the witness was taken: %+v", got)
+	}
+}
+
+// TestRedTeamWitnessStateFileIsTrusted: a gap, held here. The witness's
+// state file is as trusted as its key: whoever can write it (no key) and
+// deletes it, or puts back an older copy, makes the witness restart
+// holding less, and it then cosigns a log cut back before what it had
+// witnessed. Keep the state file where only the witness's account writes.
+func TestRedTeamWitnessStateFileIsTrusted(t *testing.T) {
+	ctx := context.Background()
+	wkey, wpub := signer(t)
+	log, lpub := signer(t)
+	state := filepath.Join(t.TempDir(), "state.json")
+	start := func() *httptest.Server {
+		s, err := witness.New("w1", wkey, state, []ed25519.PublicKey{lpub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return httptest.NewServer(s)
+	}
+	ts := start()
+	if err := (&witness.Client{URL: ts.URL, Key: wpub}).Add(ctx, 0, nil, checkpoint(t, log, 5)); err != nil {
+		t.Fatal(err)
+	}
+	ts.Close()
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	ts = start()
+	defer ts.Close()
+	if err := (&witness.Client{URL: ts.URL, Key: wpub}).Add(ctx, 0, nil, checkpoint(t, log, 3)); err != nil {
+		t.Fatalf("the known gap changed: a witness whose state was deleted refuses a log cut back (%v); update docs/threat-model.md and this test", err)
 	}
 }
