@@ -310,6 +310,19 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "— %s %s\n", s.name, base64.StdEncoding.EncodeToString(line))
 }
 
+// readTimeout bounds reading a whole request (its body too), and
+// idleTimeout a connection between requests: a client that sends its
+// body a byte at a time, or keeps connections open, does not hold them
+// (and the witness's descriptors) for as long as it likes.
+var readTimeout, idleTimeout = 30 * time.Second, 2 * time.Minute
+
+// HTTPServer is the witness's HTTP server, with bounds on how long a
+// client may take.
+func HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout,
+		WriteTimeout: readTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: 16 << 10}
+}
+
 // Client hands a log's checkpoints to a witness at URL whose key is Key.
 type Client struct {
 	URL  string

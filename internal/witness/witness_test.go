@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -170,5 +171,49 @@ func TestRedTeamWitnessStateFileIsTrusted(t *testing.T) {
 	defer ts.Close()
 	if err := (&witness.Client{URL: ts.URL, Key: wpub}).Add(ctx, 0, nil, checkpoint(t, log, 3)); err != nil {
 		t.Fatalf("the known gap changed: a witness whose state was deleted refuses a log cut back (%v); update docs/threat-model.md and this test", err)
+	}
+}
+
+// TestRedTeamWitnessSlowBody: a client sends its request's headers and
+// then its body a byte at a time (slowloris): the witness closes the
+// connection once its read bound passes instead of holding it (and a
+// descriptor) for as long as the client likes.
+func TestRedTeamWitnessSlowBody(t *testing.T) {
+	defer witness.SetReadTimeout(300 * time.Millisecond)()
+	wkey, _ := signer(t)
+	_, lpub := signer(t)
+	s, err := witness.New("w1", wkey, filepath.Join(t.TempDir(), "state.json"), []ed25519.PublicKey{lpub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := witness.HTTPServer(s)
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /add-checkpoint HTTP/1.1\r\nHost: w\r\nContent-Length: 1000\r\n\r\nold 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for {
+			if _, err := c.Write([]byte("x")); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the witness still reads a body sent a byte at a time after 5 s")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -87,7 +86,7 @@ PEDIGREE_WITNESS_KEY). --state is where it keeps each log's latest checkpoint (m
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+			srv := witness.HTTPServer(s)
 			fmt.Fprintf(a.out, "http://%s\n", ln.Addr())
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
