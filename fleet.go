@@ -205,10 +205,10 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 		if err := witnessOutside(e.dir, o.Witness); err != nil {
 			return fail(fmt.Errorf("%w: %v", ErrFleet, err))
 		}
-		if l.wSeq, l.wChain, err = e.readFleetWitness(o.Witness); err != nil {
+		if err := l.readFleetWitness(o.Witness); err != nil {
 			return fail(err)
 		}
-		if err := l.holdToWitness(); err != nil {
+		if err := l.holdToWitness(ctx); err != nil {
 			return fail(err)
 		}
 	}

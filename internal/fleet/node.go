@@ -698,6 +698,16 @@ func (n *Node) shorter(last, applied uint64) error {
 	return err
 }
 
+// Anchor tells a node started again where the last checkpoint it verified
+// is in the stream (its subject and data), for its barriers to check.
+func (n *Node) Anchor(seq uint64, subject string, data []byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if seq > n.anchor {
+		n.anchor, n.anchorRec = seq, recordDigest(subject, data)
+	}
+}
+
 // Holds is the check a barrier makes, without waiting to apply: it halts
 // the node (and returns ErrRewritten) when the stream is shorter than what
 // it applied, or no longer holds the records it checks at their places. A

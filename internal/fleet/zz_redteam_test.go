@@ -218,3 +218,65 @@ func TestRedTeamFleetWitnessInsideTheDataDirectory(t *testing.T) {
 		t.Fatalf("a witness inside the data directory: %v", err)
 	}
 }
+
+// TestRedTeamRewrittenPrefixSeenAfterARestart: as
+// TestRedTeamRewrittenPrefixKeepingTheLastRecord, with the node closed
+// before the rewrite and started again after it. Its last record (junk
+// the administrator published) is kept where it was, and its directory
+// agrees with its witness; the witness also says where the checkpoint it
+// holds was in the stream, and the stream no longer holds it there.
+func TestRedTeamRewrittenPrefixSeenAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	f := newSmallFleet(t, "restartprefix")
+	f.b.Close()
+	join := func() (*pedigree.Engine, error) {
+		return pedigree.JoinFleet(ctx, f.dirB, pedigree.FleetOptions{NATS: strings.Join(fx.urls[:], ","), TrustRoot: fx.operator.Public().(ed25519.PublicKey),
+			Name: "B", Stream: f.stream, Prefix: f.prefix, Replicas: 1, Wait: 3 * time.Second, Witness: f.witnessB},
+			pedigree.WithCatalog(fx.catalog), pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineSigner(fx.engines["B"]), pedigree.WithCheckpointEvery(3, time.Hour))
+	}
+	b, err := join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := uniq("restartprefix")
+	for _, c := range []string{"one", "two", "three"} { // the third makes a checkpoint due
+		if _, err := b.Record(ctx, fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s, _ := b.Fleet().Status(); s.Witnessed == 0; s, _ = b.Fleet().Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after three records")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	raw, err := fleet.RawPublisher(fx.urls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Publish(ctx, f.prefix+".entry.junk", []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Fleet().Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // nothing published since the checkpoint: none at close
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es, cps := indexes(msgs, f.prefix, "entry"), indexes(msgs, f.prefix, "checkpoint")
+		if len(es) != 4 || len(cps) != 1 || cps[0] != len(msgs)-2 {
+			t.Fatalf("want three entries, a checkpoint, junk: %d, %d", len(es), len(cps))
+		}
+		for _, i := range []int{es[1], cps[0]} {
+			msgs[i] = fleet.Msg{Subject: f.prefix + ".entry.junk" + strconv.Itoa(i), Data: []byte("junk")}
+		}
+		return msgs
+	})
+	if e, err := join(); !errors.Is(err, pedigree.ErrFleetRewritten) {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("the node restarted over a stream whose prefix was rewritten: %v", err)
+	}
+}
