@@ -202,10 +202,13 @@ func joinFleet(ctx context.Context, n *fleet.Node, dir string, o FleetOptions, c
 		return fail(err)
 	}
 	if o.Witness != "" {
-		if l.wSeq, l.wChain, err = e.readFleetWitness(o.Witness); err != nil {
+		if err := witnessOutside(e.dir, o.Witness); err != nil {
+			return fail(fmt.Errorf("%w: %v", ErrFleet, err))
+		}
+		if err := l.readFleetWitness(o.Witness); err != nil {
 			return fail(err)
 		}
-		if err := l.holdToWitness(); err != nil {
+		if err := l.holdToWitness(ctx); err != nil {
 			return fail(err)
 		}
 	}

@@ -68,6 +68,10 @@ type fleetWitness struct {
 	Seq     uint64 `json:"seq"`
 	Chain   string `json:"chain"`
 	Record  []byte `json:"record"`
+	// At is the checkpoint record's own place in the stream (0 in a
+	// witness of an earlier release): a node started again checks the
+	// stream still holds it there.
+	At uint64 `json:"at,omitempty"`
 }
 
 // maxFleetWitnessBytes bounds a witness file.
@@ -149,13 +153,13 @@ func (l *fleetLink) applyCheckpoint(ctx context.Context, seq uint64, key string,
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint record %d: %w", fleet.ErrRefused, seq, err)
 	}
-	l.witness(cp.Seq, want, key, data)
+	l.witness(seq, cp.Seq, want, data)
 	return nil
 }
 
-// witness keeps the checkpoint (verified) in the node's witness file when
-// it is newer than the one there.
-func (l *fleetLink) witness(seq uint64, chain fleet.Chain, key string, data []byte) {
+// witness keeps the checkpoint record data at at (verified: over seq, with
+// chain) in the node's witness file when it is newer than the one there.
+func (l *fleetLink) witness(at, seq uint64, chain fleet.Chain, data []byte) {
 	if l.witnessFile == "" {
 		return
 	}
@@ -164,7 +168,7 @@ func (l *fleetLink) witness(seq uint64, chain fleet.Chain, key string, data []by
 	if seq <= l.wSeq {
 		return
 	}
-	b, err := json.Marshal(fleetWitness{Version: 1, Seq: seq, Chain: hex.EncodeToString(chain[:]), Record: data})
+	b, err := json.Marshal(fleetWitness{Version: 1, Seq: seq, Chain: hex.EncodeToString(chain[:]), Record: data, At: at})
 	if err == nil {
 		err = safefile.WriteFile(filepath.Dir(l.witnessFile), filepath.Base(l.witnessFile), append(b, '\n'), 0o600)
 	}
@@ -172,7 +176,7 @@ func (l *fleetLink) witness(seq uint64, chain fleet.Chain, key string, data []by
 		l.e.cfg.log.Warn("the fleet's checkpoint could not be witnessed", "witness", l.witnessFile, "seq", seq, "error", err)
 		return
 	}
-	l.wSeq, l.wChain = seq, chain
+	l.wSeq, l.wChain, l.wAt, l.wRec = seq, chain, at, data
 }
 
 // witnessed is the sequence and chain the node's witness holds (0: none).
@@ -182,38 +186,41 @@ func (l *fleetLink) witnessed() (uint64, fleet.Chain) {
 	return l.wSeq, l.wChain
 }
 
-// readFleetWitness reads a node's witness file and checks its signature
-// (0 when there is none yet).
-func (e *Engine) readFleetWitness(path string) (uint64, fleet.Chain, error) {
-	var c fleet.Chain
+// readFleetWitness reads a node's witness file into l, checking its
+// signature (nothing when there is none yet).
+func (l *fleetLink) readFleetWitness(path string) error {
 	b, err := safefile.ReadFile(filepath.Dir(path), filepath.Base(path), maxFleetWitnessBytes)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, c, nil
+		return nil
 	}
 	if err != nil {
-		return 0, c, fmt.Errorf("%w: the fleet's witness %s: %v", ErrFleet, path, err)
+		return fmt.Errorf("%w: the fleet's witness %s: %v", ErrFleet, path, err)
 	}
 	var w fleetWitness
 	if err := json.Unmarshal(b, &w); err != nil || w.Version != 1 {
-		return 0, c, fmt.Errorf("%w: the fleet's witness %s is not a witness file (version 1): %v", ErrFleet, path, err)
+		return fmt.Errorf("%w: the fleet's witness %s is not a witness file (version 1): %v", ErrFleet, path, err)
 	}
-	cp, chain, _, err := e.decodeCheckpoint(strconv.FormatUint(w.Seq, 10), w.Record)
-	if err != nil || cp.Seq != w.Seq || cp.Chain != w.Chain {
-		return 0, c, fmt.Errorf("%w: the fleet's witness %s does not hold a checkpoint signed by a node of this fleet: %v", ErrFleet, path, err)
+	cp, chain, _, err := l.e.decodeCheckpoint(strconv.FormatUint(w.Seq, 10), w.Record)
+	if err != nil || cp.Seq != w.Seq || cp.Chain != w.Chain || (w.At != 0 && w.At <= w.Seq) {
+		return fmt.Errorf("%w: the fleet's witness %s does not hold a checkpoint signed by a node of this fleet: %v", ErrFleet, path, err)
 	}
-	return w.Seq, chain, nil
+	l.wSeq, l.wChain, l.wAt, l.wRec = w.Seq, chain, w.At, w.Record
+	return nil
 }
 
 // holdToWitness checks, at join, a directory that applied the stream past
-// its witness against it.
-func (l *fleetLink) holdToWitness() error {
+// its witness against it, and that the stream still holds the witnessed
+// checkpoint at its place (records before it changed, with the record at
+// the directory's last sequence kept, would not show otherwise).
+func (l *fleetLink) holdToWitness(ctx context.Context) error {
 	seq, want := l.witnessed()
 	if seq == 0 {
 		return nil
 	}
-	return l.e.db.View(func(t *store.Txn) error {
-		applied, _, err := l.applied(t)
-		if err != nil || applied < seq {
+	var applied uint64
+	err := l.e.db.View(func(t *store.Txn) error {
+		var err error
+		if applied, _, err = l.applied(t); err != nil || applied < seq {
 			return err
 		}
 		got, ok, err := l.chainAt(t, seq)
@@ -225,6 +232,18 @@ func (l *fleetLink) holdToWitness() error {
 		}
 		return nil
 	})
+	if err != nil || l.wAt == 0 || applied < l.wAt {
+		return err
+	}
+	subj, data, err := l.n.Record(ctx, l.wAt)
+	if err != nil && !errors.Is(err, fleet.ErrNoRecord) {
+		return fmt.Errorf("%w: read record %d of the stream: %v", ErrFleet, l.wAt, err)
+	}
+	if err != nil || !bytes.Equal(data, l.wRec) {
+		return fmt.Errorf("%w: the stream no longer holds, at %d, the checkpoint its witness %s holds: it was deleted and made again", fleet.ErrRewritten, l.wAt, l.witnessFile)
+	}
+	l.n.Anchor(l.wAt, subj, data)
+	return nil
 }
 
 // writable is why this node may not write now (nil when it may): its
@@ -260,14 +279,16 @@ func (l *fleetLink) published(ctx context.Context, kind fleet.Kind) error {
 	l.cmu.Lock()
 	l.count++
 	due := l.count >= l.e.cfg.checkpointEvery
-	if due {
-		l.count = 0
-	}
 	l.cmu.Unlock()
+	// The count is reset only by the checkpoint that covers it: records
+	// that come due while another checkpoint runs stay counted, for the
+	// next record or the ticker.
 	if due && l.cpmu.TryLock() {
+		l.resetCount()
 		go func() {
 			defer l.cpmu.Unlock()
 			if err := l.checkpoint(l.loopCtx); err != nil {
+				l.retryCount()
 				l.e.cfg.log.Warn("the fleet's stream could not be checkpointed", "error", err)
 			}
 		}()
@@ -307,6 +328,22 @@ func (l *fleetLink) checkpoint(ctx context.Context) error {
 	return nil
 }
 
+// resetCount starts the count of records published since the last
+// checkpoint again, before one that covers them (the caller holds cpmu).
+func (l *fleetLink) resetCount() {
+	l.cmu.Lock()
+	l.count = 0
+	l.cmu.Unlock()
+}
+
+// retryCount leaves the records a checkpoint that failed covered counted,
+// so that the ticker tries again.
+func (l *fleetLink) retryCount() {
+	l.cmu.Lock()
+	l.count = max(l.count, 1)
+	l.cmu.Unlock()
+}
+
 // checkpointLoop checkpoints every CheckpointInterval while this node has
 // published records since its last checkpoint, until its applier stops.
 func (l *fleetLink) checkpointLoop() {
@@ -324,10 +361,11 @@ func (l *fleetLink) checkpointLoop() {
 			case <-t.C:
 				l.cmu.Lock()
 				due := l.count > 0
-				l.count = 0
 				l.cmu.Unlock()
 				if due && l.cpmu.TryLock() {
+					l.resetCount()
 					if err := l.checkpoint(ctx); err != nil {
+						l.retryCount()
 						l.e.cfg.log.Warn("the fleet's stream could not be checkpointed", "error", err)
 					}
 					l.cpmu.Unlock()
@@ -374,6 +412,8 @@ type fleetChainState struct {
 	wmu    sync.Mutex
 	wSeq   uint64
 	wChain fleet.Chain
+	wAt    uint64 // the witnessed checkpoint record's place (0: unknown)
+	wRec   []byte // its bytes
 
 	cpmu    sync.Mutex // one checkpoint at a time
 	cmu     sync.Mutex
@@ -383,8 +423,12 @@ type fleetChainState struct {
 }
 
 // rewritten is why the node holds its stream rewritten (nil when it does
-// not): verify names it.
+// not): verify names it. It checks the stream as a barrier does, so that
+// verify asked first after a rewrite names it too.
 func (l *fleetLink) rewritten(ctx context.Context) error {
+	if err := l.n.Holds(ctx); err != nil {
+		return err
+	}
 	if err := l.writable(ctx); errors.Is(err, fleet.ErrRewritten) {
 		return err
 	}

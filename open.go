@@ -216,6 +216,11 @@ func open(ctx context.Context, db *store.DB, dir string, c config) (*Engine, err
 	if err != nil {
 		return fail(err)
 	}
+	for _, w := range c.witnessFiles {
+		if err := witnessOutside(dir, w); err != nil {
+			return fail(err)
+		}
+	}
 	e := &Engine{db: db, reg: reg, graph: graph, log: tl, decisions: decisionlog.New(db.Space(store.Decisions), c.model),
 		gate: g, cfg: c, dir: dir}
 	e.committer = localCommitter{e}

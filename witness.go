@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,9 +75,7 @@ func (e *Engine) addToWitness(ctx context.Context, w *httpWitness, cp *tlog.Chec
 	old := w.size
 	for range 2 {
 		if old > cp.Size {
-			err := fmt.Errorf("%w: the witness %s holds %d leaves, the log has %d: leaves were deleted from its end, or an old copy was restored", ErrWitness, w.c.URL, old, cp.Size)
-			e.refuseWrites(err)
-			return err
+			return e.witnessRefused(ctx, w, fmt.Sprintf("it says it holds %d leaves, the log has %d", old, cp.Size))
 		}
 		proof, err := e.log.ConsistencyHashes(old, cp.Size)
 		if err != nil {
@@ -94,14 +93,38 @@ func (e *Engine) addToWitness(ctx context.Context, w *httpWitness, cp *tlog.Chec
 			old = sc.Size
 			continue
 		case errors.Is(err, witness.ErrRefused):
-			err = fmt.Errorf("%w: %v", ErrWitness, err)
-			e.refuseWrites(err)
-			return err
+			return e.witnessRefused(ctx, w, err.Error())
 		default:
 			return err
 		}
 	}
 	return fmt.Errorf("witness %s: its size kept changing", w.c.URL)
+}
+
+// witnessRefused holds the store rewritten (nothing more is logged) for
+// a witness's refusal, or a size it holds beyond the log, only when what
+// it holds, asked again (its answer signed over a fresh challenge),
+// confirms it: a refusal or a 409 is not signed, and whoever is between
+// the store and its witness could answer one. Else the refusal is an error
+// of this checkpoint only (w.size is left to the next answer).
+func (e *Engine) witnessRefused(ctx context.Context, w *httpWitness, refusal string) error {
+	for _, k := range e.engineKeyList() {
+		cctx, cancel := context.WithTimeout(ctx, httpWitnessTimeout)
+		held, err := w.c.Latest(cctx, k)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("witness %s: %s, and what it holds could not be read: %v", w.c.URL, refusal, err)
+		}
+		if held == nil {
+			continue
+		}
+		if err := e.extends(held); err != nil {
+			e.refuseWrites(err)
+			return err
+		}
+		w.size = held.Size
+	}
+	return fmt.Errorf("witness %s: %s, but what it holds (signed) is extended by the log: an answer not from the witness", w.c.URL, refusal)
 }
 
 // WithCheckpointEvery sets how often the engine checkpoints for its
@@ -123,6 +146,33 @@ func WithCheckpointEvery(n int, d time.Duration) Option {
 // ErrWitness: the store is not an extension of what a witness holds: it
 // was cut back or rewritten since. Nothing more is logged to it.
 var ErrWitness = errors.New("the store is not an extension of its witnessed checkpoint")
+
+// witnessOutside refuses a witness file inside the data directory dir:
+// whoever writes the directory could put an older checkpoint there, or
+// none, and the witness would hold the store to nothing.
+func witnessOutside(dir, path string) error {
+	if dir == "" {
+		return nil
+	}
+	real := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		if r, err := filepath.EvalSymlinks(a); err == nil {
+			return r
+		}
+		if r, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
+			return filepath.Join(r, filepath.Base(a))
+		}
+		return a
+	}
+	d, w := real(dir), real(path)
+	if rel, err := filepath.Rel(d, w); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("%w: the witness file %s is inside the data directory %s: whoever writes the directory could roll it back; keep it outside (the keys directory)", ErrWitness, path, dir)
+	}
+	return nil
+}
 
 // readWitness reads the checkpoint a witness file holds (nil when none).
 func readWitness(path string) (*tlog.Checkpoint, error) {

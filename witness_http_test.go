@@ -30,13 +30,21 @@ func httpWitness(t *testing.T) (string, func(dir string) *witness.Server, *regis
 		t.Fatal(err)
 	}
 	state := filepath.Join(t.TempDir(), "witness-state.json")
+	// Until the log's key exists, the witness keeps another log: it
+	// answers (signed) that it holds nothing of this one.
+	other, _, err := registry.GenerateSigner(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPub, _ := other.Ed25519()
+	s0, err := witness.New("test-witness", key, state, []ed25519.PublicKey{otherPub})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var srv atomic.Pointer[witness.Server]
+	srv.Store(s0)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s := srv.Load(); s != nil {
-			s.ServeHTTP(w, r)
-			return
-		}
-		http.NotFound(w, r)
+		srv.Load().ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
 	start := func(dir string) *witness.Server {

@@ -152,13 +152,19 @@ type Node struct {
 	// lastRec is the digest of the record at applied (its subject and
 	// data), so that a barrier can see the stream still holds it there;
 	// unknown (zero) after a restart until the next record is applied.
-	lastRec  [sha256.Size]byte
-	halted   error // why the applier stopped for good (ErrRewritten)
-	last     uint64
-	advanced chan struct{} // closed and replaced when applied moves
-	refused  map[uint64]error
-	reports  []Refusal
-	err      error
+	lastRec [sha256.Size]byte
+	// anchor is the place and digest of the last checkpoint record this
+	// node verified: a stream made again with the record at applied kept
+	// but records before it changed must still hold it there, or a node
+	// reading the new stream from the start would find it and stop.
+	anchor    uint64
+	anchorRec [sha256.Size]byte
+	halted    error // why the applier stopped for good (ErrRewritten)
+	last      uint64
+	advanced  chan struct{} // closed and replaced when applied moves
+	refused   map[uint64]error
+	reports   []Refusal
+	err       error
 
 	applies, refusals atomic.Uint64
 
@@ -389,6 +395,9 @@ func (n *Node) applyOne(ctx context.Context, a Applier, seq uint64, subj string,
 	}
 	n.mu.Lock()
 	n.applied, n.chain, n.lastRec = seq, chain, recordDigest(subj, data)
+	if kind == Checkpoint && aerr == nil {
+		n.anchor, n.anchorRec = seq, n.lastRec
+	}
 	if aerr != nil {
 		n.refused[seq] = aerr
 		n.reports = append(n.reports, Refusal{Seq: seq, Subject: subj, Reason: aerr.Error()})
@@ -689,32 +698,74 @@ func (n *Node) shorter(last, applied uint64) error {
 	return err
 }
 
+// Anchor tells a node started again where the last checkpoint it verified
+// is in the stream (its subject and data), for its barriers to check.
+func (n *Node) Anchor(seq uint64, subject string, data []byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if seq > n.anchor {
+		n.anchor, n.anchorRec = seq, recordDigest(subject, data)
+	}
+}
+
+// Holds is the check a barrier makes, without waiting to apply: it halts
+// the node (and returns ErrRewritten) when the stream is shorter than what
+// it applied, or no longer holds the records it checks at their places. A
+// stream that cannot be reached is not taken for a rewritten one.
+func (n *Node) Holds(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Wait)
+	defer cancel()
+	applied, _ := n.Head()
+	info, err := n.stream.Info(ctx)
+	if err != nil {
+		return n.Halted()
+	}
+	if err := n.shorter(info.State.LastSeq, applied); err != nil {
+		return err
+	}
+	return n.stillHolds(ctx)
+}
+
 // stillHolds halts the node when the stream no longer holds, at the last
-// sequence this node applied, the record it applied there: the stream was
-// deleted and made again (perhaps as long as before, or longer, with
-// records published since). A stream that cannot be read there is not
-// taken for a rewritten one: the caller's other checks decide.
+// sequence this node applied, the record it applied there, or, where the
+// last checkpoint it verified was, that checkpoint: the stream was deleted
+// and made again (perhaps as long as before, or longer, with records
+// published since, or with the records before its last one changed). A
+// stream that cannot be read there is not taken for a rewritten one: the
+// caller's other checks decide.
 func (n *Node) stillHolds(ctx context.Context) error {
 	n.mu.Lock()
-	applied, want, halted := n.applied, n.lastRec, n.halted
+	applied, want, anchor, anchorRec, halted := n.applied, n.lastRec, n.anchor, n.anchorRec, n.halted
 	n.mu.Unlock()
 	if halted != nil {
 		return halted
 	}
-	if applied <= 1 || want == ([sha256.Size]byte{}) {
-		return nil
+	type place struct {
+		seq  uint64
+		want [sha256.Size]byte
+		what string
 	}
-	m, err := n.stream.GetMsg(ctx, applied)
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	case err != nil:
-		return nil
-	case recordDigest(m.Subject, m.Data) == want:
-		return nil
+	places := []place{{applied, want, "the record this node applied there"}}
+	if anchor != applied {
+		places = append(places, place{anchor, anchorRec, "the last checkpoint this node verified"})
 	}
-	err = fmt.Errorf("%w: the stream no longer holds, at %d, the record this node applied there: it was deleted and made again", ErrRewritten, applied)
-	n.halt(err)
-	return err
+	for _, at := range places {
+		if at.seq <= 1 || at.want == ([sha256.Size]byte{}) {
+			continue
+		}
+		m, err := n.stream.GetMsg(ctx, at.seq)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return nil
+		case recordDigest(m.Subject, m.Data) == at.want:
+			continue
+		}
+		err = fmt.Errorf("%w: the stream no longer holds, at %d, %s: it was deleted and made again", ErrRewritten, at.seq, at.what)
+		n.halt(err)
+		return err
+	}
+	return nil
 }
 
 // recordDigest names a record by its subject and data.

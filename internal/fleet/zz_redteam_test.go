@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +133,150 @@ func TestRedTeamRewrittenStreamRefused(t *testing.T) {
 		if err := fx.nodes[name].Fleet().Sync(ctx); !errors.Is(err, pedigree.ErrFleetRewritten) {
 			t.Errorf("running node %s over the rewritten stream: %v", name, err)
 		}
+	}
+}
+
+// TestRedTeamRewrittenPrefixKeepingTheLastRecord: the NATS administrator
+// makes the stream again as long as the running node read it, with the
+// record at the node's last sequence kept where it was, and the second
+// entry and the checkpoint after it replaced by junk (refused, but folded:
+// no sequence moves). No checkpoint in the new stream shows the change, so
+// a node rebuilt from it without a witness takes it; the running node,
+// which witnessed that checkpoint at its place, must see the stream no
+// longer holds it there, and stop.
+func TestRedTeamRewrittenPrefixKeepingTheLastRecord(t *testing.T) {
+	f := newSmallFleet(t, "keeplast")
+	session := uniq("keeplast")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.Fleet().Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte("four")}); err != nil {
+		t.Fatal(err)
+	}
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es, cps := indexes(msgs, f.prefix, "entry"), indexes(msgs, f.prefix, "checkpoint")
+		if len(es) != 4 || len(cps) != 1 || cps[0] < es[2] || cps[0] > es[3] {
+			t.Fatalf("want three entries, a checkpoint, an entry: %d, %d", len(es), len(cps))
+		}
+		for _, i := range []int{es[1], cps[0]} {
+			msgs[i] = fleet.Msg{Subject: f.prefix + ".entry.junk" + strconv.Itoa(i), Data: []byte("junk")}
+		}
+		return msgs
+	})
+	refusesRewrite(t, "the running node", f.b)
+	// The limit docs/threat-model.md states: a node rebuilt without a
+	// witness finds no checkpoint that shows the change.
+	if err := f.rebuilt(t, "").Fleet().Sync(context.Background()); err != nil {
+		t.Fatalf("the known limit changed: %v; update docs/threat-model.md and this test", err)
+	}
+}
+
+// TestRedTeamVerifyFirstAfterARewrite: the stream is made again as long as
+// the running node read it (the second entry dropped, a copy of the third
+// appended), and the first thing asked of the node is verify, before any
+// barrier or readiness check: verify must name the rewrite, not pass.
+func TestRedTeamVerifyFirstAfterARewrite(t *testing.T) {
+	f := newSmallFleet(t, "verifyfirst")
+	session := uniq("verifyfirst")
+	for _, c := range []string{"one", "two", "three"} {
+		if _, err := f.b.Record(context.Background(), fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.b.Fleet().Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es := indexes(msgs, f.prefix, "entry")
+		out := append(msgs[:es[1]:es[1]], msgs[es[1]+1:]...)
+		return append(out, msgs[es[2]])
+	})
+	r, err := f.b.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() {
+		t.Fatalf("verify passes over a rewritten stream: %+v", r)
+	}
+	refusesRewrite(t, "the running node", f.b)
+}
+
+// TestRedTeamFleetWitnessInsideTheDataDirectory: a node's witness file in
+// its data directory is one the directory's writers can roll back or
+// delete: the node refuses it at join.
+func TestRedTeamFleetWitnessInsideTheDataDirectory(t *testing.T) {
+	f := newSmallFleet(t, "witnessinside")
+	if e, err := f.join(t, f.dirB+"-c", "C", filepath.Join(f.dirB+"-c", "witness.json")); err == nil || !strings.Contains(err.Error(), "inside the data directory") {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("a witness inside the data directory: %v", err)
+	}
+}
+
+// TestRedTeamRewrittenPrefixSeenAfterARestart: as
+// TestRedTeamRewrittenPrefixKeepingTheLastRecord, with the node closed
+// before the rewrite and started again after it. Its last record (junk
+// the administrator published) is kept where it was, and its directory
+// agrees with its witness; the witness also says where the checkpoint it
+// holds was in the stream, and the stream no longer holds it there.
+func TestRedTeamRewrittenPrefixSeenAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	f := newSmallFleet(t, "restartprefix")
+	f.b.Close()
+	join := func() (*pedigree.Engine, error) {
+		return pedigree.JoinFleet(ctx, f.dirB, pedigree.FleetOptions{NATS: strings.Join(fx.urls[:], ","), TrustRoot: fx.operator.Public().(ed25519.PublicKey),
+			Name: "B", Stream: f.stream, Prefix: f.prefix, Replicas: 1, Wait: 3 * time.Second, Witness: f.witnessB},
+			pedigree.WithCatalog(fx.catalog), pedigree.WithoutDurabilityUnsafe(), pedigree.WithEngineSigner(fx.engines["B"]), pedigree.WithCheckpointEvery(3, time.Hour))
+	}
+	b, err := join()
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := uniq("restartprefix")
+	for _, c := range []string{"one", "two", "three"} { // the third makes a checkpoint due
+		if _, err := b.Record(ctx, fx.keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Session: session, Content: []byte(c)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s, _ := b.Fleet().Status(); s.Witnessed == 0; s, _ = b.Fleet().Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after three records")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	raw, err := fleet.RawPublisher(fx.urls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Publish(ctx, f.prefix+".entry.junk", []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Fleet().Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // nothing published since the checkpoint: none at close
+	f.rewrite(t, func(msgs []fleet.Msg) []fleet.Msg {
+		es, cps := indexes(msgs, f.prefix, "entry"), indexes(msgs, f.prefix, "checkpoint")
+		if len(es) != 4 || len(cps) != 1 || cps[0] != len(msgs)-2 {
+			t.Fatalf("want three entries, a checkpoint, junk: %d, %d", len(es), len(cps))
+		}
+		for _, i := range []int{es[1], cps[0]} {
+			msgs[i] = fleet.Msg{Subject: f.prefix + ".entry.junk" + strconv.Itoa(i), Data: []byte("junk")}
+		}
+		return msgs
+	})
+	if e, err := join(); !errors.Is(err, pedigree.ErrFleetRewritten) {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("the node restarted over a stream whose prefix was rewritten: %v", err)
 	}
 }

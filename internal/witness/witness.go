@@ -24,14 +24,17 @@
 // it; 403 for a checkpoint no configured log key signed; 422 when the
 // proof does not verify or an equal size has another root; 400 for a
 // malformed request. An extension C2SP does not have: GET /checkpoint/<log
-// ID> returns the checkpoint the witness holds for that log (404: none),
-// which verify compares with the log.
+// ID>?challenge=<hex> returns the checkpoint the witness holds for that
+// log (404: none), which verify compares with the log, with the witness's
+// signature over the challenge and the answer (header AnswerHeader), so
+// that no one between them answers for it.
 package witness
 
 import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -132,18 +135,61 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/add-checkpoint":
 		s.add(w, r)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/checkpoint/"):
-		s.mu.Lock()
-		cp := s.st.Logs[strings.TrimPrefix(r.URL.Path, "/checkpoint/")]
-		s.mu.Unlock()
-		if cp == nil {
-			http.Error(w, "no checkpoint of that log", http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(cp)
+		s.latest(w, r)
 	default:
 		http.Error(w, "POST /add-checkpoint or GET /checkpoint/<log ID>", http.StatusNotFound)
 	}
+}
+
+// AnswerHeader carries the witness's signature of its answer to GET
+// /checkpoint/<log ID>?challenge=<hex>: base64 of an Ed25519 signature
+// over answered(challenge, log ID, body). A network attacker between a
+// log and its witness cannot answer "none", or replay an older answer,
+// for the witness: the log's challenge is fresh each time.
+const AnswerHeader = "Pedigree-Witness-Answer"
+
+// answered is what the witness signs for its answer body (empty: none)
+// to a GET with challenge for the log logID.
+func answered(challenge, logID string, body []byte) []byte {
+	return append([]byte("pedigree-witness-latest/v1\nchallenge "+challenge+"\nlog "+logID+"\n"), body...)
+}
+
+func (s *Server) latest(w http.ResponseWriter, r *http.Request) {
+	// The log ID and the challenge are hex of fixed bounds, so that no
+	// request makes the signed text of another answer (a log ID that ends
+	// in a newline and a checkpoint).
+	id := strings.TrimPrefix(r.URL.Path, "/checkpoint/")
+	challenge := r.URL.Query().Get("challenge")
+	if b, err := hex.DecodeString(id); err != nil || len(b) != sha256.Size || id != strings.ToLower(id) {
+		http.Error(w, "GET /checkpoint/<log ID: 64 hex digits>", http.StatusBadRequest)
+		return
+	}
+	if c, err := hex.DecodeString(challenge); err != nil || len(c) < 16 || len(c) > 64 {
+		http.Error(w, "GET /checkpoint/<log ID>?challenge=<16 to 64 bytes, hex>", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	cp := s.st.Logs[id]
+	s.mu.Unlock()
+	var body []byte
+	status := http.StatusNotFound
+	if cp != nil {
+		b, err := json.Marshal(cp)
+		if err != nil {
+			http.Error(w, "the witness could not answer", http.StatusInternalServerError)
+			return
+		}
+		body, status = append(b, '\n'), http.StatusOK
+	}
+	sig, err := s.signer.Sign(answered(challenge, id, body))
+	if err != nil {
+		http.Error(w, "the witness could not sign", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set(AnswerHeader, base64.StdEncoding.EncodeToString(sig))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // request is a parsed add-checkpoint body.
@@ -264,6 +310,19 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "— %s %s\n", s.name, base64.StdEncoding.EncodeToString(line))
 }
 
+// readTimeout bounds reading a whole request (its body too), and
+// idleTimeout a connection between requests: a client that sends its
+// body a byte at a time, or keeps connections open, does not hold them
+// (and the witness's descriptors) for as long as it likes.
+var readTimeout, idleTimeout = 30 * time.Second, 2 * time.Minute
+
+// HTTPServer is the witness's HTTP server, with bounds on how long a
+// client may take.
+func HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout,
+		WriteTimeout: readTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: 16 << 10}
+}
+
 // Client hands a log's checkpoints to a witness at URL whose key is Key.
 type Client struct {
 	URL  string
@@ -351,9 +410,15 @@ func (c *Client) checkCosignature(cp *tlog.Checkpoint, body []byte) error {
 }
 
 // Latest is the checkpoint the witness holds for the log of key (nil:
-// none).
+// none), asked with a fresh challenge: the answer, "none" too, must be
+// signed by the witness's key over it.
 func (c *Client) Latest(ctx context.Context, key ed25519.PublicKey) (*tlog.Checkpoint, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.URL, "/")+"/checkpoint/"+LogID(key), nil)
+	var ch [32]byte
+	if _, err := rand.Read(ch[:]); err != nil {
+		return nil, err
+	}
+	challenge, id := hex.EncodeToString(ch[:]), LogID(key)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.URL, "/")+"/checkpoint/"+id+"?challenge="+challenge, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -362,12 +427,22 @@ func (c *Client) Latest(ctx context.Context, key ed25519.PublicKey) (*tlog.Check
 		return nil, fmt.Errorf("witness %s: %w", c.URL, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return nil, nil
+	body, err := io.ReadAll(io.LimitReader(resp.Body, tlog.MaxCheckpointFileBytes+1))
+	if err != nil || len(body) > tlog.MaxCheckpointFileBytes {
+		return nil, fmt.Errorf("witness %s: an answer too large or unreadable", c.URL)
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, tlog.MaxCheckpointFileBytes))
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotFound {
 		return nil, fmt.Errorf("witness %s: %s", c.URL, resp.Status)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		body = nil
+	}
+	sig, err := base64.StdEncoding.DecodeString(resp.Header.Get(AnswerHeader))
+	if err != nil || !ed25519.Verify(c.Key, answered(challenge, id, body), sig) {
+		return nil, fmt.Errorf("witness %s: an answer to GET /checkpoint/ not signed by its key for this request (replayed, or not from the witness)", c.URL)
+	}
+	if body == nil {
+		return nil, nil
 	}
 	cp, err := tlog.ParseCheckpoint(body)
 	if err != nil {

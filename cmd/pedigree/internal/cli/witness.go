@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -26,7 +25,8 @@ host, and takes a new one only if it extends it (a consistency proof from the si
 holds): a log cut back or rewritten before the witnessed size cannot be witnessed again,
 and 'pedigree verify' names it. The protocol is that of C2SP's tlog-witness
 (POST /add-checkpoint; 409 with the size it holds on a conflict), with pedigree's
-checkpoints; GET /checkpoint/<log ID> returns what it holds.
+checkpoints; GET /checkpoint/<log ID>?challenge=<hex> returns what it holds, signed with
+the witness's key over the challenge, so that no one on the way answers for it.
 
 A store hands its checkpoints to the witness when PEDIGREE_WITNESS_URL (the witness's
 URL) and PEDIGREE_WITNESS_KEY (its public key, KEY.pub) are set, beside the file witness
@@ -86,7 +86,7 @@ PEDIGREE_WITNESS_KEY). --state is where it keeps each log's latest checkpoint (m
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+			srv := witness.HTTPServer(s)
 			fmt.Fprintf(a.out, "http://%s\n", ln.Addr())
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
