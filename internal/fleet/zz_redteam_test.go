@@ -129,11 +129,26 @@ func TestRedTeamRewrittenStreamRefused(t *testing.T) {
 	if got, err := d.Check(ctx, fx.keys["agent:assistant"], c); err == nil && got.Decision == gate.Allow {
 		t.Fatalf("a node rebuilt from a stream rewritten without approval %.12s's use allowed the call again: %+v", an.ID, got)
 	}
+	// The running nodes applied the approval's use: none allows the call
+	// again, whether or not it has found the rewrite yet. Each finds it at
+	// a barrier when the new stream is shorter than what it applied, or holds
+	// another record at its last sequence or at its last verified
+	// checkpoint; a rewrite that restores those places (records published
+	// since the rewrite fill it back) is found at the next checkpoint made
+	// over the new stream (docs/threat-model.md), so this is not asserted
+	// for each node: it depends on what was published meanwhile.
+	found := 0
 	for _, name := range []string{"A", "B", "C"} {
-		if err := fx.nodes[name].Fleet().Sync(ctx); !errors.Is(err, pedigree.ErrFleetRewritten) {
-			t.Errorf("running node %s over the rewritten stream: %v", name, err)
+		err := fx.nodes[name].Fleet().Sync(ctx)
+		if errors.Is(err, pedigree.ErrFleetRewritten) {
+			found++
+			continue
+		}
+		if got, err := fx.check(name, session, []string{mail}, args); err == nil && got.Decision == gate.Allow {
+			t.Errorf("running node %s over the rewritten stream allowed the call again: %+v", name, got)
 		}
 	}
+	t.Logf("%d of 3 running nodes found the rewrite at their first barrier", found)
 }
 
 // TestRedTeamRewrittenPrefixKeepingTheLastRecord: the NATS administrator
