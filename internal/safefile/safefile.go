@@ -210,6 +210,44 @@ func Create(base, rel string, data []byte, perm os.FileMode) error {
 	return syncDir(dir)
 }
 
+// OpenAppend opens base/rel for appending, making it with perm when it is
+// missing. What is there must be a regular file of this user's with one
+// link, reached without following a link: a symlink or a hard link planted
+// in its place is refused (ErrLink), and so is a FIFO or a device, without
+// blocking on it (ErrNotOurs). It is how logs are written.
+func OpenAppend(base, rel string, perm os.FileMode) (*os.File, error) {
+	dir, name, err := parent(base, rel, false, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	path := filepath.Join(base, rel)
+	fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%s %w", path, ErrLink)
+	}
+	if errors.Is(err, unix.ENXIO) {
+		return nil, fmt.Errorf("%s: a regular file was expected: %w", path, ErrNotOurs)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if err := checkStat(&st, path, Regular); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
 // Remove removes base/rel only when it is what pedigree made there: a
 // file of kind k, owned by this user, with one link. A missing name is not
 // an error; a link or anything else is left as it is, and reported

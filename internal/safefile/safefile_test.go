@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // outside is a file outside the directory under test, and a way to check
@@ -146,5 +148,55 @@ func TestReadFileRefusesLinks(t *testing.T) {
 	}
 	if _, err := ReadFile(dir, "../x", 100); err == nil {
 		t.Error("a name that leaves the directory was read")
+	}
+}
+
+// TestOpenAppendRefusesWhatIsNotALog: a log is appended to only when it is
+// this user's regular file with one link; a symlink, a hard link, a
+// dangling link or a FIFO in its place is refused, the FIFO without
+// blocking, and nothing outside is written.
+func TestOpenAppendRefusesWhatIsNotALog(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plant func(dir, victim string) error
+		want  error
+	}{
+		{"symlink", func(d, v string) error { return os.Symlink(v, filepath.Join(d, "log")) }, ErrLink},
+		{"dangling symlink", func(d, v string) error { return os.Symlink(v+".new", filepath.Join(d, "log")) }, ErrLink},
+		{"hard link", func(d, v string) error { return os.Link(v, filepath.Join(d, "log")) }, ErrLink},
+		{"fifo", func(d, _ string) error { return unix.Mkfifo(filepath.Join(d, "log"), 0o600) }, ErrNotOurs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			victim, intact := outside(t)
+			dir := t.TempDir()
+			if err := tc.plant(dir, victim); err != nil {
+				t.Fatal(err)
+			}
+			f, err := OpenAppend(dir, "log", 0o600)
+			if err == nil {
+				f.Close()
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("want %v, got %v", tc.want, err)
+			}
+			intact()
+			if _, err := os.Stat(victim + ".new"); err == nil {
+				t.Fatal("the dangling link's target was made")
+			}
+		})
+	}
+	dir := t.TempDir()
+	for _, line := range []string{"one\n", "two\n"} {
+		f, err := OpenAppend(dir, "log", 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(line)
+		f.Close()
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "log"))
+	fi, _ := os.Lstat(filepath.Join(dir, "log"))
+	if string(b) != "one\ntwo\n" || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("log %q mode %v", b, fi.Mode())
 	}
 }

@@ -51,15 +51,17 @@ func (a *app) backend(ctx context.Context, opts ...pedigree.Option) (b pedigree.
 
 // refuseIfServed stops the verbs a server does not serve (init, registry
 // changes): they need the store itself.
+//
+// A server the hook started on demand is stopped instead: it holds the
+// store for the hook's speed alone, and the next event starts another.
 func (a *app) refuseIfServed(ctx context.Context, verb string) error {
-	c, err := server.Dial(ctx, a.dir, a.clock)
-	if errors.Is(err, server.ErrNoServer) {
+	err := server.StopOnDemand(ctx, a.dir, a.clock)
+	if err == nil || errors.Is(err, server.ErrNoServer) {
 		return nil
 	}
-	if err != nil {
+	if !errors.Is(err, server.ErrNotOnDemand) {
 		return err
 	}
-	c.Close()
 	return fmt.Errorf("%w: stop it to %s (registry changes are never served, and impossible after freeze)", errServed, verb)
 }
 

@@ -431,7 +431,9 @@ func selfTest(ctx context.Context, command string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(cwd)
-	env := append(os.Environ(), "CLAUDE_CONFIG_DIR="+cwd)
+	// The hook's server on demand is not started for the test: the first
+	// event of a real session starts it.
+	env := append(os.Environ(), "CLAUDE_CONFIG_DIR="+cwd, hookServeEnv+"=off")
 	var nonce [6]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return "", err

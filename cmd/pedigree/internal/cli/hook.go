@@ -58,9 +58,15 @@ func newHookClaude(a *app) *cobra.Command {
 
 Exit 0, or 2 with the reason on stderr on any error (malformed input, an unknown
 event, a store error): Claude Code blocks on 2 and lets the call through on any
-other code, so there is no other. When 'pedigree serve' runs on the directory the
-event goes through it; otherwise the store is opened, waiting up to 5 s when
-another process holds it.
+other code, so there is no other. When 'pedigree serve' (or a gateway) runs on the
+directory the event goes through it. Otherwise the first event starts one in the
+background, 'pedigree serve --idle-exit 30m' (its log DIR/serve.log), and this
+and later events go through it: opening the store is most of what an event costs.
+It stops after 30 minutes without an event, when its directory is removed, or
+when a verb that needs the store itself (registry, mcp add, init) stops it; the
+next event starts another. With PEDIGREE_HOOK_SERVE=off, or when it cannot start,
+the event opens the store itself, waiting up to 5 s when another process holds
+it.
 
 Set up in one command with 'pedigree claude install' (undo: 'pedigree claude
 uninstall'); or by hand with 'pedigree hook claude init', then 'pedigree registry
@@ -95,6 +101,7 @@ func (a *app) hookEvent(ctx context.Context) (*hook.Answer, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.serveOnDemand(ctx)
 	b, err := a.backendWaiting(ctx, hookLockWait)
 	if err != nil {
 		return nil, err

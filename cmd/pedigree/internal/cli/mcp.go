@@ -646,6 +646,12 @@ func (a *app) gatewaySigner(ctx context.Context, b pedigree.Backend, principal s
 // 'pedigree serve' does, so that other verbs and gateways find it.
 func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOptions) (pedigree.Backend, func(), error) {
 	for attempt := 0; ; attempt++ {
+		// A server the hook started on demand stops when idle, and a
+		// gateway lives as long as its session: the gateway holds the
+		// directory itself, and the hook goes through it.
+		if err := server.StopOnDemand(ctx, a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
+			return nil, nil, err
+		}
 		if c, err := server.Dial(ctx, a.dir, a.clock); err == nil {
 			if len(g.options()) > 0 {
 				c.Close()

@@ -32,11 +32,16 @@ type app struct {
 	clock func() time.Time
 	// getenv reads the environment; tests set it.
 	getenv func(string) string
+	// autostart lets the hook start a server on demand (see ondemand.go):
+	// the command sets it; tests that run verbs in process do not, unless
+	// they mean to, with executable the pedigree binary to start.
+	autostart  bool
+	executable string
 }
 
 // Main runs the command and returns its exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{in: stdin, out: stdout, errw: stderr, clock: time.Now, getenv: os.Getenv}
+	a := &app{in: stdin, out: stdout, errw: stderr, clock: time.Now, getenv: os.Getenv, autostart: true}
 	return a.run(context.Background(), args)
 }
 

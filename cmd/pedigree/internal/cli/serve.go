@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,7 @@ func newServeCommand(a *app) *cobra.Command {
 	var fl fleetFlags
 	var g gateOptions
 	var mem memoryLimit
+	var idleExit time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve [--socket PATH] [--addr 127.0.0.1:PORT] [--policies DIR] [--tools FILE] [--claude-hooks] [--nats URL]",
 		Short: "Run the sidecar server: HTTP/JSON on a unix socket (and loopback TCP)",
@@ -60,6 +62,12 @@ decisions, trace, verify, trajectory, log, hooks/claude.
 
 SIGTERM or SIGINT drains: new connections are refused, requests in flight finish,
 and the store closes cleanly. Logs are JSON lines on stderr.
+
+--idle-exit DURATION stops the server once no request has come for that long, or
+once DIR/serve.json is removed (serve.json says idle_exit). The Claude Code hook
+starts its server this way, on demand; a verb that needs the store itself, another
+'pedigree serve', 'pedigree ui' and a gateway stop such a server (the process that
+holds its socket, as the kernel names it) rather than refuse or go through it.
 
 With --nats, the directory is a node of a fleet that shares one lineage graph on
 NATS JetStream: every write goes to the fleet's replicated stream, and the node
@@ -108,7 +116,17 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 			if err := mem.apply(cmd); err != nil {
 				return err
 			}
+			if idleExit < 0 {
+				return usagef("--idle-exit %s: a duration of zero (never) or more", idleExit)
+			}
+			if idleExit > 0 && fl.url != "" {
+				return usagef("--idle-exit is for a server started on demand; a fleet node (--nats) serves until it is stopped")
+			}
 			log := slog.New(slog.NewJSONHandler(a.errw, nil))
+			// A server the hook started on demand gives way to this one.
+			if err := server.StopOnDemand(cmd.Context(), a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
+				return err
+			}
 			if c, err := server.Dial(cmd.Context(), a.dir, a.clock); err == nil {
 				c.Close()
 				return fmt.Errorf("%w (%s): one server per data directory", errServed, a.dir)
@@ -147,7 +165,7 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			err = server.Run(ctx, e, server.Options{Socket: socket, RuntimeDir: a.runtimeDir(), Addr: addr, Log: log, ClaudeHooks: claudeHooks, UI: uiOpts, Ready: func(s, t string) {
+			err = server.Run(ctx, e, server.Options{Socket: socket, RuntimeDir: a.runtimeDir(), Addr: addr, Log: log, ClaudeHooks: claudeHooks, UI: uiOpts, IdleExit: idleExit, Ready: func(s, t string) {
 				if a.output == "json" {
 					a.printJSON(serveOutput{v: v1, Socket: s, Addr: t})
 					return
@@ -165,6 +183,7 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 		},
 	}
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket path (default DIR/pedigree.sock, or a per-user runtime directory when that is too long)")
+	cmd.Flags().DurationVar(&idleExit, "idle-exit", 0, "stop once no request has come for this long (0: never); the hook starts its server with --idle-exit 30m, and a verb that needs the store stops such a server instead of refusing")
 	cmd.Flags().StringVar(&addr, "addr", "", "also listen on this loopback TCP address")
 	fl.add(cmd)
 	cmd.Flags().BoolVar(&claudeHooks, "claude-hooks", false, "answer Claude Code's http hooks on POST /v1/hooks/claude, signing with DIR/hook-keys")

@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,6 +44,13 @@ to run instead.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			started := false
+			if start {
+				// A server the hook started on demand serves no page, and
+				// gives way to one that does.
+				if err := server.StopOnDemand(ctx, a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
+					return err
+				}
+			}
 			c, err := server.Dial(ctx, a.dir, a.clock)
 			// A server may be starting (it holds the directory before it
 			// answers): give it a moment before starting another.
@@ -59,7 +63,7 @@ to run instead.`,
 				c, err = server.Dial(ctx, a.dir, a.clock)
 			}
 			if errors.Is(err, server.ErrNoServer) && start {
-				if err := a.startUIServer(ctx); err != nil {
+				if err := a.startServer(ctx, []string{"--ui"}, 30*time.Second, 100*time.Millisecond); err != nil {
 					return err
 				}
 				started = true
@@ -123,47 +127,4 @@ to run instead.`,
 	cmd.Flags().BoolVar(&start, "start", true, "start 'pedigree serve --ui' in the background when no server runs")
 	cmd.Flags().StringVar(&decision, "decision", "", "land on this decision's page (an ID or unique prefix)")
 	return cmd
-}
-
-// startUIServer starts 'pedigree serve --ui' on the directory, detached,
-// and waits until it answers.
-func (a *app) startUIServer(ctx context.Context) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(filepath.Join(a.dir, "serve.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("start the server: %w", err)
-	}
-	defer logf.Close()
-	args := []string{"--dir", a.dir, "serve", "--ui"}
-	if a.trustRoot != "" {
-		args = append([]string{"--trust-root", a.trustRoot}, args...)
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the server: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			b, _ := os.ReadFile(filepath.Join(a.dir, "serve.log"))
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			return fmt.Errorf("the server stopped at once (%v): %s", err, lines[len(lines)-1])
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if c, err := server.Dial(ctx, a.dir, a.clock); err == nil {
-			c.Close()
-			return nil
-		}
-	}
-	return errors.New("the server did not answer within 30 s: see DIR/serve.log")
 }

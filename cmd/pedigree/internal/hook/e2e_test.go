@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
+	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
 )
 
 // The end-to-end test runs the real Claude Code CLI (the npm package in
@@ -53,6 +54,8 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	data := filepath.Join(tmp, "data")
+	// The hook's server on demand stops before the directory is removed.
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), data, nil) })
 	// The keys directory (operator, engine key, witness), outside the
 	// data directory and the fake HOME, named to every pedigree command.
 	keys := filepath.Join(tmp, "keys")
@@ -185,6 +188,12 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	}
 	session, _ := out["session_id"].(string)
 	poisoned := session
+
+	// The hook started its server on demand at the session's first event
+	// (serve --idle-exit), and the later events went through it.
+	if b, err := os.ReadFile(filepath.Join(data, "serve.json")); err != nil || !strings.Contains(string(b), `"idle_exit":"30m0s"`) {
+		t.Fatalf("no server on demand after the first session: %s %v", b, err)
+	}
 
 	// The decision log and the trace name the poisoned result.
 	var log struct {

@@ -225,44 +225,50 @@ func (c *Client) authorize(req *http.Request) {
 // socket, this user's, mode 0600. No serve.json, or a socket that is gone,
 // is ErrNoServer; anything else that is wrong is ErrUntrustedServer.
 func discover(dir string) (string, error) {
+	socket, _, err := discoverInfo(dir)
+	return socket, err
+}
+
+// discoverInfo is discover with what serve.json says.
+func discoverInfo(dir string) (string, info, error) {
 	b, err := safefile.ReadFile(dir, InfoFile, 1<<20)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return "", ErrNoServer // no directory, or no server: the caller says which
+		return "", info{}, ErrNoServer // no directory, or no server: the caller says which
 	}
 	untrusted := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s: %s (it may have been tampered with; remove it if no server runs)",
 			ErrUntrustedServer, filepath.Join(dir, InfoFile), fmt.Sprintf(format, a...))
 	}
 	if err != nil {
-		return "", untrusted("%v", err)
+		return "", info{}, untrusted("%v", err)
 	}
 	var in info
 	if err := json.Unmarshal(b, &in); err != nil || in.Socket == "" {
-		return "", untrusted("malformed")
+		return "", info{}, untrusted("malformed")
 	}
 	absDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "", untrusted("%v", err)
+		return "", info{}, untrusted("%v", err)
 	}
 	sockDir, err := filepath.EvalSymlinks(filepath.Dir(in.Socket))
 	if errors.Is(err, os.ErrNotExist) {
-		return "", ErrNoServer
+		return "", info{}, ErrNoServer
 	}
 	if err != nil || !socketTrusted(dir, absDir, sockDir, filepath.Base(in.Socket)) {
-		return "", untrusted("socket %s is neither in the data directory nor the one named for it in a private directory of this user's", in.Socket)
+		return "", info{}, untrusted("socket %s is neither in the data directory nor the one named for it in a private directory of this user's", in.Socket)
 	}
 	socket := filepath.Join(sockDir, filepath.Base(in.Socket))
 	fi, err := os.Lstat(socket)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", ErrNoServer
+		return "", info{}, ErrNoServer
 	}
 	if err != nil {
-		return "", untrusted("%v", err)
+		return "", info{}, untrusted("%v", err)
 	}
 	if err := ownedPrivate(fi, true); err != nil {
-		return "", untrusted("socket %s: %v", socket, err)
+		return "", info{}, untrusted("socket %s: %v", socket, err)
 	}
-	return socket, nil
+	return socket, in, nil
 }
 
 // prove asks the server to show it holds the token, before anything else

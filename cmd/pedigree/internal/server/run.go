@@ -51,12 +51,20 @@ type Options struct {
 	UI *UIOptions
 	// Ready, when set, receives the addresses once listening.
 	Ready func(socket, addr string)
+	// IdleExit, when positive, stops the server once no request has been
+	// in flight for that long: a server started on demand (by the hook)
+	// does not outlive its use. serve.json says so (idle_exit), and a verb
+	// that needs the store itself stops such a server rather than refusing.
+	IdleExit time.Duration
 }
 
 type info struct {
 	Socket string `json:"socket"`
 	Addr   string `json:"addr,omitempty"`
 	PID    int    `json:"pid"`
+	// IdleExit is set for a server that stops when idle (started on
+	// demand), in Go's duration syntax.
+	IdleExit string `json:"idle_exit,omitempty"`
 }
 
 // CheckLoopback refuses a TCP address that is not on the loopback interface.
@@ -158,10 +166,27 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 			return err
 		}
 	}
-	hs := &http.Server{Handler: s.Authenticated(token), ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
+	var handler http.Handler = s.Authenticated(token)
+	var idle <-chan struct{}
+	if o.IdleExit > 0 {
+		ictx, stop := context.WithCancel(ctx)
+		defer stop()
+		// It also stops once serve.json is gone (the directory removed, as
+		// a test's or a trial's is): it is nobody's server then.
+		gone := func() bool {
+			_, err := os.Lstat(filepath.Join(dir, InfoFile))
+			return errors.Is(err, os.ErrNotExist)
+		}
+		handler, idle = idleAfter(ictx, handler, o.IdleExit, gone)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	if dir != "" {
-		b, _ := json.Marshal(info{Socket: o.Socket, Addr: o.Addr, PID: os.Getpid()})
+		in := info{Socket: o.Socket, Addr: o.Addr, PID: os.Getpid()}
+		if o.IdleExit > 0 {
+			in.IdleExit = o.IdleExit.String()
+		}
+		b, _ := json.Marshal(in)
 		if err := safefile.WriteFile(dir, InfoFile, b, 0o600); err != nil {
 			for _, l := range listeners {
 				l.Close()
@@ -183,6 +208,8 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	}
 	select {
 	case <-ctx.Done():
+	case <-idle:
+		o.Log.Info("idle", "for", o.IdleExit.String())
 	case err := <-errs:
 		if !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -193,6 +220,46 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	sctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
 	return hs.Shutdown(sctx)
+}
+
+// idleAfter wraps h so that the returned channel is closed once no request
+// has been in flight for d, or none is in flight and gone says so (never,
+// once ctx is done). A request that arrives as it closes is still
+// answered: shutdown drains what is in flight.
+func idleAfter(ctx context.Context, h http.Handler, d time.Duration, gone func() bool) (http.Handler, <-chan struct{}) {
+	var mu sync.Mutex
+	inFlight, last := 0, time.Now()
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(min(d/4, time.Second))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			quiet := inFlight == 0 && (time.Since(last) >= d || gone())
+			mu.Unlock()
+			if quiet {
+				close(done)
+				return
+			}
+		}
+	}()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight--
+			last = time.Now()
+			mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	}), done
 }
 
 // socketUmask serialises the umask that makes a socket private from its

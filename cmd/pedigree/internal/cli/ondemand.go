@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
+	"github.com/pedigree-ai/pedigree/internal/safefile"
+)
+
+// A hook event is a process of its own, and opening the store is most of
+// what one costs (about 200 ms against 20 to 30 through a server, measured
+// in docs/performance.md). So the hook starts a server on demand: the first
+// event of a directory no server holds starts 'pedigree serve --idle-exit',
+// which stops by itself once no event has come for serverIdleExit, and every
+// later event goes through it. A verb that needs the store itself stops
+// such a server first (server.StopOnDemand) instead of refusing.
+const (
+	serverIdleExit = 30 * time.Minute
+	// hookServeEnv set to "off" makes the hook open the store itself.
+	hookServeEnv = "PEDIGREE_HOOK_SERVE"
+	// serveLog is where a server started in the background writes its log.
+	serveLog = "serve.log"
+)
+
+// serveOnDemand starts the directory's server for the hook when none runs.
+// It is best effort: when the server cannot be started, the event opens the
+// store itself, as without it (and fails closed as that does). A server
+// that cannot be trusted is left for the event's own dial to refuse.
+func (a *app) serveOnDemand(ctx context.Context) {
+	if !a.autostart || a.getenv(hookServeEnv) == "off" {
+		return
+	}
+	c, err := server.Dial(ctx, a.dir, a.clock)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if !errors.Is(err, server.ErrNoServer) {
+		return
+	}
+	if err := a.startServer(ctx, []string{"--idle-exit", serverIdleExit.String()}, hookLockWait, 5*time.Millisecond); err != nil {
+		fmt.Fprintf(a.errw, "pedigree: the hook's server did not start (%v); this event opens the store itself\n", err)
+	}
+}
+
+// startServer starts 'pedigree serve ARGS' on the directory, detached (a
+// session of its own, its output appended to DIR/serve.log), and waits up to
+// wait, looking every poll, until it answers. A server that stops at once
+// because another one was starting beside it (two hook events at the same
+// moment) is not an error when that other one answers.
+func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Duration) error {
+	self := a.executable
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	logf, err := safefile.OpenAppend(a.dir, serveLog, 0o600)
+	if err != nil {
+		return fmt.Errorf("start the server: %w", err)
+	}
+	defer logf.Close()
+	args = append([]string{"--dir", a.dir, "serve"}, args...)
+	if a.trustRoot != "" {
+		args = append([]string{"--trust-root", a.trustRoot}, args...)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := server.Dial(ctx, a.dir, a.clock)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if !errors.Is(err, server.ErrNoServer) {
+			return err
+		}
+		select {
+		case err := <-exited:
+			if c, derr := server.Dial(ctx, a.dir, a.clock); derr == nil {
+				c.Close()
+				return nil
+			}
+			b, _ := safefile.ReadFile(a.dir, serveLog, 1<<20)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			return fmt.Errorf("the server stopped at once (%v): %s", err, lines[len(lines)-1])
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server did not answer within %s: see %s", wait, filepath.Join(a.dir, serveLog))
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pedigree-ai/pedigree"
+	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
+)
+
+// onDemandHook runs 'pedigree hook claude' as the command does, allowed to
+// start the directory's server with the built binary. The server it starts
+// inherits the process's environment: the test sets PEDIGREE_KEYS there.
+func (c *cliEnv) onDemandHook(bin string, event []byte, env map[string]string) result {
+	var out, errw bytes.Buffer
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return c.getenv(k)
+	}
+	a := &app{in: bytes.NewReader(event), out: &out, errw: &errw, getenv: getenv, clock: c.clock, autostart: true, executable: bin}
+	code := a.run(c.t.Context(), []string{"--dir", c.dir, "hook", "claude"})
+	return result{out.String(), errw.String(), code}
+}
+
+type serveJSON struct {
+	PID      int    `json:"pid"`
+	IdleExit string `json:"idle_exit"`
+}
+
+func readServeJSON(t *testing.T, dir string) (serveJSON, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, server.InfoFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return serveJSON{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s serveJSON
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s, true
+}
+
+// stopped waits until pid has exited (a zombie counts: its parent, the
+// test, reaps it when it likes).
+func stopped(pid int, within time.Duration) bool {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return true
+		}
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHookServesOnDemand: the first hook event of a directory no server
+// holds starts 'serve --idle-exit' (serve.json says so), later events go
+// through it (the store stays held by that one process), and a verb that
+// needs the store itself stops it instead of refusing; PEDIGREE_HOOK_SERVE=off
+// opens the store in the event, as before. A server a person started is
+// theirs: the verb is refused as before, and the server runs on.
+func TestHookServesOnDemand(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+
+	if d, _ := permission(t, c.onDemandHook(bin, fixture(t, "user_prompt_submit"), nil)); d != "" {
+		t.Fatalf("the prompt answered %q", d)
+	}
+	first, ok := readServeJSON(t, c.dir)
+	if !ok || first.IdleExit != serverIdleExit.String() || first.PID == 0 {
+		t.Fatalf("no server started on demand: serve.json %+v %v", first, ok)
+	}
+	t.Cleanup(func() { syscall.Kill(first.PID, syscall.SIGTERM); stopped(first.PID, 10*time.Second) })
+	for _, name := range []string{"pre_tool_use_read", "post_tool_use_read"} {
+		if r := c.onDemandHook(bin, fixture(t, name), nil); r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, r.code, r.err)
+		}
+	}
+	if d, reason := permission(t, c.onDemandHook(bin, fixture(t, "pre_tool_use_bash"), nil)); d != "ask" {
+		t.Fatalf("the Bash call after the poisoned Read, through the server: %q (%s)", d, reason)
+	}
+	if again, _ := readServeJSON(t, c.dir); again.PID != first.PID {
+		t.Fatalf("a second server started: %d, then %d", first.PID, again.PID)
+	}
+	if _, err := pedigree.Open(t.Context(), c.dir); !errors.Is(err, pedigree.ErrLocked) {
+		t.Fatalf("the store is not held by the server on demand: %v", err)
+	}
+
+	// A verb that needs the store stops the server on demand and goes on.
+	c.must("registry", "seal")
+	if !stopped(first.PID, 5*time.Second) {
+		t.Fatal("registry seal left the server on demand running")
+	}
+	if _, ok := readServeJSON(t, c.dir); ok {
+		t.Fatal("serve.json is left behind")
+	}
+
+	// Off: the event opens the store itself and starts nothing.
+	off := map[string]string{hookServeEnv: "off"}
+	if d, _ := permission(t, c.onDemandHook(bin, fixture(t, "pre_tool_use_bash"), off)); d != "ask" {
+		t.Fatalf("with %s=off: %q", hookServeEnv, d)
+	}
+	if s, ok := readServeJSON(t, c.dir); ok {
+		t.Fatalf("%s=off started a server: %+v", hookServeEnv, s)
+	}
+
+	// A person's server (no --idle-exit) is left alone: the verb is
+	// refused as it always was, and the hook goes through that server.
+	stop := c.serve()
+	if r := c.run("registry", "seal"); r.code == 0 || !strings.Contains(r.err, errServed.Error()) {
+		t.Fatalf("registry seal beside a person's server: exit %d: %s", r.code, r.err)
+	}
+	if d, _ := permission(t, c.onDemandHook(bin, fixture(t, "pre_tool_use_bash"), nil)); d != "ask" {
+		t.Fatalf("through a person's server: %q", d)
+	}
+	if s, _ := readServeJSON(t, c.dir); s.IdleExit != "" {
+		t.Fatalf("the hook started a server beside a person's: %+v", s)
+	}
+	stop()
+}
+
+// TestStopOnDemandSignalsOnlyTheServer: whoever writes the data directory
+// can rewrite serve.json's pid; stopping a server on demand signals the
+// process that holds the socket (SO_PEERCRED), never the pid the file
+// names, and refuses when the two differ.
+func TestStopOnDemandSignalsOnlyTheServer(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	if r := c.onDemandHook(bin, fixture(t, "user_prompt_submit"), nil); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.err)
+	}
+	s, ok := readServeJSON(t, c.dir)
+	if !ok || s.IdleExit == "" {
+		t.Fatalf("no server on demand: %+v", s)
+	}
+	t.Cleanup(func() { syscall.Kill(s.PID, syscall.SIGTERM); stopped(s.PID, 10*time.Second) })
+
+	bystander := exec.Command("sleep", "60")
+	if err := bystander.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bystander.Process.Kill(); bystander.Wait() })
+	path := filepath.Join(c.dir, server.InfoFile)
+	b, _ := os.ReadFile(path)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	m["pid"] = bystander.Process.Pid
+	forged, _ := json.Marshal(m)
+	if err := os.WriteFile(path, forged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := server.StopOnDemand(t.Context(), c.dir, c.clock)
+	if !errors.Is(err, server.ErrUntrustedServer) {
+		t.Fatalf("a forged pid: %v, want ErrUntrustedServer", err)
+	}
+	if stopped(bystander.Process.Pid, 200*time.Millisecond) {
+		t.Fatal("the process serve.json was pointed at was signalled")
+	}
+	if stopped(s.PID, 200*time.Millisecond) {
+		t.Fatal("the server stopped, though the refusal said otherwise")
+	}
+	if r := c.run("registry", "seal"); r.code == 0 {
+		t.Fatal("registry seal went on beside a server it could not stop")
+	}
+}
+
+// TestServerOnDemandStopsWhenIdleOrRemoved: a server started with
+// --idle-exit stops by itself once idle, and at once (within its tick) when
+// its serve.json is removed with the directory, so that a trial's or a
+// test's directory does not keep a process alive.
+func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	start := func(idle string) int {
+		t.Helper()
+		a := &app{in: strings.NewReader(""), out: &bytes.Buffer{}, errw: &bytes.Buffer{}, getenv: c.getenv, clock: c.clock, executable: bin, dir: c.dir}
+		if err := a.startServer(t.Context(), []string{"--idle-exit", idle}, 30*time.Second, 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := readServeJSON(t, c.dir)
+		t.Cleanup(func() { syscall.Kill(s.PID, syscall.SIGTERM); stopped(s.PID, 10*time.Second) })
+		return s.PID
+	}
+	pid := start("300ms")
+	if !stopped(pid, 10*time.Second) {
+		t.Fatal("the server did not stop when idle")
+	}
+	if _, ok := readServeJSON(t, c.dir); ok {
+		t.Fatal("serve.json is left behind")
+	}
+	pid = start("1h")
+	if err := os.Remove(filepath.Join(c.dir, server.InfoFile)); err != nil {
+		t.Fatal(err)
+	}
+	if !stopped(pid, 10*time.Second) {
+		t.Fatal("the server did not stop when its serve.json was removed")
+	}
+	if r := c.run("serve", "--idle-exit", "-1s"); r.code != 2 {
+		t.Fatalf("a negative --idle-exit: exit %d: %s", r.code, r.err)
+	}
+}
