@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -219,5 +220,32 @@ func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
 	}
 	if r := c.run("serve", "--idle-exit", "-1s"); r.code != 2 {
 		t.Fatalf("a negative --idle-exit: exit %d: %s", r.code, r.err)
+	}
+}
+
+// TestServerOnDemandLogsLittle: a server on demand writes warnings and
+// errors alone to DIR/serve.log, not a line a request, so that a hook used
+// all day does not grow it without bound.
+func TestServerOnDemandLogsLittle(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	for range 5 {
+		if r := c.onDemandHook(bin, fixture(t, "pre_tool_use_read"), nil); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+	}
+	s, _ := readServeJSON(t, c.dir)
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	if s.IdleExit == "" {
+		t.Fatal("no server on demand")
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, serveLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`"msg":"request"`)) {
+		t.Fatalf("the server on demand logs every request:\n%s", b)
 	}
 }

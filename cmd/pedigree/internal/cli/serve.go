@@ -64,8 +64,8 @@ SIGTERM or SIGINT drains: new connections are refused, requests in flight finish
 and the store closes cleanly. Logs are JSON lines on stderr.
 
 --idle-exit DURATION stops the server once no request has come for that long, or
-once DIR/serve.json is removed (serve.json says idle_exit). The Claude Code hook
-starts its server this way, on demand; a verb that needs the store itself, another
+once DIR/serve.json is removed (serve.json says idle_exit), and logs only warnings
+and errors. The Claude Code hook starts its server this way, on demand; a verb that needs the store itself, another
 'pedigree serve', 'pedigree ui' and a gateway stop such a server (the process that
 holds its socket, as the kernel names it) rather than refuse or go through it.
 
@@ -122,7 +122,14 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 			if idleExit > 0 && fl.url != "" {
 				return usagef("--idle-exit is for a server started on demand; a fleet node (--nats) serves until it is stopped")
 			}
-			log := slog.New(slog.NewJSONHandler(a.errw, nil))
+			// A server on demand logs warnings and errors alone: its log
+			// (DIR/serve.log) would otherwise grow by a line a request for
+			// as long as the hook is used.
+			var logOpts *slog.HandlerOptions
+			if idleExit > 0 {
+				logOpts = &slog.HandlerOptions{Level: slog.LevelWarn}
+			}
+			log := slog.New(slog.NewJSONHandler(a.errw, logOpts))
 			// A server the hook started on demand gives way to this one.
 			if err := server.StopOnDemand(cmd.Context(), a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
 				return err
