@@ -249,3 +249,66 @@ func TestServerOnDemandLogsLittle(t *testing.T) {
 		t.Fatalf("the server on demand logs every request:\n%s", b)
 	}
 }
+
+// TestHookWhenItsServerCannotStart: a server that cannot start (here a
+// binary that exits at once) leaves the event to open the store itself:
+// the same answer, never a less strict one, and no server behind.
+func TestHookWhenItsServerCannotStart(t *testing.T) {
+	c := newEnv(t)
+	c.hookSetup()
+	for _, name := range []string{"user_prompt_submit", "pre_tool_use_read", "post_tool_use_read"} {
+		if r := c.onDemandHook("/bin/false", fixture(t, name), nil); r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, r.code, r.err)
+		}
+	}
+	r := c.onDemandHook("/bin/false", fixture(t, "pre_tool_use_bash"), nil)
+	if d, reason := permission(t, r); d != "ask" {
+		t.Fatalf("the Bash call after the poisoned Read, with no server: %q (%s)", d, reason)
+	}
+	if !strings.Contains(r.err, "did not start") {
+		t.Fatalf("the event did not say its server did not start: %q", r.err)
+	}
+	if _, ok := readServeJSON(t, c.dir); ok {
+		t.Fatal("serve.json is there")
+	}
+}
+
+// TestHookServerOnDemandStartedByParallelEvents: Claude Code runs hooks in
+// parallel; four first events at once start one server between them (the
+// others' servers find the directory held and stop), and every event is
+// answered.
+func TestHookServerOnDemandStartedByParallelEvents(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	results := make(chan result, 4)
+	for i := range 4 {
+		go func() {
+			results <- c.onDemandHook(bin, withSession(t, fixture(t, "pre_tool_use_read"), "parallel-"+strconv.Itoa(i)), nil)
+		}()
+	}
+	for range 4 {
+		if r := <-results; r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+	}
+	s, ok := readServeJSON(t, c.dir)
+	if !ok || s.IdleExit == "" {
+		t.Fatalf("no server on demand: %+v", s)
+	}
+	// The servers that found the directory held stop at once.
+	var out []byte
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _ = exec.Command("pgrep", "-f", "--", "--dir "+c.dir+" serve").Output()
+		if n := len(strings.Fields(string(out))); n == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d servers run on the directory: %s", n, out)
+		}
+	}
+	if strings.TrimSpace(string(out)) != strconv.Itoa(s.PID) {
+		t.Fatalf("the server that runs is %s, serve.json names %d", out, s.PID)
+	}
+}

@@ -130,9 +130,19 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 				logOpts = &slog.HandlerOptions{Level: slog.LevelWarn}
 			}
 			log := slog.New(slog.NewJSONHandler(a.errw, logOpts))
-			// A server the hook started on demand gives way to this one.
-			if err := server.StopOnDemand(cmd.Context(), a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
-				return err
+			// A server the hook started on demand gives way to one a person
+			// starts; never to another on demand (two first events at once
+			// start two, and the second must not stop the first).
+			if idleExit > 0 {
+				// On demand, a directory held by another process is not
+				// waited for: it is another server (the hook finds it) or
+				// a verb (the hook waits for the store itself).
+				a.lockWait = 0
+			}
+			if idleExit == 0 {
+				if err := server.StopOnDemand(cmd.Context(), a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
+					return err
+				}
 			}
 			if c, err := server.Dial(cmd.Context(), a.dir, a.clock); err == nil {
 				c.Close()
