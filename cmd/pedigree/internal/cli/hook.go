@@ -16,6 +16,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
+	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -101,6 +102,18 @@ func (a *app) hookEvent(ctx context.Context) (*hook.Answer, error) {
 	if err != nil {
 		return nil, err
 	}
+	ans, err := a.answer(ctx, ev, dir)
+	if errors.Is(err, server.ErrServerGone) {
+		// The server stopped during the event: a gateway or a verb took
+		// the directory from a server on demand. Once more, through
+		// whoever holds it now. The hook takes an event delivered twice
+		// (an output recorded already is found, a check is made again).
+		ans, err = a.answer(ctx, ev, dir)
+	}
+	return ans, err
+}
+
+func (a *app) answer(ctx context.Context, ev *hook.Event, dir string) (*hook.Answer, error) {
 	a.serveOnDemand(ctx)
 	b, err := a.backendWaiting(ctx, hookLockWait)
 	if err != nil {

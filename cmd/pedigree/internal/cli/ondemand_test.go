@@ -312,3 +312,32 @@ func TestHookServerOnDemandStartedByParallelEvents(t *testing.T) {
 		t.Fatalf("the server that runs is %s, serve.json names %d", out, s.PID)
 	}
 }
+
+// TestHookEventOutlivesItsServer: a gateway or a verb may stop a server on
+// demand while an event goes through it (Claude Code starts its MCP
+// servers, the gateway among them, as the session's first events come).
+// The event is answered all the same, never blocked: it goes again through
+// whoever holds the directory then. Timing decides where each stop lands;
+// every event must be answered, wherever.
+func TestHookEventOutlivesItsServer(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	for i := range 12 {
+		if r := c.onDemandHook(bin, fixture(t, "user_prompt_submit"), nil); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+		done := make(chan result, 1)
+		go func() { done <- c.onDemandHook(bin, fixture(t, "pre_tool_use_bash"), nil) }()
+		time.Sleep(time.Duration(i) * 3 * time.Millisecond)
+		if err := server.StopOnDemand(t.Context(), c.dir, c.clock); err != nil && !errors.Is(err, server.ErrNoServer) {
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.code != 0 {
+			t.Fatalf("stopped after %d ms: the event failed: exit %d: %s", i*3, r.code, r.err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/pedigree-ai/pedigree"
@@ -23,6 +24,18 @@ import (
 
 // ErrNoServer means no server answers for the data directory.
 var ErrNoServer = errors.New("no pedigree server is running")
+
+// ErrServerGone: the server a client dialled stopped (its socket no longer
+// answers, or it closed the connection without an answer). What the
+// request asked may or may not have been done.
+var ErrServerGone = errors.New("the pedigree server stopped")
+
+// gone says whether a request's error is its server having stopped.
+func gone(err error) bool {
+	var op *net.OpError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+}
 
 var (
 	_ pedigree.Backend = (*Client)(nil)
@@ -98,6 +111,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if gone(err) {
+			return fmt.Errorf("pedigree server: %w: %w", ErrServerGone, err)
+		}
 		return fmt.Errorf("pedigree server: %w", err)
 	}
 	defer resp.Body.Close()
