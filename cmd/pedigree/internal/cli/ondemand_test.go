@@ -187,8 +187,10 @@ func TestStopOnDemandSignalsOnlyTheServer(t *testing.T) {
 
 // TestServerOnDemandStopsWhenIdleOrRemoved: a server started with
 // --idle-exit stops by itself once idle, and at once (within its tick) when
-// its serve.json is removed with the directory, so that a trial's or a
-// test's directory does not keep a process alive.
+// its serve.json is removed, or the whole directory with what it wrote (its
+// store is not closed then: Badger would retry its flush into the removed
+// directory for ever), so that a trial's or a test's directory does not
+// keep a process alive.
 func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
 	bin := pedigreeBinary(t)
 	c := newEnv(t)
@@ -217,6 +219,24 @@ func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
 	}
 	if !stopped(pid, 10*time.Second) {
 		t.Fatal("the server did not stop when its serve.json was removed")
+	}
+	// The whole directory removed after writes (a memtable to flush, into
+	// nothing): the process ends all the same, without closing the store.
+	for range 3 {
+		if r := c.onDemandHook(bin, fixture(t, "pre_tool_use_bash"), nil); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.err)
+		}
+	}
+	s, _ := readServeJSON(t, c.dir)
+	if s.IdleExit == "" {
+		t.Fatal("no server on demand")
+	}
+	t.Cleanup(func() { syscall.Kill(s.PID, syscall.SIGKILL) })
+	if err := os.RemoveAll(c.dir); err != nil {
+		t.Fatal(err)
+	}
+	if !stopped(s.PID, 10*time.Second) {
+		t.Fatal("the server did not stop when its directory was removed")
 	}
 	if r := c.run("serve", "--idle-exit", "-1s"); r.code != 2 {
 		t.Fatalf("a negative --idle-exit: exit %d: %s", r.code, r.err)

@@ -193,6 +193,10 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 				}
 				fmt.Fprintln(a.out)
 			}})
+			if errors.Is(err, server.ErrDirectoryGone) {
+				// Nothing is left to close into: the process ends.
+				return nil
+			}
 			if cerr := e.Close(); err == nil {
 				err = cerr
 			}

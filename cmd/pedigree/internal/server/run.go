@@ -167,7 +167,7 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 		}
 	}
 	var handler http.Handler = s.Authenticated(token)
-	var idle <-chan struct{}
+	var idle <-chan error
 	if o.IdleExit > 0 {
 		ictx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -206,10 +206,11 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	if o.Ready != nil {
 		o.Ready(o.Socket, o.Addr)
 	}
+	var stopped error
 	select {
 	case <-ctx.Done():
-	case <-idle:
-		o.Log.Info("idle", "for", o.IdleExit.String())
+	case stopped = <-idle:
+		o.Log.Info("idle", "for", o.IdleExit.String(), "directory_gone", stopped != nil)
 	case err := <-errs:
 		if !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -219,17 +220,23 @@ func Run(ctx context.Context, e *pedigree.Engine, o Options) error {
 	o.Log.Info("draining")
 	sctx, cancel := context.WithTimeout(context.Background(), DrainTimeout)
 	defer cancel()
-	return hs.Shutdown(sctx)
+	return errors.Join(stopped, hs.Shutdown(sctx))
 }
 
-// idleAfter wraps h so that the returned channel is closed once no request
-// has been in flight for d, or none is in flight and gone says so (never,
-// once ctx is done). A request that arrives as it closes is still
-// answered: shutdown drains what is in flight.
-func idleAfter(ctx context.Context, h http.Handler, d time.Duration, gone func() bool) (http.Handler, <-chan struct{}) {
+// ErrDirectoryGone: a server on demand stopped because its data directory
+// (its serve.json) was removed. Its store cannot be closed cleanly then
+// (Badger retries a flush into the removed directory for ever): the caller
+// exits without closing it.
+var ErrDirectoryGone = errors.New("the data directory was removed")
+
+// idleAfter wraps h so that the returned channel receives once no request
+// has been in flight for d (nil), or none is in flight and gone says so
+// (ErrDirectoryGone); never, once ctx is done. A request that arrives then
+// is still answered: shutdown drains what is in flight.
+func idleAfter(ctx context.Context, h http.Handler, d time.Duration, gone func() bool) (http.Handler, <-chan error) {
 	var mu sync.Mutex
 	inFlight, last := 0, time.Now()
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	go func() {
 		tick := time.NewTicker(min(d/4, time.Second))
 		defer tick.Stop()
@@ -240,10 +247,14 @@ func idleAfter(ctx context.Context, h http.Handler, d time.Duration, gone func()
 			case <-tick.C:
 			}
 			mu.Lock()
-			quiet := inFlight == 0 && (time.Since(last) >= d || gone())
+			quiet, idle := inFlight == 0, time.Since(last) >= d
 			mu.Unlock()
-			if quiet {
-				close(done)
+			if quiet && gone() {
+				done <- ErrDirectoryGone
+				return
+			}
+			if quiet && idle {
+				done <- nil
 				return
 			}
 		}
