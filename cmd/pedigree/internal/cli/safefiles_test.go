@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/gateway"
@@ -42,7 +43,8 @@ func outsideTree(t *testing.T, dir string) string {
 // plants a symbolic link, or a hard link, in place of every name pedigree
 // writes there (the freeze copy, the seal and the temporaries they were
 // written through, serve.json, the token, the socket, the hook's state, the
-// gateway's configuration): no verb writes, truncates or removes anything
+// gateway's configuration, the log of a server started in the
+// background): no verb writes, truncates or removes anything
 // outside the directory through it, and a regular file where the socket is
 // expected stays.
 func TestPlantedLinksTouchNothingOutside(t *testing.T) {
@@ -123,6 +125,15 @@ func TestPlantedLinksTouchNothingOutside(t *testing.T) {
 			server.Run(ctx, e, server.Options{})
 			check("serve on a planted socket name")
 			e.Close()
+			// The log a server started in the background (the hook's on
+			// demand, the page's) appends to.
+			plant(serveLog)
+			before = outsideTree(t, out)
+			a := &app{dir: c.dir, errw: &bytes.Buffer{}, getenv: c.getenv, clock: c.clock, executable: "/bin/true"}
+			if err := a.startServer(t.Context(), nil, time.Second, 10*time.Millisecond); err == nil {
+				t.Error("a server was started with its log a link")
+			}
+			check("a server's log")
 			// The hook's state: its directory is a link.
 			if kind == "symlink" {
 				os.Symlink(filepath.Join(out, "dir"), filepath.Join(c.dir, hook.StateDir))
