@@ -58,7 +58,7 @@ func readServeJSON(t *testing.T, dir string) (serveJSON, bool) {
 // stopped waits until pid has exited (a zombie counts: its parent, the
 // test, reaps it when it likes).
 func stopped(pid int, within time.Duration) bool {
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
 			return true
@@ -66,8 +66,10 @@ func stopped(pid int, within time.Duration) bool {
 		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
 			return true
 		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
-	return false
 }
 
 // TestHookServesOnDemand: the first hook event of a directory no server
@@ -319,17 +321,16 @@ func TestHookServerOnDemandStartedByParallelEvents(t *testing.T) {
 		t.Fatalf("no server on demand: %+v", s)
 	}
 	// The servers that found the directory held stop at once.
-	var out []byte
+	var pids []int
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out, _ = exec.Command("pgrep", "-f", "--", "--dir "+c.dir+" serve").Output()
-		if n := len(strings.Fields(string(out))); n == 1 {
+		if pids = serversOf(c.dir); len(pids) == 1 {
 			break
 		} else if time.Now().After(deadline) {
-			t.Fatalf("%d servers run on the directory: %s", n, out)
+			t.Fatalf("%d servers run on the directory: %v", len(pids), pids)
 		}
 	}
-	if strings.TrimSpace(string(out)) != strconv.Itoa(s.PID) {
-		t.Fatalf("the server that runs is %s, serve.json names %d", out, s.PID)
+	if pids[0] != s.PID {
+		t.Fatalf("the server that runs is %d, serve.json names %d", pids[0], s.PID)
 	}
 }
 
@@ -360,4 +361,24 @@ func TestHookEventOutlivesItsServer(t *testing.T) {
 			t.Fatalf("stopped after %d ms: the event failed: exit %d: %s", i*3, r.code, r.err)
 		}
 	}
+}
+
+// serversOf lists the processes that run 'serve' on dir, read from /proc
+// (a zombie, exited and not yet reaped, is not one).
+func serversOf(dir string) []int {
+	want := "\x00--dir\x00" + dir + "\x00serve\x00"
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains("\x00"+string(b), want) || stopped(pid, 0) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }
