@@ -16,8 +16,8 @@ import (
 )
 
 // A hook event is a process of its own, and opening the store is most of
-// what one costs (about 200 ms against 20 to 30 through a server, measured
-// in docs/performance.md). So the hook starts a server on demand: the first
+// what one costs (an event through a server takes about half the time and
+// less than half the CPU: docs/performance.md). So the hook starts a server on demand: the first
 // event of a directory no server holds starts 'pedigree serve --idle-exit',
 // which stops by itself once no event has come for serverIdleExit, and every
 // later event goes through it. A verb that needs the store itself stops

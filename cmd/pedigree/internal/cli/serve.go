@@ -65,9 +65,10 @@ and the store closes cleanly. Logs are JSON lines on stderr.
 
 --idle-exit DURATION stops the server once no request has come for that long, or
 once DIR/serve.json is removed (serve.json says idle_exit), and logs only warnings
-and errors. The Claude Code hook starts its server this way, on demand; a verb that needs the store itself, another
-'pedigree serve', 'pedigree ui' and a gateway stop such a server (the process that
-holds its socket, as the kernel names it) rather than refuse or go through it.
+and errors. The Claude Code hook starts its server this way, on demand; a verb
+that needs the store itself, another 'pedigree serve', 'pedigree ui' and a gateway
+stop such a server (the process that holds its socket, as the kernel names it)
+rather than refuse or go through it.
 
 With --nats, the directory is a node of a fleet that shares one lineage graph on
 NATS JetStream: every write goes to the fleet's replicated stream, and the node
