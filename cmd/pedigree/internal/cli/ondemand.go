@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +77,7 @@ func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Du
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the server: %w", err)
 	}
@@ -106,6 +108,23 @@ func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Du
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the server did not answer within %s: see %s", wait, filepath.Join(a.dir, serveLog))
+		}
+	}
+}
+
+// closeInheritedOnExec marks every descriptor this process has above
+// stderr close-on-exec. Go opens its own so; but one this process was given
+// (a pipe of the shell or the agent that ran it) is not, and would pass to
+// the server, which outlives this process by up to its idle time, holding
+// that pipe open: whoever waits for the pipe's end would wait as long.
+func closeInheritedOnExec() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,4 +382,38 @@ func serversOf(dir string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// TestServerOnDemandHoldsNoInheritedPipe: the hook runs with whatever
+// descriptors its parent left open (a shell's pipe, the agent's); the server
+// it starts outlives it, and must not keep them open, or whoever waits for
+// that pipe's end waits for the server's idle exit (the README's pasted
+// Quick start hung so, on the exit-code pipe its shell holds as fd 3).
+func TestServerOnDemandHoldsNoInheritedPipe(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--dir", c.dir, "hook", "claude")
+	cmd.Env = append(os.Environ(), "PEDIGREE_KEYS="+filepath.Join(c.tmp, "keys"))
+	cmd.Stdin = bytes.NewReader(fixture(t, "user_prompt_submit"))
+	cmd.ExtraFiles = []*os.File{w}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	w.Close()
+	if s, _ := readServeJSON(t, c.dir); s.IdleExit == "" || stopped(s.PID, 0) {
+		t.Fatalf("no server on demand runs: %+v", s)
+	}
+	eof := make(chan error, 1)
+	go func() { _, err := io.ReadAll(r); eof <- err }()
+	select {
+	case <-eof:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pipe the hook inherited is held open by the server it started")
+	}
 }
