@@ -285,7 +285,7 @@ func Check(dir int, name, path string, k Kind) error {
 }
 
 func checkStat(st *unix.Stat_t, path string, k Kind) error {
-	mode := st.Mode & unix.S_IFMT
+	mode := uint32(st.Mode) & unix.S_IFMT
 	want := uint32(unix.S_IFREG)
 	if k == Socket {
 		want = unix.S_IFSOCK

@@ -118,7 +118,7 @@ func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Du
 // the server, which outlives this process by up to its idle time, holding
 // that pipe open: whoever waits for the pipe's end would wait as long.
 func closeInheritedOnExec() {
-	ents, err := os.ReadDir("/proc/self/fd")
+	ents, err := os.ReadDir("/dev/fd")
 	if err != nil {
 		return
 	}
