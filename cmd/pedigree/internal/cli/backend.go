@@ -89,11 +89,22 @@ func (a *app) checkServedRoot(ctx context.Context, b pedigree.Backend) error {
 // not serve (registry changes, the gateway's and the hook's bootstrap):
 // refused while one runs, so that the two never disagree about the
 // directory.
-func (a *app) openStore(ctx context.Context, verb string) (*pedigree.Engine, error) {
-	if err := a.refuseIfServed(ctx, verb); err != nil {
-		return nil, err
-	}
-	return a.open(ctx)
+//
+// While it takes the directory, the hook starts no server (holdServers),
+// and one started before is stopped at each attempt.
+func (a *app) openStore(ctx context.Context, verb string) (e *pedigree.Engine, err error) {
+	// Once this process holds the store, a server started on demand finds
+	// it held and stops at once; until then, none is started.
+	release := a.holdServers()
+	defer release()
+	err = a.waitForDirectory(ctx, func() error {
+		if err := a.refuseIfServed(ctx, verb); err != nil {
+			return err
+		}
+		e, err = a.openOnce(ctx)
+		return err
+	})
+	return e, err
 }
 
 // logOf is the log's proofs and checkpoints of a backend: an engine's Log,

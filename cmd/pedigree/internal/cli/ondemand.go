@@ -29,7 +29,40 @@ const (
 	hookServeEnv = "PEDIGREE_HOOK_SERVE"
 	// serveLog is where a server started in the background writes its log.
 	serveLog = "serve.log"
+	// serveHold names the process of a verb that is taking the store: while
+	// it does (at most holdFor), a hook event waits for it, and starts no
+	// server, so that the verb is not starved of the store.
+	serveHold = "serve.hold"
+	holdFor   = 2 * time.Minute
 )
+
+// holdServers keeps the hook from starting servers while this process takes
+// the store; release lets it start them again. A directory that does not
+// exist yet holds nothing.
+func (a *app) holdServers() (release func()) {
+	if err := safefile.WriteFile(a.dir, serveHold, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return func() {}
+	}
+	return func() { safefile.Remove(a.dir, serveHold, safefile.Regular) }
+}
+
+// held says whether a live process holds the directory's servers off (see
+// holdServers), written within holdFor.
+func (a *app) held() bool {
+	b, err := safefile.ReadFile(a.dir, serveHold, 32)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(a.dir, serveHold))
+	if err != nil || time.Since(fi.ModTime()) > holdFor {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
+}
 
 // serveOnDemand starts the directory's server for the hook when none runs.
 // It is best effort: when the server cannot be started, the event opens the
@@ -38,6 +71,14 @@ const (
 func (a *app) serveOnDemand(ctx context.Context) {
 	if !a.autostart || a.getenv(hookServeEnv) == "off" {
 		return
+	}
+	// A verb taking the store goes first: wait for it (up to the event's
+	// lock wait), then start no server while it holds the store.
+	for deadline := time.Now().Add(hookLockWait); a.held(); {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	c, err := server.Dial(ctx, a.dir, a.clock)
 	if err == nil {

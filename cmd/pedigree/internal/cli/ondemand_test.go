@@ -417,3 +417,46 @@ func TestServerOnDemandHoldsNoInheritedPipe(t *testing.T) {
 		t.Fatal("the pipe the hook inherited is held open by the server it started")
 	}
 }
+
+// TestVerbBesideHookEvents: a verb that needs the store (registry seal)
+// while hook events keep coming, each of which starts a server on demand
+// when none runs: the verb holds new servers off while it takes the store,
+// stops whichever it finds at each attempt, and gets the store within its
+// wait; every event is answered.
+func TestVerbBesideHookEvents(t *testing.T) {
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	stop := make(chan struct{})
+	failed := make(chan result, 1)
+	go func() {
+		defer close(failed)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if r := c.onDemandHook(bin, fixture(t, "pre_tool_use_read"), nil); r.code != 0 {
+				failed <- r
+				return
+			}
+			// Events come apart: an agent waits for its model between
+			// tool calls (here far less than it does).
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	for range 4 {
+		time.Sleep(300 * time.Millisecond)
+		if r := c.run("registry", "seal"); r.code != 0 {
+			close(stop)
+			t.Fatalf("registry seal beside hook events: exit %d: %s", r.code, r.err)
+		}
+	}
+	close(stop)
+	if r, ok := <-failed; ok {
+		t.Fatalf("a hook event beside the verb failed: exit %d: %s", r.code, r.err)
+	}
+}

@@ -221,9 +221,6 @@ Example:
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if err := a.refuseIfServed(ctx, "seal the configuration"); err != nil {
-				return err
-			}
 			op, err := a.loadOperator(opKey)
 			if err != nil {
 				return err
@@ -232,7 +229,16 @@ Example:
 			if err != nil {
 				return err
 			}
-			if err := pedigree.Seal(ctx, a.dir, op, append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...); err != nil {
+			// As openStore takes the store: hook events wait, a server on
+			// demand is stopped, another process's turn is waited for.
+			release := a.holdServers()
+			defer release()
+			if err := a.waitForDirectory(ctx, func() error {
+				if err := a.refuseIfServed(ctx, "seal the configuration"); err != nil {
+					return err
+				}
+				return pedigree.Seal(ctx, a.dir, op, append([]pedigree.Option{pedigree.WithClock(a.clock)}, root...)...)
+			}); err != nil {
 				return err
 			}
 			sealed, err := pedigree.SealedFiles(a.dir)

@@ -47,13 +47,14 @@ func StopOnDemand(ctx context.Context, dir string, clock func() time.Time) error
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stop the server started on demand (pid %d): %w", pid, err)
 	}
-	// It drains what is in flight, closes the store, and removes serve.json.
+	// It drains what is in flight, removes serve.json, closes the store and
+	// exits.
 	deadline := time.Now().Add(DrainTimeout + 10*time.Second)
 	for {
-		if _, _, err := discoverInfo(dir); errors.Is(err, ErrNoServer) {
-			if !alive(pid) {
-				return nil
-			}
+		// Gone when its process is: serve.json may name another server
+		// by then, started on demand meanwhile (the caller stops it too).
+		if !alive(pid) {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the server started on demand (pid %d) did not stop within %s", pid, DrainTimeout+10*time.Second)
