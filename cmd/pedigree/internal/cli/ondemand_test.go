@@ -35,6 +35,20 @@ func (c *cliEnv) onDemandHook(bin string, event []byte, env map[string]string) r
 	return result{out.String(), errw.String(), code}
 }
 
+// onDemandEnv is a directory set up for the hook, the built command, and
+// PEDIGREE_KEYS in the process's environment (the servers the hook starts
+// inherit it); a server on demand left at the end is stopped before the
+// directory is removed.
+func onDemandEnv(t *testing.T) (*cliEnv, string) {
+	t.Helper()
+	bin := pedigreeBinary(t)
+	c := newEnv(t)
+	c.hookSetup()
+	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	return c, bin
+}
+
 type serveJSON struct {
 	PID      int    `json:"pid"`
 	IdleExit string `json:"idle_exit"`
@@ -80,10 +94,7 @@ func stopped(pid int, within time.Duration) bool {
 // opens the store in the event, as before. A server a person started is
 // theirs: the verb is refused as before, and the server runs on.
 func TestHookServesOnDemand(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	c, bin := onDemandEnv(t)
 
 	if d, _ := permission(t, c.onDemandHook(bin, fixture(t, "user_prompt_submit"), nil)); d != "" {
 		t.Fatalf("the prompt answered %q", d)
@@ -146,10 +157,7 @@ func TestHookServesOnDemand(t *testing.T) {
 // process that holds the socket (SO_PEERCRED), never the pid the file
 // names, and refuses when the two differ.
 func TestStopOnDemandSignalsOnlyTheServer(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	c, bin := onDemandEnv(t)
 	if r := c.onDemandHook(bin, fixture(t, "user_prompt_submit"), nil); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.err)
 	}
@@ -195,10 +203,7 @@ func TestStopOnDemandSignalsOnlyTheServer(t *testing.T) {
 // directory for ever), so that a trial's or a test's directory does not
 // keep a process alive.
 func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	c, bin := onDemandEnv(t)
 	start := func(idle string) int {
 		t.Helper()
 		a := &app{in: strings.NewReader(""), out: &bytes.Buffer{}, errw: &bytes.Buffer{}, getenv: c.getenv, clock: c.clock, executable: bin, dir: c.dir}
@@ -250,10 +255,7 @@ func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
 // errors alone to DIR/serve.log, not a line a request, so that a hook used
 // all day does not grow it without bound.
 func TestServerOnDemandLogsLittle(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
+	c, bin := onDemandEnv(t)
 	for range 5 {
 		if r := c.onDemandHook(bin, fixture(t, "pre_tool_use_read"), nil); r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.err)
@@ -301,11 +303,7 @@ func TestHookWhenItsServerCannotStart(t *testing.T) {
 // others' servers find the directory held and stop), and every event is
 // answered.
 func TestHookServerOnDemandStartedByParallelEvents(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
-	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	c, bin := onDemandEnv(t)
 	results := make(chan result, 4)
 	for i := range 4 {
 		go func() {
@@ -342,11 +340,7 @@ func TestHookServerOnDemandStartedByParallelEvents(t *testing.T) {
 // whoever holds the directory then. Timing decides where each stop lands;
 // every event must be answered, wherever.
 func TestHookEventOutlivesItsServer(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
-	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	c, bin := onDemandEnv(t)
 	for i := range 12 {
 		if r := c.onDemandHook(bin, fixture(t, "user_prompt_submit"), nil); r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.err)
@@ -424,11 +418,7 @@ func TestServerOnDemandHoldsNoInheritedPipe(t *testing.T) {
 // stops whichever it finds at each attempt, and gets the store within its
 // wait; every event is answered.
 func TestVerbBesideHookEvents(t *testing.T) {
-	bin := pedigreeBinary(t)
-	c := newEnv(t)
-	c.hookSetup()
-	t.Setenv("PEDIGREE_KEYS", filepath.Join(c.tmp, "keys"))
-	t.Cleanup(func() { server.StopOnDemand(context.Background(), c.dir, nil) })
+	c, bin := onDemandEnv(t)
 	stop := make(chan struct{})
 	failed := make(chan result, 1)
 	go func() {

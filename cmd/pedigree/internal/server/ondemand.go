@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
 	"time"
@@ -79,4 +80,32 @@ func alive(pid int) bool {
 		return b[i+2] != 'Z'
 	}
 	return true
+}
+
+// peerPID is the process that holds the unix socket, as the kernel says
+// (socketPeer), and must be this user's.
+func peerPID(ctx context.Context, socket string) (int, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return 0, ErrNoServer
+	}
+	defer conn.Close()
+	raw, err := conn.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var pid int
+	var uid uint32
+	var perr error
+	if err := raw.Control(func(fd uintptr) { pid, uid, perr = socketPeer(int(fd)) }); err != nil {
+		return 0, err
+	}
+	if perr != nil {
+		return 0, perr
+	}
+	if int(uid) != syscall.Getuid() {
+		return 0, fmt.Errorf("%w: the process on %s is uid %d's", ErrUntrustedServer, socket, uid)
+	}
+	return pid, nil
 }
