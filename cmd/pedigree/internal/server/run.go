@@ -238,7 +238,7 @@ func idleAfter(ctx context.Context, h http.Handler, d time.Duration, gone func()
 	inFlight, last := 0, time.Now()
 	done := make(chan error, 1)
 	go func() {
-		tick := time.NewTicker(min(d/4, time.Second))
+		tick := time.NewTicker(max(min(d/4, time.Second), 10*time.Millisecond))
 		defer tick.Stop()
 		for {
 			select {

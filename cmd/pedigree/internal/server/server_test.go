@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
@@ -218,4 +219,37 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("%s %s %q: %d %s", method, path, body, rec.Code, b)
 		}
 	})
+}
+
+// TestRunIdleExit: a server with IdleExit stops by itself once idle, and
+// says so in serve.json while it runs; the shortest IdleExit is no panic of
+// its ticker (a tick is at least 10 ms).
+func TestRunIdleExit(t *testing.T) {
+	for _, idle := range []time.Duration{time.Nanosecond, 200 * time.Millisecond} {
+		w := enginetest.NewOnDisk(t, enginetest.Default)
+		ready := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- server.Run(t.Context(), w.E, server.Options{IdleExit: idle, Ready: func(string, string) { close(ready) }})
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatal(err)
+		}
+		if idle > 100*time.Millisecond {
+			b, _ := os.ReadFile(filepath.Join(w.Dir, server.InfoFile))
+			if !strings.Contains(string(b), `"idle_exit":"`+idle.String()+`"`) {
+				t.Errorf("serve.json of an idle-exit server: %s", b)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("idle %s: %v", idle, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("idle %s: the server did not stop", idle)
+		}
+	}
 }
