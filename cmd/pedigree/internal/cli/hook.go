@@ -114,10 +114,19 @@ func (a *app) hookEvent(ctx context.Context) (*hook.Answer, error) {
 }
 
 func (a *app) answer(ctx context.Context, ev *hook.Event, dir string) (*hook.Answer, error) {
-	a.serveOnDemand(ctx)
-	b, err := a.backendWaiting(ctx, hookLockWait)
-	if err != nil {
-		return nil, err
+	var b pedigree.Backend
+	if c := a.serveOnDemand(ctx); c != nil {
+		// Held to the trust root as a.backend holds any server it dials.
+		if err := a.checkServedRoot(ctx, c); err != nil {
+			c.Close()
+			return nil, err
+		}
+		b = c
+	} else {
+		var err error
+		if b, err = a.backendWaiting(ctx, hookLockWait); err != nil {
+			return nil, err
+		}
 	}
 	defer b.Close()
 	h, err := hook.New(ctx, b, dir)

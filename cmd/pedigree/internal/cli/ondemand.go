@@ -18,10 +18,10 @@ import (
 
 // A hook event is a process of its own, and opening the store is most of
 // what one costs (an event through a server takes about half the time and
-// less than half the CPU: docs/performance.md). So the hook starts a server on demand: the first
-// event of a directory no server holds starts 'pedigree serve --idle-exit',
-// which stops by itself once no event has come for serverIdleExit, and every
-// later event goes through it. A verb that needs the store itself stops
+// less than half the CPU: docs/performance.md). So the hook starts a server
+// on demand: the first event of a directory no server holds starts
+// 'pedigree serve --idle-exit', which stops by itself once no event has come
+// for serverIdleExit, and every later event goes through it. A verb that needs the store itself stops
 // such a server first (server.StopOnDemand) instead of refusing.
 const (
 	serverIdleExit = 30 * time.Minute
@@ -64,51 +64,56 @@ func (a *app) held() bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
-// serveOnDemand starts the directory's server for the hook when none runs.
-// It is best effort: when the server cannot be started, the event opens the
-// store itself, as without it (and fails closed as that does). A server
-// that cannot be trusted is left for the event's own dial to refuse.
-func (a *app) serveOnDemand(ctx context.Context) {
+// serveOnDemand returns a client of the directory's server, starting one
+// for the hook when none runs, so that the event dials once. It is best
+// effort: nil when there is none to be had (off, held by a verb, a server
+// that cannot start or be trusted), and the event then finds its backend
+// as without it, opening the store itself or refusing an untrusted server
+// (and fails closed as that does).
+func (a *app) serveOnDemand(ctx context.Context) *server.Client {
 	if !a.autostart || a.getenv(hookServeEnv) == "off" {
-		return
+		return nil
 	}
 	// A verb taking the store goes first: wait for it (up to the event's
 	// lock wait), then start no server while it holds the store.
 	for deadline := time.Now().Add(hookLockWait); a.held(); {
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	c, err := server.Dial(ctx, a.dir, a.clock)
 	if err == nil {
-		c.Close()
-		return
+		return c
 	}
 	if !errors.Is(err, server.ErrNoServer) {
-		return
+		return nil
 	}
-	if err := a.startServer(ctx, []string{"--idle-exit", serverIdleExit.String()}, hookLockWait, 5*time.Millisecond); err != nil {
+	c, err = a.startServer(ctx, []string{"--idle-exit", serverIdleExit.String()}, hookLockWait, 5*time.Millisecond)
+	if err != nil {
 		fmt.Fprintf(a.errw, "pedigree: the hook's server did not start (%v); this event opens the store itself\n", err)
+		return nil
 	}
+	return c
 }
 
 // startServer starts 'pedigree serve ARGS' on the directory, detached (a
 // session of its own, its output appended to DIR/serve.log), and waits up to
-// wait, looking every poll, until it answers. A server that stops at once
-// because another one was starting beside it (two hook events at the same
-// moment) is not an error when that other one answers.
-func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Duration) error {
+// wait, looking every poll, until it answers: its client is returned. A
+// server that stops at once because another one was starting beside it (two
+// hook events at the same moment) is not an error when that other one
+// answers.
+func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Duration) (*server.Client, error) {
 	self := a.executable
 	if self == "" {
 		var err error
 		if self, err = os.Executable(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	logf, err := safefile.OpenAppend(a.dir, serveLog, 0o600)
 	if err != nil {
-		return fmt.Errorf("start the server: %w", err)
+		return nil, fmt.Errorf("start the server: %w", err)
 	}
 	defer logf.Close()
 	args = append([]string{"--dir", a.dir, "serve"}, args...)
@@ -120,7 +125,7 @@ func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Du
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	closeInheritedOnExec()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the server: %w", err)
+		return nil, fmt.Errorf("start the server: %w", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -128,27 +133,25 @@ func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Du
 	for {
 		c, err := server.Dial(ctx, a.dir, a.clock)
 		if err == nil {
-			c.Close()
-			return nil
+			return c, nil
 		}
 		if !errors.Is(err, server.ErrNoServer) {
-			return err
+			return nil, err
 		}
 		select {
 		case err := <-exited:
 			if c, derr := server.Dial(ctx, a.dir, a.clock); derr == nil {
-				c.Close()
-				return nil
+				return c, nil
 			}
 			b, _ := safefile.ReadFile(a.dir, serveLog, 1<<20)
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			return fmt.Errorf("the server stopped at once (%v): %s", err, lines[len(lines)-1])
+			return nil, fmt.Errorf("the server stopped at once (%v): %s", err, lines[len(lines)-1])
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(poll):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the server did not answer within %s: see %s", wait, filepath.Join(a.dir, serveLog))
+			return nil, fmt.Errorf("the server did not answer within %s: see %s", wait, filepath.Join(a.dir, serveLog))
 		}
 	}
 }

@@ -207,9 +207,11 @@ func TestServerOnDemandStopsWhenIdleOrRemoved(t *testing.T) {
 	start := func(idle string) int {
 		t.Helper()
 		a := &app{in: strings.NewReader(""), out: &bytes.Buffer{}, errw: &bytes.Buffer{}, getenv: c.getenv, clock: c.clock, executable: bin, dir: c.dir}
-		if err := a.startServer(t.Context(), []string{"--idle-exit", idle}, 30*time.Second, 10*time.Millisecond); err != nil {
+		sc, err := a.startServer(t.Context(), []string{"--idle-exit", idle}, 30*time.Second, 10*time.Millisecond)
+		if err != nil {
 			t.Fatal(err)
 		}
+		sc.Close()
 		s, _ := readServeJSON(t, c.dir)
 		t.Cleanup(func() { syscall.Kill(s.PID, syscall.SIGTERM); stopped(s.PID, 10*time.Second) })
 		return s.PID

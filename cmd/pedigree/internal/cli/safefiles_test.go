@@ -130,7 +130,7 @@ func TestPlantedLinksTouchNothingOutside(t *testing.T) {
 			plant(serveLog)
 			before = outsideTree(t, out)
 			a := &app{dir: c.dir, errw: &bytes.Buffer{}, getenv: c.getenv, clock: c.clock, executable: "/bin/true"}
-			if err := a.startServer(t.Context(), nil, time.Second, 10*time.Millisecond); err == nil {
+			if _, err := a.startServer(t.Context(), nil, time.Second, 10*time.Millisecond); err == nil {
 				t.Error("a server was started with its log a link")
 			}
 			check("a server's log")

@@ -63,11 +63,10 @@ to run instead.`,
 				c, err = server.Dial(ctx, a.dir, a.clock)
 			}
 			if errors.Is(err, server.ErrNoServer) && start {
-				if err := a.startServer(ctx, []string{"--ui"}, 30*time.Second, 100*time.Millisecond); err != nil {
+				if c, err = a.startServer(ctx, []string{"--ui"}, 30*time.Second, 100*time.Millisecond); err != nil {
 					return err
 				}
 				started = true
-				c, err = server.Dial(ctx, a.dir, a.clock)
 			}
 			if errors.Is(err, server.ErrNoServer) {
 				return fmt.Errorf("no server serves %s: start one with 'pedigree serve --ui'", a.dir)
