@@ -273,3 +273,31 @@ func TestDelegatedStepOnce(t *testing.T) {
 		t.Fatalf("another session's plan: %s %v", d.Decision, d.Reasons)
 	}
 }
+
+// TestDelegatedSourcesNamedUntrusted: a delegated argument's source is
+// evidence of its own, named among the decision's untrusted ancestors even
+// when no data argument brings the same output in (here the subject is a
+// literal of the plan).
+func TestDelegatedSourcesNamedUntrusted(t *testing.T) {
+	cat, err := gate.ParseCatalog([]byte(catalogYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := enginetest.New(t, enginetest.Default, pedigree.WithCatalog(cat))
+	prompt := w.Record("user:alice", "s1", "pay the bill in bill.txt", nil)
+	plan := recordPlan(t, w, prompt.ID, `[{"tool":"lookup","args":{"path":"bill.txt"}},
+		{"tool":"send_money","args":{"recipient":{"$data":{"step":0}},"amount":{"$data":{"step":0}},"subject":"Invoice 2291"}}]`)
+	out := readOutput(t, w, plan.ID, `{"path":"bill.txt"}`, "Invoice 2291: 120 to 123-456")
+	d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(pay), Plan: plan.ID, PlanStep: 1,
+		ArgSources: map[string][]string{"recipient": {out.ID}, "amount": {out.ID}}})
+	if d.Decision != gate.Ask {
+		t.Fatalf("delegated call: %s %v, want ask", d.Decision, d.Reasons)
+	}
+	named := false
+	for _, u := range d.Untrusted {
+		named = named || u.ID == out.ID
+	}
+	if !named {
+		t.Errorf("untrusted %+v: the delegated arguments' source %s is not named", d.Untrusted, out.ID[:12])
+	}
+}

@@ -89,3 +89,34 @@ func TestFileReadingBuiltinRefused(t *testing.T) {
 		t.Fatalf("got %v, want ErrPolicy naming json.match_schema", err)
 	}
 }
+
+// TestLeanOnlyForTheDefault: the default policy, and it alone, is given the
+// lean input (only the justification entries with an untrusted label); a
+// policy with an operator's modules is given every entry.
+func TestLeanOnlyForTheDefault(t *testing.T) {
+	def, err := gate.DefaultPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := gate.PolicyFromDir(filepath.Join("..", "testdata", "policies", "extend"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		opts []gate.Option
+		lean bool
+	}{
+		{"no policy named", nil, true},
+		{"the default", []gate.Option{gate.WithPolicy(def)}, true},
+		{"an extension", []gate.Option{gate.WithPolicy(ext)}, false},
+	} {
+		g, err := gate.New(t.Context(), c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Lean() != c.lean {
+			t.Errorf("%s: lean %v, want %v", c.name, g.Lean(), c.lean)
+		}
+	}
+}

@@ -50,3 +50,38 @@ func TestPendingView(t *testing.T) {
 		t.Errorf("escaped view: %q, %d", lines, n)
 	}
 }
+
+// A short data argument is shown whole with no count of what was left out;
+// untrusted sources (unverified or external) come before the others, each
+// group once with its count, and past maxViewSources the rest are counted.
+func TestPendingViewSources(t *testing.T) {
+	id := func(c string) string { return strings.Repeat(c, 64) }
+	src := func(c, principal, tier string) string {
+		return `{"id":"` + id(c) + `","principal":"` + principal + `","effective_tier":"` + tier + `"}`
+	}
+	input := []byte(`{"tool":{"args":{"memo":{"trusted":false},"to":{"trusted":true},"cc":{"trusted":true},"bcc":{"trusted":true}}},
+		"arguments":{"memo":{"explicit":true,"sources":[` + src("1", "user:alice", "user") + `,` + src("2", "tool:web", "external") + `]},
+		"to":{"explicit":true,"sources":[` + src("1", "user:alice", "user") + `,` + src("3", "tool:mail", "unverified") + `,` + src("4", "tool:mail", "unverified") + `]},
+		"cc":{"explicit":false,"sources":[` + src("1", "user:alice", "user") + `,` + src("5", "agent:a", "agent") + `,` + src("6", "agent:b", "agent") + `,` + src("7", "agent:c", "agent") + `,` + src("2", "tool:web", "external") + `]},
+		"bcc":{"explicit":false,"sources":[` + src("1", "user:alice", "user") + `]}}}`)
+	args, err := ArgumentsOf(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Pending{Args: []byte(`{"memo":"hi","to":"a@b","cc":"c@d","bcc":"e@f"}`), Arguments: args}
+	lines, _ := p.View()
+	want := []string{
+		`bcc = "e@f"  [protected, shown whole; from the whole justification, 1 entry: user:alice (user) 111111111111]`,
+		`cc = "c@d"  [protected, shown whole; from the whole justification, 5 entries: tool:web (external) 222222222222, user:alice (user) 111111111111, agent:a (agent) 555555555555, agent:b (agent) 666666666666, and 1 more]`,
+		`to = "a@b"  [protected, shown whole; from explicit sources, 3 entries: tool:mail (unverified) ×2, user:alice (user) 111111111111]`,
+		`memo = "hi"  [data; from explicit sources, 2 entries: tool:web (external) 222222222222, user:alice (user) 111111111111]`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("view: %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for i, w := range want {
+		if lines[i] != w {
+			t.Errorf("line %d:\n got %s\nwant %s", i, lines[i], w)
+		}
+	}
+}
