@@ -332,7 +332,12 @@ func ExampleCall_justification() {
 		case err != nil:
 			log.Fatal(err)
 		case just == nil:
-			fmt.Printf("nil: the context, %d entries: %s\n", len(d.Justification), d.Decision)
+			// Named by reference (d.Context): Whole lists every entry.
+			whole, err := d.Whole()
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Printf("nil: the context, %d entries: %s\n", len(whole), d.Decision)
 		default:
 			fmt.Printf("explicit: %d entry: %s\n", len(d.Justification), d.Decision)
 		}

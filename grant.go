@@ -2,9 +2,11 @@ package pedigree
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/kv"
 	"github.com/pedigree-ai/pedigree/lineage"
 )
 
@@ -89,4 +91,40 @@ func parentIDs(st *lineage.Statement) ([]string, error) {
 		out = append(out, p.ID)
 	}
 	return out, nil
+}
+
+// wholeJustification is logged decision d's justification with its context
+// reference expanded (gate.Decision.Whole). The reference is expanded from
+// the call d decided on, read inside t from its signed entry, which must
+// name the same reference and list the same parents as d (a decision whose
+// call says otherwise is ErrTampered), and checked against the session's
+// context rows as every reference is (lineage.Graph.Expand).
+func (e *Engine) wholeJustification(t kv.Txn, d *gate.Decision) ([]string, error) {
+	if w, err := d.Whole(); err == nil {
+		return w, nil
+	}
+	st, err := e.graph.StatementIn(t, d.CallID)
+	if err != nil {
+		return nil, fmt.Errorf("decision %s: its call: %w", short(d.ID), err)
+	}
+	listed := make([]string, len(st.Parents))
+	for i, p := range st.Parents {
+		listed[i] = p.ID
+	}
+	if st.Context == nil || *st.Context != *d.Context || !slices.Equal(listed, d.Justification) {
+		return nil, fmt.Errorf("decision %s names a justification its call %s does not: %w", short(d.ID), short(d.CallID), ErrTampered)
+	}
+	if st, err = e.graph.Expand(st); err != nil {
+		return nil, fmt.Errorf("decision %s: its call's context: %w", short(d.ID), err)
+	}
+	ps, err := st.AllParents()
+	if err != nil {
+		return nil, err
+	}
+	prefix := make([]string, d.Context.N)
+	for i := range prefix {
+		prefix[i] = ps[i].ID
+	}
+	d.SetWhole(prefix)
+	return d.Whole()
 }

@@ -159,7 +159,11 @@ func (e *Engine) sameJustification(t kv.Txn, d *gate.Decision, call *lineage.Sta
 		if err != nil {
 			return false, err
 		}
-		return within(d.Justification, ids), nil
+		was, err := e.wholeJustification(t, d)
+		if err != nil {
+			return false, err
+		}
+		return within(was, ids), nil
 	}
 	st, err := e.graph.StatementIn(t, d.CallID)
 	if err != nil {

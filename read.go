@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
@@ -65,7 +66,21 @@ func (e *Engine) Decision(ctx context.Context, id string) (*gate.Decision, error
 	if err != nil {
 		return nil, err
 	}
+	e.expand(&r.Decision)
 	return &r.Decision, nil
+}
+
+// expand gives a logged decision that names its call's context by
+// reference its whole justification (gate.Decision.Whole) when the context
+// reads intact; otherwise Whole says it is not known, and verify says why.
+func (e *Engine) expand(d *gate.Decision) {
+	if d.Context == nil {
+		return
+	}
+	_ = e.db.View(func(t *store.Txn) error {
+		_, err := e.wholeJustification(t.In(store.Lineage), d)
+		return err
+	})
 }
 
 // Decisions lists logged decisions, oldest first.
@@ -73,7 +88,14 @@ func (e *Engine) Decisions(ctx context.Context, q DecisionQuery) ([]gate.Decisio
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("%w: a negative decision limit", lineage.ErrMalformed)
 	}
-	return e.decisions.Decisions(ctx, q.Limit, q.Session)
+	ds, err := e.decisions.Decisions(ctx, q.Limit, q.Session)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		e.expand(&ds[i])
+	}
+	return ds, nil
 }
 
 // Show is one entry as stored, with its signature checked again.

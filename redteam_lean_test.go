@@ -115,7 +115,11 @@ func TestWholeInputIsTheInputThatListsEveryEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nodes, err := w.E.Nodes(a.Justification)
+			whole, err := a.Whole()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes, err := w.E.Nodes(whole)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/lineage"
 )
 
 // Reevaluation is a logged decision evaluated again by this engine's gate,
@@ -50,7 +52,16 @@ func (e *Engine) Reevaluate(ctx context.Context, decisionID string) (*Reevaluati
 	if !e.gate.Lean() {
 		// The input the default policy logged lists only the untrusted
 		// entries of the justification; this policy reads every entry.
-		nodes, err := e.graph.Nodes(r.Justification)
+		var nodes []*lineage.Node
+		err := e.db.View(func(t *store.Txn) error {
+			lt := t.In(store.Lineage)
+			whole, err := e.wholeJustification(lt, &r.Decision)
+			if err != nil {
+				return err
+			}
+			nodes, err = e.graph.NodesIn(lt, whole)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("decision %s: its justification: %w", r.ID[:12], err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -31,13 +32,46 @@ type Decision struct {
 	Session       string           `json:"session"`
 	Time          string           `json:"time"`
 	ArgsDigest    string           `json:"args_digest"`
-	Justification []string         `json:"justification"`
+	// Justification is what the call relied on: its parents as its
+	// statement lists them, or the plan under a plan with authority. When
+	// Context is set, the call relied first on the first Context.N entries
+	// of its session's context, named by reference as its statement names
+	// them (a version 2 decision), and Justification lists only what
+	// follows them: a decision's record stays O(arguments), not O(context).
+	// Whole gives the list with the reference expanded.
+	Justification []string            `json:"justification"`
+	Context       *lineage.ContextRef `json:"context,omitempty"`
 	// Plan is the plan step the call cites, and whether it stood as the
 	// control justification.
 	Plan *PlanUse `json:"plan,omitempty"`
 	// InputDigest is the sha256 of the policy input as logged, so that the
 	// decision's ID covers what the policy saw.
 	InputDigest string `json:"input_digest,omitempty"`
+
+	// whole is the justification with Context expanded, when this
+	// process knows it (the decision it made); nil otherwise.
+	whole []string
+}
+
+// Whole is d's justification with its context reference expanded, when d
+// was made in this process (NewDecision knew it); otherwise, for a decision
+// with a reference, ErrUnexpanded: read it back through the engine, which
+// expands it from the call it decided on.
+func (d *Decision) Whole() ([]string, error) {
+	if d.Context == nil {
+		return d.Justification, nil
+	}
+	if d.whole == nil {
+		return nil, lineage.ErrUnexpanded
+	}
+	return d.whole, nil
+}
+
+// SetWhole gives d, read back with a context reference, its expanded
+// justification: the reference's entries (prefix), read and checked against
+// its head by the caller, then the entries d lists.
+func (d *Decision) SetWhole(prefix []string) {
+	d.whole = append(slices.Clip(prefix), d.Justification...)
 }
 
 // NewDecision starts the decision on call statement st (whose entry is
@@ -48,16 +82,24 @@ func (g *Gate) NewDecision(st *lineage.Statement, callID string, now time.Time) 
 		Time: lineage.FormatTime(now), ArgsDigest: lineage.ActionDigest(st.Tool, st.Args),
 		PolicyVersion: g.version, Reasons: []string{}, Warnings: []string{}, Untrusted: []lineage.Source{},
 	}
-	// Every parent: a reference's context entries too. A statement whose
-	// reference was not resolved (refused before the graph read it) has no
-	// known parents: it lists what it lists, and the engine denies it.
-	ps, err := st.AllParents()
-	if err != nil {
-		ps = st.Parents
-	}
-	d.Justification = make([]string, 0, len(ps))
-	for _, p := range ps {
+	d.Justification = make([]string, 0, len(st.Parents))
+	for _, p := range st.Parents {
 		d.Justification = append(d.Justification, p.ID)
+	}
+	// A call that names its context by reference is decided on every
+	// parent (Whole), and its record names them as the call does. A
+	// statement whose reference was not resolved (refused before the graph
+	// read it) has no known parents: the decision names the reference and
+	// what the call lists, and the engine denies it.
+	if st.Context != nil {
+		ref := *st.Context
+		d.Version, d.Context = 2, &ref
+		if ps, err := st.AllParents(); err == nil {
+			d.whole = make([]string, len(ps))
+			for i, p := range ps {
+				d.whole[i] = p.ID
+			}
+		}
 	}
 	return d
 }

@@ -104,8 +104,12 @@ func TestDefaultJustificationIsContext(t *testing.T) {
 	w := world(t)
 	laundered(w)
 	d := w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "send_money", Args: []byte(`{"recipient":"123-456","amount":5}`)})
-	if d.Decision != gate.Deny || len(d.Justification) != 3 {
-		t.Fatalf("got %s with %d justification entries, want deny over the 3 of the context", d.Decision, len(d.Justification))
+	whole, err := d.Whole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Decision != gate.Deny || len(whole) != 3 {
+		t.Fatalf("got %s with %d justification entries, want deny over the 3 of the context", d.Decision, len(whole))
 	}
 }
 

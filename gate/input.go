@@ -116,7 +116,9 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 	}
 	if plan != nil {
 		if plan.Authority {
-			d.Justification = plan.control
+			// (A call that cites a plan lists its parents: it names no
+			// context reference.)
+			d.Justification, d.Context, d.whole, d.Version = plan.control, nil, nil, 1
 		}
 		d.Plan = plan
 	}
@@ -134,8 +136,12 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 		return t, nil
 	}
 	d.Untrusted = d.Untrusted[:0]
-	just := make([]*ast.Term, 0, len(d.Justification))
-	for _, id := range d.Justification {
+	whole, err := d.Whole()
+	if err != nil {
+		return nil, nil, err
+	}
+	just := make([]*ast.Term, 0, min(len(whole), 64))
+	for _, id := range whole {
 		n, ok := f.Nodes[id]
 		if !ok && g.lean && f.Summarised && plan == nil {
 			continue // trusted on every path (Facts.Summarised)
@@ -186,7 +192,7 @@ func (g *Gate) input(f *Facts, d *Decision) (ast.Value, *trajectory.Call, error)
 			}
 		}
 		srcs := justTerm
-		srcIDs := d.Justification
+		srcIDs := whole
 		if explicit {
 			ts := make([]*ast.Term, len(ids))
 			for i, id := range ids {

@@ -33,13 +33,22 @@ func TestRebuiltLogIsNamed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tainted := ds[len(ds)-1]
-			deny := w.Check("agent:planner", pedigree.Call{Session: "s3", Tool: "send_money", Args: []byte(`{"to":"999-666"}`), Justification: tainted.Justification})
+			// Read back, each with its whole justification (a context
+			// named by reference expanded).
+			tainted, err := ds[len(ds)-1].Whole()
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := ds[0].Whole()
+			if err != nil {
+				t.Fatal(err)
+			}
+			deny := w.Check("agent:planner", pedigree.Call{Session: "s3", Tool: "send_money", Args: []byte(`{"to":"999-666"}`), Justification: tainted})
 			if deny.Decision != gate.Deny {
 				t.Fatalf("the tainted send: %s", deny.Decision)
 			}
 			w.Record("user:alice", "s3", "later", nil)
-			w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "lookup", Args: []byte(`{}`), Justification: ds[0].Justification})
+			w.Check("agent:planner", pedigree.Call{Session: "s1", Tool: "lookup", Args: []byte(`{}`), Justification: first})
 			w.E.Close()
 			w.E = nil
 			if _, err := Rebuild(t.Context(), w.Dir, tc.edit(deny.ID)); err != nil {

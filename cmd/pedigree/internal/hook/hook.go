@@ -484,7 +484,16 @@ func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
 	if err != nil {
 		return err
 	}
-	d, err := h.b.Check(ctx, agent, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: asked.Justification})
+	// The call is made again on what the asked one relied on. One that
+	// named its session's context by reference (the hook lists, but a
+	// decision is a decision) is made on the context as it is now, which
+	// holds that prefix: the engine checks that the approved justification
+	// is within the new call's.
+	just := asked.Justification
+	if asked.Context != nil {
+		just = nil
+	}
+	d, err := h.b.Check(ctx, agent, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
 	if err != nil {
 		return err
 	}
