@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -492,8 +493,9 @@ func TestHookClaudeMentions(t *testing.T) {
 }
 
 // A session can hold more entries than a call may name as parents: the
-// oldest are rolled up into the agent's summaries, and the gate still sees
-// the taint of every one of them.
+// hook's calls name the context by reference, and the entries it records
+// (a result with no recorded call) roll the oldest up into the agent's
+// summaries; the gate sees the taint of every one of them either way.
 func TestHookClaudeLongSession(t *testing.T) { modes(t, testHookClaudeLongSession) }
 
 func testHookClaudeLongSession(t *testing.T, served bool) {
@@ -508,7 +510,7 @@ func testHookClaudeLongSession(t *testing.T, served bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The poisoned entry is the first of 1,300: only a rollup reaches it.
+	// The poisoned entry is the first of 1,300.
 	for i := range 1300 {
 		s, p, kind := user, "user:claude", lineage.KindPrompt
 		if i == 0 {
@@ -528,18 +530,35 @@ func testHookClaudeLongSession(t *testing.T, served bool) {
 	if served {
 		c.serve()
 	}
-	for range 2 { // the second call reuses the rollups
-		d, reason := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "long")))
-		if d != "ask" || !strings.Contains(reason, "tool:claude-local") {
+	bash := func(session string) (string, string) {
+		return permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), session)))
+	}
+	for range 2 {
+		if d, reason := bash("long"); d != "ask" || !strings.Contains(reason, "tool:claude-local") {
 			t.Fatalf("a long session whose first entry is untrusted: %q %s", d, reason)
 		}
 	}
-	if d, reason := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "clean-long"))); d != "" {
+	if d, reason := bash("clean-long"); d != "" {
 		t.Fatalf("a long clean session: %q %s", d, reason)
 	}
-	// A result with no recorded call derives from the rollups too.
-	if r := c.hook(withSession(t, fixture(t, "post_tool_use_mcp"), "clean-long")); r.code != 0 {
-		t.Fatalf("exit %d %s", r.code, r.err)
+	// The calls named their context by reference, and so do their
+	// decisions.
+	var ds struct{ Decisions []map[string]any }
+	if err := json.Unmarshal([]byte(c.must("gate", "log", "-o", "json").out), &ds); err != nil || len(ds.Decisions) != 3 {
+		t.Fatalf("gate log: %v, %d decisions", err, len(ds.Decisions))
+	}
+	for _, d := range ds.Decisions {
+		ref, _ := d["context"].(map[string]any)
+		if ref == nil || d["version"] != float64(2) || (ref["n"] != float64(1300) && ref["n"] != float64(700)) {
+			t.Fatalf("a hook's decision on a long session: version %v, context %v, %d listed", d["version"], d["context"], len(d["justification"].([]any)))
+		}
+	}
+	// A result with no recorded call derives from the context, rolled up
+	// (an entry lists its parents).
+	for _, session := range []string{"long", "clean-long"} {
+		if r := c.hook(withSession(t, fixture(t, "post_tool_use_mcp"), session)); r.code != 0 {
+			t.Fatalf("exit %d %s", r.code, r.err)
+		}
 	}
 	// A remembered rollup that is not what it claims is not used.
 	st := filepath.Join(c.dir, hook.StateDir)
@@ -547,11 +566,40 @@ func testHookClaudeLongSession(t *testing.T, served bool) {
 	if len(files) != 2 {
 		t.Fatalf("%d rollup files", len(files))
 	}
+	// firstParent is the first parent of the first rollup a session's
+	// file names: the first entry of that session's context.
+	firstParent := func(file string) string {
+		var rs []struct{ ID string }
+		b, _ := os.ReadFile(file)
+		if err := json.Unmarshal(b, &rs); err != nil || len(rs) == 0 {
+			t.Fatalf("%s: %v %s", file, err, b)
+		}
+		show := c.must("lineage", "show", rs[0].ID, "-o", "json").json(t)
+		ps, _ := show["parents"].([]any)
+		if len(ps) == 0 {
+			t.Fatalf("a rollup without parents: %v", show)
+		}
+		return ps[0].(map[string]any)["id"].(string)
+	}
+	own := []string{firstParent(files[0]), firstParent(files[1])}
+	if own[0] == own[1] {
+		t.Fatalf("two sessions' rollups start at the same entry %s", own[0])
+	}
 	a, _ := os.ReadFile(files[0])
 	b, _ := os.ReadFile(files[1])
 	os.WriteFile(files[0], b, 0o600) // each session gets the other's rollups
 	os.WriteFile(files[1], a, 0o600)
-	if d, _ := permission(t, c.hook(withSession(t, fixture(t, "pre_tool_use_bash"), "long"))); d != "ask" {
+	for _, session := range []string{"long", "clean-long"} {
+		// Another tool use (one delivered again is recorded once).
+		ev := bytes.ReplaceAll(fixture(t, "post_tool_use_mcp"), []byte("toolu_03MCP"), []byte("toolu_04MCP"))
+		if r := c.hook(withSession(t, ev, session)); r.code != 0 {
+			t.Fatalf("exit %d %s", r.code, r.err)
+		}
+	}
+	if got := []string{firstParent(files[0]), firstParent(files[1])}; !slices.Equal(got, own) {
+		t.Fatalf("with another session's rollups swapped in, the results derive from rollups starting at %v, not %v", got, own)
+	}
+	if d, _ := bash("long"); d != "ask" {
 		t.Fatalf("with another session's rollups swapped in: %q", d)
 	}
 	if rep := c.must("verify", "-o", "json").json(t); rep["ok"] != true {

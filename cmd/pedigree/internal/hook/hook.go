@@ -46,6 +46,7 @@ type Specific struct {
 // Handler answers events for one data directory.
 type Handler struct {
 	b       pedigree.Harness
+	byRef   bool // b names a session's context by reference (pedigree.ContextReferrer)
 	m       *Mapping
 	dir     string
 	state   *State
@@ -67,7 +68,8 @@ func New(ctx context.Context, b pedigree.Harness, dir string) (*Handler, error) 
 		return nil, err
 	}
 	state := NewState(filepath.Join(dir, StateDir))
-	return &Handler{b: indexing{b, state}, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
+	_, byRef := b.(pedigree.ContextReferrer)
+	return &Handler{b: indexing{b, state}, byRef: byRef, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
 }
 
 // Handle answers one event. An error means the event must be blocked.
@@ -227,9 +229,15 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 	if err != nil {
 		return nil, err
 	}
-	just, err := h.justification(ctx, ev.SessionID)
-	if err != nil {
-		return nil, err
+	// The session's whole context: named by reference when the backend can
+	// (the engine, or a server's client: pedigree.ContextReferrer), so the
+	// call and its decision do not grow with the session; otherwise listed,
+	// with rollups once it is long.
+	var just []string
+	if !h.byRef {
+		if just, err = h.justification(ctx, ev.SessionID); err != nil {
+			return nil, err
+		}
 	}
 	d, err := h.b.Check(ctx, s, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -336,5 +337,55 @@ func TestDialRefusesAnotherUsersSocket(t *testing.T) {
 	os.WriteFile(filepath.Join(w.Dir, server.TokenFile), []byte(strings.Repeat("ab", 32)), 0o600)
 	if _, err := server.Dial(context.Background(), w.Dir, nil); !errors.Is(err, server.ErrUntrustedServer) || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Fatalf("another user's socket: got %v, want ErrUntrustedServer", err)
+	}
+}
+
+// TestServedCallNamesItsContextByReference: a call through the server's
+// client with the default justification names its session's context by
+// reference (the client asks the server for it), so do its statement and
+// its decision, at any length (here past the rollups' and MaxParents'
+// lengths); the server checks the reference against its rows, so the call
+// rests on every entry: a context whose first entry is untrusted denies,
+// and the trace reaches it.
+func TestServedCallNamesItsContextByReference(t *testing.T) {
+	w, _, _ := running(t)
+	ctx := context.Background()
+	c, err := server.Dial(ctx, w.Dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if ref, err := c.ContextRef(ctx, "empty"); err != nil || ref != nil {
+		t.Fatalf("an empty context's reference: %+v, %v", ref, err)
+	}
+	mail, err := c.Record(ctx, w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput, Session: "s1", Content: []byte("pay 999-666")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lineage.MaxParents + 10 {
+		if _, err := c.Record(ctx, w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: fmt.Appendf(nil, "note %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, err := c.ContextRef(ctx, "s1")
+	if want, _ := w.E.ContextRef(ctx, "s1"); err != nil || ref == nil || want == nil || *ref != *want || ref.N != lineage.MaxParents+11 {
+		t.Fatalf("the context's reference through the server: %+v, %v; the engine's %+v", ref, err, want)
+	}
+	d, err := c.Check(ctx, w.Keys["agent:planner"], pedigree.Call{Principal: "agent:planner", Session: "s1", Tool: "send_money", Args: []byte(`{"to":"999-666"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Decision == gate.Allow || d.Version != 2 || d.Context == nil || *d.Context != *ref || len(d.Justification) != 0 {
+		t.Fatalf("the call by reference through the server: %s %q, version %d, %+v %v", d.Decision, d.Reasons, d.Version, d.Context, d.Justification)
+	}
+	if len(d.Untrusted) == 0 || d.Untrusted[0].ID != mail.ID {
+		t.Fatalf("the untrusted source of a call by reference: %+v", d.Untrusted)
+	}
+	tr, err := c.Trace(ctx, d.CallID, lineage.TraceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tr.Nodes, func(n *lineage.Node) bool { return n.ID == mail.ID }) {
+		t.Fatal("the call's trace does not reach the first entry of its context")
 	}
 }

@@ -141,6 +141,17 @@ func (c *Client) Context(ctx context.Context, session string) ([]string, error) 
 	return out.IDs, err
 }
 
+// ContextRef names a session's whole context by reference, as the server
+// has it now (nil for an empty context): the client is a
+// pedigree.ContextReferrer, so a call whose justification is the default
+// names its context by reference, and the server checks the reference
+// against its context rows when it stores the call.
+func (c *Client) ContextRef(ctx context.Context, session string) (*lineage.ContextRef, error) {
+	var out struct{ Context *lineage.ContextRef }
+	err := c.do(ctx, "GET", "/v1/context-ref/"+url.PathEscape(session), nil, &out)
+	return out.Context, err
+}
+
 // Resolve turns an ID prefix into a full ID, as the server has it.
 func (c *Client) Resolve(ctx context.Context, prefix string) (string, error) {
 	var out struct{ ID string }
@@ -306,7 +317,10 @@ func (c *Client) Plan(ctx context.Context, id string) (*lineage.Statement, error
 	return st, err
 }
 
-var _ pedigree.PlanReader = (*Client)(nil)
+var (
+	_ pedigree.PlanReader      = (*Client)(nil)
+	_ pedigree.ContextReferrer = (*Client)(nil)
+)
 
 // Pending lists the decisions a person can still approve or reject.
 func (c *Client) Pending(ctx context.Context) ([]gate.Pending, error) {

@@ -230,6 +230,13 @@ func (s *Server) routes() {
 		}
 		return reply(w, map[string]any{"ids": nonNil(ids)})
 	})
+	s.route("GET", "/v1/context-ref/{session}", func(w http.ResponseWriter, r *http.Request) error {
+		ref, err := s.e.ContextRef(r.Context(), r.PathValue("session"))
+		if err != nil {
+			return err
+		}
+		return reply(w, map[string]any{"context": ref})
+	})
 	s.route("GET", "/v1/resolve/{prefix}", func(w http.ResponseWriter, r *http.Request) error {
 		id, err := s.e.Resolve(r.Context(), r.PathValue("prefix"))
 		if err != nil {
