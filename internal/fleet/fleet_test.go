@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -304,6 +305,22 @@ func TestLaunderingThroughMemoryAcrossNodes(t *testing.T) {
 		t.Fatalf("after recalling A's memory C's call is %s: %v", d.Decision, d.Reasons)
 	}
 	fx.settle(t)
+	// The call named its context by reference, and so does its decision
+	// (version 2 records): every node applied them in stream order, and
+	// each expands the reference from its own context rows.
+	want, err := d.Whole()
+	if err != nil || d.Version != 2 || d.Context == nil || len(want) != 3 || want[1] != memory.ID {
+		t.Fatalf("C's decision: version %d, %+v, whole %v (%v)", d.Version, d.Context, want, err)
+	}
+	for _, n := range []string{"A", "B"} {
+		got, err := fx.nodes[n].Decision(ctx, d.ID)
+		if err != nil {
+			t.Fatalf("C's decision on %s: %v", n, err)
+		}
+		if whole, err := got.Whole(); err != nil || !slices.Equal(whole, want) {
+			t.Fatalf("C's decision on %s: whole %v (%v), want %v", n, whole, err, want)
+		}
+	}
 }
 
 // A check naming an entry no node has written waits, then denies it as
