@@ -54,9 +54,10 @@ type Decision struct {
 }
 
 // Whole is d's justification with its context reference expanded, when d
-// was made in this process (NewDecision knew it); otherwise, for a decision
-// with a reference, ErrUnexpanded: read it back through the engine, which
-// expands it from the call it decided on.
+// was made in this process (NewDecision knew it) or read back one at a time
+// through the engine (pedigree.Engine.Decision, which expands it from the
+// call it decided on); otherwise, for a decision with a reference (one of a
+// listing, one decoded from JSON), lineage.ErrUnexpanded.
 func (d *Decision) Whole() ([]string, error) {
 	if d.Context == nil {
 		return d.Justification, nil

@@ -33,16 +33,20 @@ func TestRebuiltLogIsNamed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Read back, each with its whole justification (a context
-			// named by reference expanded).
-			tainted, err := ds[len(ds)-1].Whole()
-			if err != nil {
-				t.Fatal(err)
+			// Read back one at a time, each with its whole justification
+			// (a context named by reference expanded).
+			whole := func(id string) []string {
+				d, err := w.E.Decision(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				j, err := d.Whole()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return j
 			}
-			first, err := ds[0].Whole()
-			if err != nil {
-				t.Fatal(err)
-			}
+			tainted, first := whole(ds[len(ds)-1].ID), whole(ds[0].ID)
 			deny := w.Check("agent:planner", pedigree.Call{Session: "s3", Tool: "send_money", Args: []byte(`{"to":"999-666"}`), Justification: tainted})
 			if deny.Decision != gate.Deny {
 				t.Fatalf("the tainted send: %s", deny.Decision)

@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -130,6 +133,19 @@ func TestLoad(t *testing.T) {
 	run("socket", func(c int, call pedigree.Call) (*gate.Decision, error) {
 		return clients[c].Check(context.Background(), key, call)
 	})
+	// PEDIGREE_LOAD_HEAPPROFILE=FILE writes what the heap holds after the
+	// socket phase (docs/performance.md: what the collector marks).
+	if f := os.Getenv("PEDIGREE_LOAD_HEAPPROFILE"); f != "" {
+		runtime.GC()
+		out, err := os.Create(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(out); err != nil {
+			t.Fatal(err)
+		}
+		out.Close()
+	}
 	run("in-process", func(_ int, call pedigree.Call) (*gate.Decision, error) {
 		return e.Check(context.Background(), key, call)
 	})
