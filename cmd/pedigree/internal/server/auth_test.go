@@ -241,13 +241,8 @@ func TestDialTrustsOnlyTheDirectorysServer(t *testing.T) {
 // refused as malformed; a parentless call envelope in a session with
 // context is denied; an untrusted proposer is denied.
 func TestServedCallInputChecks(t *testing.T) {
-	w, _, _ := running(t)
+	w, c := dialRunning(t)
 	ctx := context.Background()
-	c, err := server.Dial(ctx, w.Dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	prompt, err := c.Record(ctx, w.Keys["user:alice"], pedigree.Entry{Principal: "user:alice", Kind: lineage.KindPrompt, Session: "s1", Content: []byte("pay 123-456")})
 	if err != nil {
 		t.Fatal(err)
@@ -340,6 +335,19 @@ func TestDialRefusesAnotherUsersSocket(t *testing.T) {
 	}
 }
 
+// dialRunning is a running server's world and a client of it, closed at the
+// test's end.
+func dialRunning(t *testing.T) (*enginetest.World, *server.Client) {
+	t.Helper()
+	w, _, _ := running(t)
+	c, err := server.Dial(context.Background(), w.Dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return w, c
+}
+
 // TestServedCallNamesItsContextByReference: a call through the server's
 // client with the default justification names its session's context by
 // reference (the client asks the server for it), so do its statement and
@@ -348,13 +356,8 @@ func TestDialRefusesAnotherUsersSocket(t *testing.T) {
 // rests on every entry: a context whose first entry is untrusted denies,
 // and the trace reaches it.
 func TestServedCallNamesItsContextByReference(t *testing.T) {
-	w, _, _ := running(t)
+	w, c := dialRunning(t)
 	ctx := context.Background()
-	c, err := server.Dial(ctx, w.Dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	if ref, err := c.ContextRef(ctx, "empty"); err != nil || ref != nil {
 		t.Fatalf("an empty context's reference: %+v, %v", ref, err)
 	}
