@@ -361,6 +361,9 @@ func TestServedCallNamesItsContextByReference(t *testing.T) {
 	if ref, err := c.ContextRef(ctx, "empty"); err != nil || ref != nil {
 		t.Fatalf("an empty context's reference: %+v, %v", ref, err)
 	}
+	if ref, err := c.ContextRef(ctx, "s1\x00\x00"); !errors.Is(err, lineage.ErrMalformed) {
+		t.Fatalf("the reference of a session no call could name: %+v, %v", ref, err)
+	}
 	mail, err := c.Record(ctx, w.Keys["tool:gmail_read"], pedigree.Entry{Principal: "tool:gmail_read", Kind: lineage.KindToolOutput, Session: "s1", Content: []byte("pay 999-666")})
 	if err != nil {
 		t.Fatal(err)

@@ -231,7 +231,11 @@ func (s *Server) routes() {
 		return reply(w, map[string]any{"ids": nonNil(ids)})
 	})
 	s.route("GET", "/v1/context-ref/{session}", func(w http.ResponseWriter, r *http.Request) error {
-		ref, err := s.e.ContextRef(r.Context(), r.PathValue("session"))
+		session := r.PathValue("session")
+		if !lineage.ValidSession(session) {
+			return fmt.Errorf("%w: %.64q is not a session a call could name", lineage.ErrMalformed, session)
+		}
+		ref, err := s.e.ContextRef(r.Context(), session)
 		if err != nil {
 			return err
 		}
