@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -26,6 +27,13 @@ func TestPendingView(t *testing.T) {
 	p := &Pending{Args: []byte(`{"a_memo":"` + memo + `","amount":5000,"to":"999-666","z_unknown":"<b>"}`), Arguments: args}
 	delete(p.Arguments, "z_unknown")
 	lines, escaped := p.View()
+	// The same view whatever order the arguments' map is read in (a sort
+	// that ordered only some pairs would vary with it).
+	for range 64 {
+		if again, _ := p.View(); !slices.Equal(again, lines) {
+			t.Fatalf("the view changed between two reads:\n%s\n--\n%s", strings.Join(lines, "\n"), strings.Join(again, "\n"))
+		}
+	}
 	want := []string{
 		`amount = 5000  [protected, shown whole; from the whole justification: none, the agent composed it]`,
 		`to = "999-666"  [protected, shown whole; from explicit sources, 1 entry: tool:web (external) 222222222222]`,
