@@ -206,7 +206,7 @@ func (s *Server) challenge(w http.ResponseWriter, r *http.Request, token string)
 		s.fail(w, http.StatusBadRequest, "malformed", "nonce: want 64 hex characters")
 		return
 	}
-	reply(w, map[string]string{"mac": hex.EncodeToString(challengeMAC(token, nonce))})
+	reply(w, map[string]any{"mac": hex.EncodeToString(challengeMAC(token, nonce)), "protocol": serverProtocol()})
 }
 
 // clientHost is the Host every client request names: the unix socket has
@@ -292,7 +292,8 @@ func (c *Client) prove(ctx context.Context, socket string) error {
 	}
 	defer resp.Body.Close()
 	var out struct {
-		MAC string `json:"mac"`
+		MAC      string `json:"mac"`
+		Protocol int    `json:"protocol"` // absent (0) from a release before Protocol
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4096))
 	mac, derr := []byte(nil), dec.Decode(&out)
@@ -303,5 +304,6 @@ func (c *Client) prove(ctx context.Context, socket string) error {
 		return fmt.Errorf("%w: the server on %s could not prove it holds this data directory's token (serve.json may have been tampered with)",
 			ErrUntrustedServer, socket)
 	}
+	c.protocol = out.Protocol
 	return nil
 }

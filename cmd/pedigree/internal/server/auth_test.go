@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -393,5 +394,32 @@ func TestServedCallNamesItsContextByReference(t *testing.T) {
 	}
 	if !slices.ContainsFunc(tr.Nodes, func(n *lineage.Node) bool { return n.ID == mail.ID }) {
 		t.Fatal("the call's trace does not reach the first entry of its context")
+	}
+}
+
+// TestDialRefusesAnotherRelease: a server that says another protocol (0:
+// a release from before the number, which has no context-reference route)
+// is refused at Dial with ErrOtherRelease, naming both numbers and what to
+// do, before any request reaches a route it may not have; a server started
+// on demand by it is still stopped (StopOnDemand dials any release).
+func TestDialRefusesAnotherRelease(t *testing.T) {
+	for _, p := range []string{"0", strconv.Itoa(server.Protocol + 1)} {
+		t.Run(p, func(t *testing.T) {
+			defer server.SetReportedProtocol(p)()
+			w, _, _ := running(t)
+			c, err := server.Dial(context.Background(), w.Dir, nil)
+			if !errors.Is(err, server.ErrOtherRelease) || c != nil {
+				t.Fatalf("a server of protocol %s, this client %d: %v", p, server.Protocol, err)
+			}
+			for _, want := range []string{"protocol " + p, fmt.Sprintf("this pedigree %d", server.Protocol), "start it again"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the refusal does not say %q: %v", want, err)
+				}
+			}
+		})
+	}
+	w, _, _ := running(t)
+	if _, err := server.Dial(context.Background(), w.Dir, nil); err != nil {
+		t.Fatalf("a server of this release: %v", err)
 	}
 }

@@ -48,27 +48,58 @@ type Client struct {
 	hc    *http.Client
 	clock func() time.Time
 	token string // the server's bearer token (see auth.go)
+	// protocol is what the server said it speaks when it proved it holds
+	// the token (protocol.go).
+	protocol int
 }
 
 // Dial finds the server of a data directory (through serve.json), checks
 // that it may be trusted and that it answers. ErrNoServer when none
 // answers; ErrUntrustedServer when serve.json names a socket that is not
-// the directory's own or a server that cannot prove it holds the token.
+// the directory's own or a server that cannot prove it holds the token;
+// ErrOtherRelease when the server is another pedigree release (protocol.go).
 func Dial(ctx context.Context, dir string, clock func() time.Time) (*Client, error) {
-	socket, err := discover(dir)
+	c, socket, err := dialAnyRelease(ctx, dir, clock)
 	if err != nil {
 		return nil, err
 	}
+	if err := c.sameRelease(socket); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// dialAnyRelease is Dial without the release check: enough to stop a
+// server started on demand, whatever release it is.
+func dialAnyRelease(ctx context.Context, dir string, clock func() time.Time) (*Client, string, error) {
+	socket, err := discover(dir)
+	if err != nil {
+		return nil, "", err
+	}
 	token, err := ReadToken(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUntrustedServer, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrUntrustedServer, err)
 	}
-	return DialSocket(ctx, socket, token, clock)
+	c, err := dialSocket(ctx, socket, token, clock)
+	return c, socket, err
 }
 
 // DialSocket connects to a server's unix socket and checks, before it sends
-// anything else, that the server holds token.
+// anything else, that the server holds token and is this release.
 func DialSocket(ctx context.Context, socket, token string, clock func() time.Time) (*Client, error) {
+	c, err := dialSocket(ctx, socket, token, clock)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.sameRelease(socket); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func dialSocket(ctx context.Context, socket, token string, clock func() time.Time) (*Client, error) {
 	if clock == nil {
 		clock = time.Now
 	}

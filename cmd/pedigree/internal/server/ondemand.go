@@ -33,7 +33,9 @@ func StopOnDemand(ctx context.Context, dir string, clock func() time.Time) error
 	if in.IdleExit == "" {
 		return ErrNotOnDemand
 	}
-	c, err := Dial(ctx, dir, clock)
+	// Any release: a server the previous binary started on demand is
+	// stopped as well (protocol.go).
+	c, _, err := dialAnyRelease(ctx, dir, clock)
 	if err != nil {
 		return err
 	}
