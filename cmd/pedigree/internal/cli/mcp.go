@@ -652,7 +652,11 @@ func (a *app) gatewayBackend(ctx context.Context, log *slog.Logger, g gateOption
 		if err := server.StopOnDemand(ctx, a.dir, a.clock); err != nil && !errors.Is(err, server.ErrNoServer) && !errors.Is(err, server.ErrNotOnDemand) {
 			return nil, nil, err
 		}
-		if c, err := server.Dial(ctx, a.dir, a.clock); err == nil {
+		c, err := server.Dial(ctx, a.dir, a.clock)
+		if errors.Is(err, server.ErrOtherRelease) {
+			return nil, nil, err // a person's server of another release: theirs to restart
+		}
+		if err == nil {
 			if len(g.options()) > 0 {
 				c.Close()
 				return nil, nil, usagef("%v: --policies and --tools apply to the process that holds the directory (the first gateway, or 'pedigree serve'), not to one that goes through it", errServed)

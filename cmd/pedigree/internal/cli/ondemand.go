@@ -86,6 +86,16 @@ func (a *app) serveOnDemand(ctx context.Context) *server.Client {
 	if err == nil {
 		return c
 	}
+	if errors.Is(err, server.ErrOtherRelease) {
+		// Started on demand by another release (the binary was upgraded
+		// under a running session): stop it, and start this one's. A
+		// server a person started is left running, and the event fails
+		// saying to restart it (a.backend dials it again).
+		if serr := server.StopOnDemand(ctx, a.dir, a.clock); serr != nil {
+			return nil
+		}
+		err = server.ErrNoServer
+	}
 	if !errors.Is(err, server.ErrNoServer) {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -450,5 +451,104 @@ func TestVerbBesideHookEvents(t *testing.T) {
 	close(stop)
 	if r, ok := <-failed; ok {
 		t.Fatalf("a hook event beside the verb failed: exit %d: %s", r.code, r.err)
+	}
+}
+
+var otherOnce sync.Once
+var otherBin string
+var otherErr error
+
+// otherReleaseBinary is the command built to say protocol 0 when it proves
+// itself to a client, as every release before server.Protocol does: the
+// previous release's server, as far as a client can tell.
+func otherReleaseBinary(t *testing.T) string {
+	t.Helper()
+	pedigreeBinary(t) // skips in -short
+	otherOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pedigree-other-")
+		if err != nil {
+			otherErr = err
+			return
+		}
+		otherBin = filepath.Join(dir, "pedigree")
+		out, err := exec.Command("go", "build", "-o", otherBin,
+			"-ldflags", "-X github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server.reportedProtocol=0", "../../../../cmd/pedigree").CombinedOutput()
+		if err != nil {
+			otherErr = &exec.Error{Name: string(out), Err: err}
+		}
+	})
+	if otherErr != nil {
+		t.Fatal(otherErr)
+	}
+	return otherBin
+}
+
+// TestHookReplacesAnotherReleasesServer: after an upgrade, the server that
+// the previous binary started on demand (a build that says protocol 0, as
+// every release before the number does, and has no context-reference route)
+// is stopped by the next hook event, which starts this release's and answers
+// through it, instead of failing every event while the session keeps the old
+// one busy. A server of another release that a person started is left
+// running, and the event, a verb and 'serve' each fail saying to restart it.
+func TestHookReplacesAnotherReleasesServer(t *testing.T) {
+	c, bin := onDemandEnv(t)
+	old := otherReleaseBinary(t)
+	startOld := func(args ...string) int {
+		cmd := exec.Command(old, append([]string{"--dir", c.dir, "serve"}, args...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go cmd.Wait()
+		pid := cmd.Process.Pid
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGTERM); stopped(pid, 10*time.Second) })
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := server.Dial(t.Context(), c.dir, c.clock)
+			if errors.Is(err, server.ErrOtherRelease) {
+				return pid
+			}
+			if err == nil || time.Now().After(deadline) {
+				t.Fatalf("the other release's server: %v", err)
+			}
+		}
+	}
+
+	oldPID := startOld("--idle-exit", "30m")
+	for _, name := range []string{"user_prompt_submit", "pre_tool_use_read", "post_tool_use_read"} {
+		if r := c.onDemandHook(bin, fixture(t, name), nil); r.code != 0 {
+			t.Fatalf("%s beside another release's server on demand: exit %d: %s", name, r.code, r.err)
+		}
+	}
+	if d, reason := permission(t, c.onDemandHook(bin, fixture(t, "pre_tool_use_bash"), nil)); d != "ask" {
+		t.Fatalf("the Bash call after the poisoned Read, through the new server: %q (%s)", d, reason)
+	}
+	if !stopped(oldPID, 10*time.Second) {
+		t.Fatal("the other release's server on demand runs on")
+	}
+	s, ok := readServeJSON(t, c.dir)
+	if !ok || s.PID == oldPID || s.IdleExit == "" {
+		t.Fatalf("no server of this release on demand: %+v %v", s, ok)
+	}
+	if c, err := server.Dial(t.Context(), c.dir, c.clock); err != nil {
+		t.Fatalf("the server started in its place: %v", err)
+	} else {
+		c.Close()
+	}
+	if err := server.StopOnDemand(t.Context(), c.dir, c.clock); err != nil {
+		t.Fatal(err)
+	}
+
+	person := startOld()
+	r := c.onDemandHook(bin, fixture(t, "pre_tool_use_read"), nil)
+	if r.code != 2 || !strings.Contains(r.err, "another pedigree release") || !strings.Contains(r.err, "start it again") {
+		t.Fatalf("the event beside a person's server of another release: exit %d: %s", r.code, r.err)
+	}
+	for _, args := range [][]string{{"log", "refusals"}, {"serve"}} {
+		if r := c.run(args...); r.code == 0 || !strings.Contains(r.err, "another pedigree release") {
+			t.Fatalf("%v beside a person's server of another release: exit %d: %s", args, r.code, r.err)
+		}
+	}
+	if stopped(person, 200*time.Millisecond) {
+		t.Fatal("a server a person started was stopped")
 	}
 }

@@ -148,6 +148,8 @@ keys directory (nats-<h>.json, 0600, made at first start). A second node joins w
 			if c, err := server.Dial(cmd.Context(), a.dir, a.clock); err == nil {
 				c.Close()
 				return fmt.Errorf("%w (%s): one server per data directory", errServed, a.dir)
+			} else if errors.Is(err, server.ErrOtherRelease) {
+				return fmt.Errorf("%w (%s): one server per data directory; %w", errServed, a.dir, err)
 			}
 			opts := append(g.options(), pedigree.WithLogger(log))
 			var e *pedigree.Engine
