@@ -543,7 +543,7 @@ func TestHookReplacesAnotherReleasesServer(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.err, "another pedigree release") || !strings.Contains(r.err, "start it again") {
 		t.Fatalf("the event beside a person's server of another release: exit %d: %s", r.code, r.err)
 	}
-	for _, args := range [][]string{{"log", "refusals"}, {"serve"}} {
+	for _, args := range [][]string{{"log", "refusals"}, {"serve"}, {"mcp", "run", "--", "true"}} {
 		if r := c.run(args...); r.code == 0 || !strings.Contains(r.err, "another pedigree release") {
 			t.Fatalf("%v beside a person's server of another release: exit %d: %s", args, r.code, r.err)
 		}
