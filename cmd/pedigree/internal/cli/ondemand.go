@@ -88,13 +88,16 @@ func (a *app) serveOnDemand(ctx context.Context) *server.Client {
 	}
 	if errors.Is(err, server.ErrOtherRelease) {
 		// Started on demand by another release (the binary was upgraded
-		// under a running session): stop it, and start this one's. A
-		// server a person started is left running, and the event fails
-		// saying to restart it (a.backend dials it again).
-		if serr := server.StopOnDemand(ctx, a.dir, a.clock); serr != nil {
+		// under a running session): stop it, and start this one's (or
+		// use the one a parallel event started meanwhile). A server a
+		// person started is left running, and the event fails saying to
+		// restart it (a.backend dials it again).
+		if serr := server.StopOtherRelease(ctx, a.dir, a.clock); serr != nil && !errors.Is(serr, server.ErrNoServer) {
 			return nil
 		}
-		err = server.ErrNoServer
+		if c, err = server.Dial(ctx, a.dir, a.clock); err == nil {
+			return c
+		}
 	}
 	if !errors.Is(err, server.ErrNoServer) {
 		return nil

@@ -534,6 +534,11 @@ func TestHookReplacesAnotherReleasesServer(t *testing.T) {
 	} else {
 		c.Close()
 	}
+	// A parallel event that saw the old server, and comes to stop it after
+	// this one started its own, leaves this release's running.
+	if err := server.StopOtherRelease(t.Context(), c.dir, c.clock); err != nil || stopped(s.PID, 200*time.Millisecond) {
+		t.Fatalf("a server of this release on demand, stopped as another release's: %v", err)
+	}
 	if err := server.StopOnDemand(t.Context(), c.dir, c.clock); err != nil {
 		t.Fatal(err)
 	}

@@ -59,15 +59,7 @@ type Client struct {
 // the directory's own or a server that cannot prove it holds the token;
 // ErrOtherRelease when the server is another pedigree release (protocol.go).
 func Dial(ctx context.Context, dir string, clock func() time.Time) (*Client, error) {
-	c, socket, err := dialAnyRelease(ctx, dir, clock)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.sameRelease(socket); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return sameRelease(dialAnyRelease(ctx, dir, clock))
 }
 
 // dialAnyRelease is Dial without the release check: enough to stop a
@@ -89,14 +81,7 @@ func dialAnyRelease(ctx context.Context, dir string, clock func() time.Time) (*C
 // anything else, that the server holds token and is this release.
 func DialSocket(ctx context.Context, socket, token string, clock func() time.Time) (*Client, error) {
 	c, err := dialSocket(ctx, socket, token, clock)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.sameRelease(socket); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return sameRelease(c, socket, err)
 }
 
 func dialSocket(ctx context.Context, socket, token string, clock func() time.Time) (*Client, error) {

@@ -26,6 +26,17 @@ var ErrNotOnDemand = errors.New("the running server was not started on demand")
 // a PID taken from serve.json alone, which whoever writes the directory
 // could point at another of this user's processes.
 func StopOnDemand(ctx context.Context, dir string, clock func() time.Time) error {
+	return stopOnDemand(ctx, dir, clock, false)
+}
+
+// StopOtherRelease is StopOnDemand for a server of another release alone
+// (protocol.go): one of this release, started on demand meanwhile by a
+// parallel event that stopped the old one first, is left running (nil).
+func StopOtherRelease(ctx context.Context, dir string, clock func() time.Time) error {
+	return stopOnDemand(ctx, dir, clock, true)
+}
+
+func stopOnDemand(ctx context.Context, dir string, clock func() time.Time, otherOnly bool) error {
 	socket, in, err := discoverInfo(dir)
 	if err != nil {
 		return err
@@ -40,6 +51,9 @@ func StopOnDemand(ctx context.Context, dir string, clock func() time.Time) error
 		return err
 	}
 	c.Close()
+	if otherOnly && c.protocol == Protocol {
+		return nil
+	}
 	pid, err := peerPID(ctx, socket)
 	if err != nil {
 		return err

@@ -40,12 +40,16 @@ func serverProtocol() int {
 // says another Protocol), so this build's client does not use it.
 var ErrOtherRelease = errors.New("the running server is another pedigree release")
 
-// sameRelease refuses a server that said another protocol than this
-// client's.
-func (c *Client) sameRelease(socket string) error {
-	if c.protocol == Protocol {
-		return nil
+// sameRelease passes on a dialled client of this release, and closes and
+// refuses one whose server said another protocol.
+func sameRelease(c *Client, socket string, err error) (*Client, error) {
+	if err != nil {
+		return nil, err
 	}
-	return fmt.Errorf("%w (the server on %s speaks protocol %d, this pedigree %d): stop it and start it again with this pedigree ('pedigree serve')",
-		ErrOtherRelease, socket, c.protocol, Protocol)
+	if c.protocol != Protocol {
+		c.Close()
+		return nil, fmt.Errorf("%w (the server on %s speaks protocol %d, this pedigree %d): stop it and start it again with this pedigree ('pedigree serve')",
+			ErrOtherRelease, socket, c.protocol, Protocol)
+	}
+	return c, nil
 }
