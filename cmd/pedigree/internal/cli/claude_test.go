@@ -18,36 +18,43 @@ import (
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
 )
 
-var (
-	builtOnce sync.Once
-	builtBin  string
-	builtErr  error
-)
+// builtCommand is the command built once per set of build flags.
+type builtCommand struct {
+	once sync.Once
+	bin  string
+	err  error
+}
 
-// pedigreeBinary builds the command once for the tests that run it as a
-// hook command would.
-func pedigreeBinary(t *testing.T) string {
+// build builds the command with flags (once), into a directory of its own;
+// not in -short.
+func (b *builtCommand) build(t *testing.T, flags ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the command: not in -short")
 	}
-	builtOnce.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "pedigree-bin-")
 		if err != nil {
-			builtErr = err
+			b.err = err
 			return
 		}
-		builtBin = filepath.Join(dir, "pedigree")
-		out, err := exec.Command("go", "build", "-o", builtBin, "../../../../cmd/pedigree").CombinedOutput()
-		if err != nil {
-			builtErr = &exec.Error{Name: string(out), Err: err}
+		b.bin = filepath.Join(dir, "pedigree")
+		args := append(append([]string{"build", "-o", b.bin}, flags...), "../../../../cmd/pedigree")
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			b.err = &exec.Error{Name: string(out), Err: err}
 		}
 	})
-	if builtErr != nil {
-		t.Fatal(builtErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return builtBin
+	return b.bin
 }
+
+var built builtCommand
+
+// pedigreeBinary builds the command once for the tests that run it as a
+// hook command would.
+func pedigreeBinary(t *testing.T) string { return built.build(t) }
 
 // runNoDir runs pedigree without --dir, in the env's environment.
 func (c *cliEnv) runNoDir(args ...string) result {

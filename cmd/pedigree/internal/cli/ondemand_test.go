@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -454,33 +453,13 @@ func TestVerbBesideHookEvents(t *testing.T) {
 	}
 }
 
-var otherOnce sync.Once
-var otherBin string
-var otherErr error
+var otherRelease builtCommand
 
 // otherReleaseBinary is the command built to say protocol 0 when it proves
 // itself to a client, as every release before server.Protocol does: the
 // previous release's server, as far as a client can tell.
 func otherReleaseBinary(t *testing.T) string {
-	t.Helper()
-	pedigreeBinary(t) // skips in -short
-	otherOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pedigree-other-")
-		if err != nil {
-			otherErr = err
-			return
-		}
-		otherBin = filepath.Join(dir, "pedigree")
-		out, err := exec.Command("go", "build", "-o", otherBin,
-			"-ldflags", "-X github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server.reportedProtocol=0", "../../../../cmd/pedigree").CombinedOutput()
-		if err != nil {
-			otherErr = &exec.Error{Name: string(out), Err: err}
-		}
-	})
-	if otherErr != nil {
-		t.Fatal(otherErr)
-	}
-	return otherBin
+	return otherRelease.build(t, "-ldflags", "-X github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server.reportedProtocol=0")
 }
 
 // TestHookReplacesAnotherReleasesServer: after an upgrade, the server that
