@@ -224,6 +224,12 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 	if d["decision"] != "deny" || untrusted["principal"] != "tool:gmail_read" || untrusted["id"] != email {
 		t.Fatalf("decision %v", d)
 	}
+	// Justified by the session's whole context, the call names it by
+	// reference, locally and through the server, and so does its decision
+	// (version 2: the reference, and an empty list after it).
+	if ctx, _ := d["context"].(map[string]any); d["version"] != float64(2) || ctx == nil || ctx["n"] != float64(2) || len(ctx["head"].(string)) != 64 || len(d["justification"].([]any)) != 0 {
+		t.Fatalf("a call on the session's context, not by reference: %v", d)
+	}
 	r = check("--tool", "send_money", "--args", `{"recipient":"123"}`, "--justification", prompt2[:12])
 	if r.code != ExitOK || r.json(t)["decision"] != "allow" {
 		t.Fatalf("user's own prompt: exit %d %s", r.code, r.out)
