@@ -493,10 +493,10 @@ func (h *Handler) approve(ctx context.Context, ev *Event, u *Use) error {
 		return err
 	}
 	// The call is made again on what the asked one relied on. One that
-	// named its session's context by reference (the hook lists, but a
-	// decision is a decision) is made on the context as it is now, which
-	// holds that prefix: the engine checks that the approved justification
-	// is within the new call's.
+	// named its session's context by reference (every call of the hook's
+	// through the engine or a server) is made on the context as it is now,
+	// which holds that prefix: the engine checks that the approved
+	// justification, expanded, is within the new call's.
 	just := asked.Justification
 	if asked.Context != nil {
 		just = nil
