@@ -400,8 +400,9 @@ func TestServedCallNamesItsContextByReference(t *testing.T) {
 // TestDialRefusesAnotherRelease: a server that says another protocol (0:
 // a release from before the number, which has no context-reference route)
 // is refused at Dial with ErrOtherRelease, naming both numbers and what to
-// do, before any request reaches a route it may not have; a server started
-// on demand by it is still stopped (StopOnDemand dials any release).
+// do, before any request reaches a route it may not have. (That such a
+// server started on demand is still stopped is the cli package's
+// TestHookReplacesAnotherReleasesServer.)
 func TestDialRefusesAnotherRelease(t *testing.T) {
 	for _, p := range []string{"0", strconv.Itoa(server.Protocol + 1)} {
 		t.Run(p, func(t *testing.T) {
