@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,6 +53,13 @@ type Client struct {
 	// protocol is what the server said it speaks when it proved it holds
 	// the token (protocol.go).
 	protocol int
+
+	// frozen is the registry once the server reported it frozen: a frozen
+	// registry never changes again (nothing adds, removes or rekeys a
+	// principal after freeze), so it is read once a client, not once a
+	// question (a hook event asked for it three times).
+	mu     sync.Mutex
+	frozen *pedigree.RegistryView
 }
 
 // Dial finds the server of a data directory (through serve.json), checks
@@ -182,8 +191,30 @@ func (c *Client) ByContent(ctx context.Context, digest string) ([]string, error)
 	return out.IDs, err
 }
 
-// Registry returns the registry as the server has it.
+// Registry returns the registry as the server has it. Once it is frozen it
+// is read from the server once: later calls return a copy of that view.
 func (c *Client) Registry(ctx context.Context) (*pedigree.RegistryView, error) {
+	c.mu.Lock()
+	f := c.frozen
+	c.mu.Unlock()
+	if f != nil {
+		v := *f
+		v.Principals = slices.Clone(f.Principals)
+		return &v, nil
+	}
+	v, err := c.readRegistry(ctx)
+	if err != nil || !v.Frozen {
+		return v, err
+	}
+	keep := *v
+	keep.Principals = slices.Clone(v.Principals)
+	c.mu.Lock()
+	c.frozen = &keep
+	c.mu.Unlock()
+	return v, nil
+}
+
+func (c *Client) readRegistry(ctx context.Context) (*pedigree.RegistryView, error) {
 	var out registryResponse
 	if err := c.do(ctx, "GET", "/v1/registry", nil, &out); err != nil {
 		return nil, err

@@ -112,3 +112,53 @@ func TestSocketThatDoesNotFitFailsAtStart(t *testing.T) {
 		t.Fatal("serve.json written by a server that did not start")
 	}
 }
+
+// A frozen registry never changes, so a client reads it from its server
+// once: a hook event asked for it three times. The view it hands out is a
+// copy (a caller that edits it changes nothing for the next).
+func TestClientReadsAFrozenRegistryOnce(t *testing.T) {
+	w := enginetest.NewOnDisk(t, enginetest.Default)
+	ctx, cancel := context.WithCancel(t.Context())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, w.E, server.Options{Ready: func(string, string) { close(ready) }}) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatal(err)
+	}
+	c, err := server.Dial(t.Context(), w.Dir, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first, err := c.Registry(t.Context())
+	if err != nil || !first.Frozen || len(first.Principals) == 0 {
+		cancel()
+		t.Fatalf("registry %+v, %v", first, err)
+	}
+	first.Principals[0].ID = "user:edited"
+	first.Principals = first.Principals[:0]
+	// The server is gone: the frozen registry is still known.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Registry(t.Context())
+	if err != nil {
+		t.Fatalf("the frozen registry was asked for again: %v", err)
+	}
+	want, err := w.E.Registry(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Principals) != len(want.Principals) || again.Principals[0].ID != want.Principals[0].ID || again.FreezeDigest != want.FreezeDigest {
+		t.Fatalf("the view the client kept: %+v, want %+v", again, want)
+	}
+	// Nothing else is remembered: any other question needs the server.
+	if _, err := c.ContextRef(t.Context(), "s"); !errors.Is(err, server.ErrServerGone) {
+		t.Fatalf("a question after the server stopped: %v, want ErrServerGone", err)
+	}
+}
