@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -136,7 +137,12 @@ func (f *fixture) start() error {
 func (f *fixture) witness(name string) string { return filepath.Join(f.root, name+".witness.json") }
 
 func (f *fixture) startServer(i int) error {
-	s, err := fleet.StartServer(f.sopts[i])
+	// Every goroutine the server starts carries the label, so that a CPU
+	// profile of a benchmark says what each part of the fleet costs
+	// (bench_test.go).
+	var s *fleet.Server
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("actor", "nats servers"), func(context.Context) { s, err = fleet.StartServer(f.sopts[i]) })
 	if err != nil {
 		return err
 	}
@@ -179,6 +185,11 @@ func (f *fixture) join(ctx context.Context, name string) error {
 	if k := f.engines[name]; k != nil {
 		opts = append(opts, pedigree.WithEngineSigner(k))
 	}
+	// The node's goroutines (its applier, its store's committer, its NATS
+	// connection) carry its name in a CPU profile, as the servers do.
+	ctx = pprof.WithLabels(ctx, pprof.Labels("actor", "node "+name))
+	pprof.SetGoroutineLabels(ctx)
+	defer pprof.SetGoroutineLabels(context.Background())
 	for {
 		e, err := pedigree.JoinFleet(ctx, f.dirs[name], pedigree.FleetOptions{NATS: url, TrustRoot: f.operator.Public().(ed25519.PublicKey), Name: name, Wait: 5 * time.Second, PinServers: name == "C",
 			Witness: f.witness(name)},
