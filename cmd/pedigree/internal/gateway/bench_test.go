@@ -66,6 +66,14 @@ func BenchmarkRoundTrip(b *testing.B) {
 				defer cs.Close()
 				measure(b, pause, func() *mcp.ClientSession { return cs }, c.tool, c.args)
 			})
+			// The floor under the gateway: a plain MCP proxy built with
+			// the same SDK, in the same place (an in-memory connection to
+			// the client, the upstream's stdio behind it), that only
+			// relays: no engine, no record, no decision.
+			b.Run(c.name+"/proxy"+suffix, func(b *testing.B) {
+				cs := plainProxy(b, w.ups[0])
+				measure(b, pause, func() *mcp.ClientSession { return cs }, c.tool, c.args)
+			})
 			for _, per := range sessionCalls {
 				if pause > 0 && per != sessionCalls[0] {
 					continue
@@ -111,4 +119,34 @@ func measure(b *testing.B, pause time.Duration, session func() *mcp.ClientSessio
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// plainProxy connects a client to an MCP server that relays every tool of
+// up to it, and does nothing else.
+func plainProxy(b *testing.B, up Upstream) *mcp.ClientSession {
+	b.Helper()
+	ctx := context.Background()
+	ucs, tools, err := Connect(ctx, up, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ucs.Close() })
+	s := mcp.NewServer(&mcp.Implementation{Name: "plain-proxy", Version: "1"}, nil)
+	for _, t := range tools {
+		s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return ucs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+		})
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
 }
