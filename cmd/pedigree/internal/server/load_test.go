@@ -85,6 +85,7 @@ func TestLoad(t *testing.T) {
 
 	run := func(name string, check func(c int, call pedigree.Call) (*gate.Decision, error)) {
 		lat := make([][]time.Duration, loadClients)
+		ends := make([][]time.Duration, loadClients) // when each check ended, from t0
 		var errs atomic.Int64
 		var wg sync.WaitGroup
 		t0 := time.Now()
@@ -107,6 +108,7 @@ func TestLoad(t *testing.T) {
 						continue
 					}
 					lat[c] = append(lat[c], time.Since(s))
+					ends[c] = append(ends[c], time.Since(t0))
 				}
 			})
 		}
@@ -117,8 +119,10 @@ func TestLoad(t *testing.T) {
 		if errs.Load() != 0 || len(all) != loadClients*loadChecks {
 			t.Fatalf("%s: %d errors", name, errs.Load())
 		}
+		p99 := all[len(all)*99/100]
 		t.Logf("%s: %d checks in %s (%.0f/s), p50 %s, p99 %s", name, len(all), wall.Round(time.Millisecond),
-			float64(len(all))/wall.Seconds(), all[len(all)/2].Round(time.Microsecond), all[len(all)*99/100].Round(time.Microsecond))
+			float64(len(all))/wall.Seconds(), all[len(all)/2].Round(time.Microsecond), p99.Round(time.Microsecond))
+		t.Logf("%s: the slowest 1 %%: %s", name, tailShape(lat, ends, p99))
 	}
 
 	clients := make([]*server.Client, loadClients)
@@ -158,4 +162,32 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("verify after load: %v %v", r.Problems, err)
 	}
 	t.Logf("verified %d entries after the load", r.Entries)
+}
+
+// tailShape says whether the checks at or over p99 came together (a stall
+// every client waited out at once: a flush, a compaction, a collection) or
+// spread over the run (a queue): the number of 100 ms windows their ends
+// fall in, and the share of them in the ten fullest windows.
+func tailShape(lat, ends [][]time.Duration, p99 time.Duration) string {
+	windows := map[time.Duration]int{}
+	n := 0
+	for c := range lat {
+		for i, d := range lat[c] {
+			if d >= p99 {
+				windows[ends[c][i]/(100*time.Millisecond)]++
+				n++
+			}
+		}
+	}
+	counts := make([]int, 0, len(windows))
+	for _, k := range windows {
+		counts = append(counts, k)
+	}
+	slices.Sort(counts)
+	slices.Reverse(counts)
+	top := 0
+	for _, k := range counts[:min(10, len(counts))] {
+		top += k
+	}
+	return fmt.Sprintf("%d checks ended in %d windows of 100 ms; the ten fullest windows hold %d of them (%.0f %%)", n, len(windows), top, 100*float64(top)/float64(n))
 }
