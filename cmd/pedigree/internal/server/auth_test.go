@@ -290,21 +290,13 @@ func TestServedCallInputChecks(t *testing.T) {
 func TestTokenNewAtEachStart(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
 	serveOnce := func() string {
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan struct{})
-		done := make(chan error, 1)
-		go func() { done <- server.Run(ctx, w.E, server.Options{Ready: func(string, string) { close(ready) }}) }()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatal(err)
-		}
+		stop := serveUntilStopped(t, w.E)
 		tok, err := server.ReadToken(w.Dir)
 		if err != nil {
+			stop()
 			t.Fatal(err)
 		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(w.Dir, server.TokenFile)); !errors.Is(err, os.ErrNotExist) {

@@ -60,6 +60,26 @@ func start(t *testing.T, e *pedigree.Engine, o server.Options) (string, error) {
 	}
 }
 
+// serveUntilStopped serves e until the returned stop is called, which
+// returns the error the server stopped with.
+func serveUntilStopped(t *testing.T, e *pedigree.Engine) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, e, server.Options{Ready: func(string, string) { close(ready) }}) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatal(err)
+	}
+	return func() error {
+		cancel()
+		return <-done
+	}
+}
+
 // A data directory too long for DIR/pedigree.sock is served on a socket in
 // the per-user runtime directory (0700), which clients (the hooks, every
 // verb) find through serve.json and trust.
@@ -118,32 +138,22 @@ func TestSocketThatDoesNotFitFailsAtStart(t *testing.T) {
 // copy (a caller that edits it changes nothing for the next).
 func TestClientReadsAFrozenRegistryOnce(t *testing.T) {
 	w := enginetest.NewOnDisk(t, enginetest.Default)
-	ctx, cancel := context.WithCancel(t.Context())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- server.Run(ctx, w.E, server.Options{Ready: func(string, string) { close(ready) }}) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatal(err)
-	}
+	stop := serveUntilStopped(t, w.E)
 	c, err := server.Dial(t.Context(), w.Dir, nil)
 	if err != nil {
-		cancel()
+		stop()
 		t.Fatal(err)
 	}
 	defer c.Close()
 	first, err := c.Registry(t.Context())
 	if err != nil || !first.Frozen || len(first.Principals) == 0 {
-		cancel()
+		stop()
 		t.Fatalf("registry %+v, %v", first, err)
 	}
 	first.Principals[0].ID = "user:edited"
 	first.Principals = first.Principals[:0]
 	// The server is gone: the frozen registry is still known.
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	again, err := c.Registry(t.Context())
