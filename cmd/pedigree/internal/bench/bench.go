@@ -77,6 +77,31 @@ type Result struct {
 	Dir         string  `json:"dir,omitempty"`
 }
 
+// Comparison is what `bench --against OTHER -o json` prints: the same
+// workload run by another pedigree binary and by this one, in turn (the
+// other first), each side's results in the order they ran.
+type Comparison struct {
+	Version int       `json:"version"`
+	Against string    `json:"against"`
+	Runs    int       `json:"runs"`
+	Other   []*Result `json:"other"`
+	This    []*Result `json:"this"`
+}
+
+// Median is the median of f over rs (the lower of the middle two when
+// there is an even number).
+func Median(rs []*Result, f func(*Result) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	slices.Sort(xs)
+	return xs[(len(xs)-1)/2]
+}
+
 const sensitiveTool = "bench_send"
 
 // Run builds the store and measures. Writes are durable, as in normal use,

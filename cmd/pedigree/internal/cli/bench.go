@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime/pprof"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -14,7 +20,8 @@ import (
 
 func newBenchCommand(a *app) *cobra.Command {
 	var o bench.Options
-	var cpuprofile, memprofile string
+	var cpuprofile, memprofile, against string
+	var runs int
 	var mem memoryLimit
 	cmd := &cobra.Command{
 		Use:   "bench [--entries N] [--checks M] [--writers W] [--in-memory]",
@@ -36,8 +43,17 @@ and store size are measured.
 fsync: nothing is durable), to compare with in-memory systems; the durable
 figures are what a data directory gives.
 
+--against OTHER runs the same workload with another pedigree binary (an earlier
+release, built from another tree) and with this one, in turn, the other first,
+--runs times each, and prints the two side by side: each figure's median on both
+sides and their ratio. The other binary is run as OTHER -o json bench with the
+same --entries, --checks, --writers, --seed, --in-memory and --tmp (and
+--memory-limit when given), so it must be a release that has them; it must report
+the same workload, or nothing is compared.
+
   pedigree bench -o json --entries 10000 --checks 1000 --writers 8
-  pedigree bench -o json --entries 8000 --checks 1000 --in-memory`,
+  pedigree bench -o json --entries 8000 --checks 1000 --in-memory
+  pedigree bench --entries 100000 --checks 2000 --against ./pedigree-previous --runs 2`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Entries <= 0 || o.Writers <= 0 || o.Checks < 0 {
@@ -45,6 +61,20 @@ figures are what a data directory gives.
 			}
 			if o.InMemory && (o.Dir != "" || o.Keep) {
 				return usagef("--in-memory has no directory: --tmp and --keep do not apply")
+			}
+			if against == "" && cmd.Flags().Changed("runs") {
+				return usagef("--runs needs --against")
+			}
+			if runs < 1 || runs > 20 {
+				return usagef("--runs %d: from 1 to 20", runs)
+			}
+			if against != "" {
+				if o.Keep {
+					return usagef("--keep does not apply with --against (two binaries, several stores)")
+				}
+				if fi, err := os.Stat(against); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+					return usagef("--against %s: not an executable file", against)
+				}
 			}
 			if err := mem.apply(cmd); err != nil {
 				return err
@@ -67,6 +97,27 @@ figures are what a data directory gives.
 					return err
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if against != "" {
+				c := &bench.Comparison{Version: 1, Against: against, Runs: runs}
+				for i := range runs {
+					if o.Progress != nil {
+						o.Progress(fmt.Sprintf("run %d of %d: %s", i+1, runs, against), 0, 1)
+					}
+					other, err := runOther(cmd, against, o)
+					if err != nil {
+						return err
+					}
+					if o.Progress != nil {
+						o.Progress(fmt.Sprintf("run %d of %d: this pedigree", i+1, runs), 0, 1)
+					}
+					r, err := bench.Run(cmd.Context(), o)
+					if err != nil {
+						return err
+					}
+					c.Other, c.This = append(c.Other, other), append(c.This, r)
+				}
+				return a.print(c, func(w io.Writer) { printComparison(w, c) })
 			}
 			r, err := bench.Run(cmd.Context(), o)
 			if err != nil {
@@ -111,6 +162,101 @@ figures are what a data directory gives.
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	f.StringVar(&memprofile, "memprofile", "", "write a heap profile here at the end (go tool pprof)")
+	f.StringVar(&against, "against", "", "another pedigree binary (an earlier release): run the same workload with it and with this one, in turn, and print the two side by side")
+	f.IntVar(&runs, "runs", 1, "with --against: runs of each binary, in turn (the figures shown are each side's medians)")
 	mem.add(cmd)
 	return cmd
+}
+
+// runOther runs the bench of another pedigree binary on the same workload
+// and reads its result; its progress and errors go to this command's
+// standard error.
+func runOther(cmd *cobra.Command, bin string, o bench.Options) (*bench.Result, error) {
+	args := []string{"-o", "json", "bench", "--entries", strconv.Itoa(o.Entries), "--checks", strconv.Itoa(o.Checks),
+		"--writers", strconv.Itoa(o.Writers), "--seed", strconv.FormatUint(o.Seed, 10)}
+	if o.InMemory {
+		args = append(args, "--in-memory")
+	}
+	if o.Dir != "" {
+		args = append(args, "--tmp", o.Dir)
+	}
+	if f := cmd.Flags().Lookup("memory-limit"); f != nil && f.Changed {
+		args = append(args, "--memory-limit", f.Value.String())
+	}
+	run := exec.CommandContext(cmd.Context(), bin, args...)
+	run.Stderr = cmd.ErrOrStderr()
+	out, err := run.Output()
+	if err != nil {
+		return nil, fmt.Errorf("--against: %s %s: %w", bin, strings.Join(args, " "), err)
+	}
+	var r bench.Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("--against: %s did not print a bench result: %v", bin, err)
+	}
+	if r.Version != 1 {
+		return nil, fmt.Errorf("--against: %s prints bench results of version %d; this pedigree reads version 1", bin, r.Version)
+	}
+	if r.Entries != o.Entries || r.Checks != o.Checks || r.Writers != o.Writers || r.InMemory != o.InMemory {
+		return nil, fmt.Errorf("--against: %s ran another workload (entries %d, checks %d, writers %d, in memory %v): nothing to compare",
+			bin, r.Entries, r.Checks, r.Writers, r.InMemory)
+	}
+	return &r, nil
+}
+
+// printComparison prints each figure's median on both sides and this
+// side's over the other's; "—" where the other release does not measure it.
+func printComparison(w io.Writer, c *bench.Comparison) {
+	r := c.This[0]
+	fmt.Fprintf(w, "entries %d, writers %d, checks %d", r.Entries, r.Writers, r.Checks)
+	if r.InMemory {
+		fmt.Fprint(w, ", in memory")
+	}
+	fmt.Fprintf(w, "; %d run(s) of each, in turn; medians\n", c.Runs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	mb := func(n int64) float64 { return float64(n) / 1e6 }
+	rows := []struct {
+		name string
+		get  func(*bench.Result) float64
+	}{
+		{"record/s", func(r *bench.Result) float64 { return r.RecordPerSec }},
+		{"record p50 µs", func(r *bench.Result) float64 { return r.RecordP50 }},
+		{"record p99 µs", func(r *bench.Result) float64 { return r.RecordP99 }},
+		{"check p50 µs", func(r *bench.Result) float64 { return r.CheckP50 }},
+		{"check p99 µs", func(r *bench.Result) float64 { return r.CheckP99 }},
+		{"decide p50 µs", func(r *bench.Result) float64 { return r.DecideP50 }},
+		{"decide p99 µs", func(r *bench.Result) float64 { return r.DecideP99 }},
+		{"decide on the session's context p50 µs", func(r *bench.Result) float64 { return r.DecideSessionP50 }},
+		{"decide on the session's context p99 µs", func(r *bench.Result) float64 { return r.DecideSessionP99 }},
+		{"trace p50 µs", func(r *bench.Result) float64 { return r.TraceP50 }},
+		{"trace of 1,023 ancestors p50 µs", func(r *bench.Result) float64 { return r.Trace1000P50 }},
+		{"peak RSS MB", func(r *bench.Result) float64 { return mb(r.PeakRSS) }},
+		{"peak anonymous MB", func(r *bench.Result) float64 { return mb(r.PeakAnon) }},
+		{"store MB", func(r *bench.Result) float64 { return mb(r.StoreBytes) }},
+		{"seconds", func(r *bench.Result) float64 { return r.Seconds }},
+	}
+	width := 0
+	for _, f := range rows {
+		width = max(width, utf8.RuneCountInString(f.name))
+	}
+	fmt.Fprintf(tw, "%s\tother\tthis\tthis / other\t\n", strings.Repeat(" ", width))
+	for _, f := range rows {
+		if f.name == "store MB" && r.InMemory {
+			continue
+		}
+		o, t := bench.Median(c.Other, f.get), bench.Median(c.This, f.get)
+		num := func(x float64) string {
+			if f.name == "seconds" {
+				return strconv.FormatFloat(x, 'f', 1, 64)
+			}
+			return strconv.FormatFloat(x, 'f', 0, 64)
+		}
+		ratio, other := "—", "—"
+		if o > 0 {
+			ratio, other = fmt.Sprintf("%.2f×", t/o), num(o)
+		}
+		// The names are padded here: the tab writer aligns every column right.
+		name := f.name + strings.Repeat(" ", width-utf8.RuneCountInString(f.name))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", name, other, num(t), ratio)
+	}
+	tw.Flush()
 }

@@ -430,6 +430,13 @@ func testBadInput(t *testing.T, served bool) {
 		{"bench in memory with a directory", []string{"bench", "--in-memory", "--tmp", "x"}, ExitUsage, "--in-memory has no directory"},
 		{"bench with a bad memory limit", []string{"bench", "--memory-limit", "lots"}, ExitUsage, "--memory-limit \"lots\": want a size"},
 		{"bench with a negative memory limit", []string{"bench", "--memory-limit", "-1MiB"}, ExitUsage, "want a size"},
+		{"bench --runs without --against", []string{"bench", "--runs", "2"}, ExitUsage, "--runs needs --against"},
+		{"bench --against nothing", []string{"bench", "--against", filepath.Join(c.tmp, "none")}, ExitUsage, "not an executable file"},
+		{"bench --against a file that does not run", []string{"bench", "--against", garbage}, ExitUsage, "not an executable file"},
+		{"bench --against a directory", []string{"bench", "--against", c.tmp}, ExitUsage, "not an executable file"},
+		{"bench --against with --runs 0", []string{"bench", "--against", "/bin/true", "--runs", "0"}, ExitUsage, "--runs 0: from 1 to 20"},
+		{"bench --against with --runs 21", []string{"bench", "--against", "/bin/true", "--runs", "21"}, ExitUsage, "--runs 21"},
+		{"bench --against with --keep", []string{"bench", "--against", "/bin/true", "--keep"}, ExitUsage, "--keep does not apply with --against"},
 		{"serve with an overflowing memory limit", []string{"serve", "--memory-limit", "9999999999TiB"}, ExitUsage, "want a size"},
 		{"trajectory generate with no sessions", []string{"trajectory", "generate", "--sessions", "0"}, ExitUsage, "--sessions"},
 	}
