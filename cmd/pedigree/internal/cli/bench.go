@@ -24,7 +24,7 @@ func newBenchCommand(a *app) *cobra.Command {
 	var runs int
 	var mem memoryLimit
 	cmd := &cobra.Command{
-		Use:   "bench [--entries N] [--checks M] [--writers W] [--in-memory]",
+		Use:   "bench [--entries N] [--checks M] [--writers W] [--in-memory] [--against OTHER [--runs K]]",
 		Short: "Measure record, check, decide and trace on a synthetic workload",
 		Long: `Build a store in a temporary directory with three principals (agent:bench
 internal, user:bench user, tool:bench external) and N entries, where entry i is
