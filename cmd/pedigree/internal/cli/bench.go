@@ -45,11 +45,11 @@ figures are what a data directory gives.
 
 --against OTHER runs the same workload with another pedigree binary (an earlier
 release, built from another tree) and with this one, in turn, the other first,
---runs times each, and prints the two side by side: each figure's median on both
-sides and their ratio. The other binary is run as OTHER -o json bench with the
-same --entries, --checks, --writers, --seed, --in-memory and --tmp (and
---memory-limit when given), so it must be a release that has them; it must report
-the same workload, or nothing is compared.
+--runs times each, each run a process of its own, and prints the two side by
+side: each figure's median on both sides and their ratio. Both are run as
+BINARY -o json bench with the same --entries, --checks, --writers, --seed,
+--in-memory and --tmp (and --memory-limit when given), so the other must be a
+release that has them; it must report the same workload, or nothing is compared.
 
   pedigree bench -o json --entries 10000 --checks 1000 --writers 8
   pedigree bench -o json --entries 8000 --checks 1000 --in-memory
@@ -71,6 +71,9 @@ the same workload, or nothing is compared.
 			if against != "" {
 				if o.Keep {
 					return usagef("--keep does not apply with --against (two binaries, several stores)")
+				}
+				if cpuprofile != "" || memprofile != "" {
+					return usagef("--cpuprofile and --memprofile do not apply with --against: each run is a process of its own")
 				}
 				if fi, err := os.Stat(against); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 					return usagef("--against %s: not an executable file", against)
@@ -99,23 +102,23 @@ the same workload, or nothing is compared.
 				defer pprof.StopCPUProfile()
 			}
 			if against != "" {
+				// Both sides run as processes of their own, alike: a run
+				// inherits no heap, cache or peak RSS from the one before.
+				self, err := a.self()
+				if err != nil {
+					return err
+				}
 				c := &bench.Comparison{Version: 1, Against: against, Runs: runs}
-				for i := range runs {
-					if o.Progress != nil {
-						o.Progress(fmt.Sprintf("run %d of %d: %s", i+1, runs, against), 0, 1)
-					}
-					other, err := runOther(cmd, against, o)
+				for range runs {
+					other, err := runBench(cmd, against, o)
 					if err != nil {
 						return err
 					}
-					if o.Progress != nil {
-						o.Progress(fmt.Sprintf("run %d of %d: this pedigree", i+1, runs), 0, 1)
-					}
-					r, err := bench.Run(cmd.Context(), o)
+					this, err := runBench(cmd, self, o)
 					if err != nil {
 						return err
 					}
-					c.Other, c.This = append(c.Other, other), append(c.This, r)
+					c.Other, c.This = append(c.Other, other), append(c.This, this)
 				}
 				return a.print(c, func(w io.Writer) { printComparison(w, c) })
 			}
@@ -168,10 +171,10 @@ the same workload, or nothing is compared.
 	return cmd
 }
 
-// runOther runs the bench of another pedigree binary on the same workload
-// and reads its result; its progress and errors go to this command's
-// standard error.
-func runOther(cmd *cobra.Command, bin string, o bench.Options) (*bench.Result, error) {
+// runBench runs the bench of a pedigree binary (the other one, or this
+// one again) on the workload o and reads its result; its progress and
+// errors go to this command's standard error.
+func runBench(cmd *cobra.Command, bin string, o bench.Options) (*bench.Result, error) {
 	args := []string{"-o", "json", "bench", "--entries", strconv.Itoa(o.Entries), "--checks", strconv.Itoa(o.Checks),
 		"--writers", strconv.Itoa(o.Writers), "--seed", strconv.FormatUint(o.Seed, 10)}
 	if o.InMemory {
@@ -187,17 +190,17 @@ func runOther(cmd *cobra.Command, bin string, o bench.Options) (*bench.Result, e
 	run.Stderr = cmd.ErrOrStderr()
 	out, err := run.Output()
 	if err != nil {
-		return nil, fmt.Errorf("--against: %s %s: %w", bin, strings.Join(args, " "), err)
+		return nil, fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
 	}
 	var r bench.Result
 	if err := json.Unmarshal(out, &r); err != nil {
-		return nil, fmt.Errorf("--against: %s did not print a bench result: %v", bin, err)
+		return nil, fmt.Errorf("%s did not print a bench result: %v", bin, err)
 	}
 	if r.Version != 1 {
-		return nil, fmt.Errorf("--against: %s prints bench results of version %d; this pedigree reads version 1", bin, r.Version)
+		return nil, fmt.Errorf("%s prints bench results of version %d; this pedigree reads version 1", bin, r.Version)
 	}
 	if r.Entries != o.Entries || r.Checks != o.Checks || r.Writers != o.Writers || r.InMemory != o.InMemory {
-		return nil, fmt.Errorf("--against: %s ran another workload (entries %d, checks %d, writers %d, in memory %v): nothing to compare",
+		return nil, fmt.Errorf("%s ran another workload (entries %d, checks %d, writers %d, in memory %v): nothing to compare",
 			bin, r.Entries, r.Checks, r.Writers, r.InMemory)
 	}
 	return &r, nil

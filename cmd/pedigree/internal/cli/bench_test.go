@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,10 +17,21 @@ import (
 func TestBenchAgainst(t *testing.T) {
 	bin := pedigreeBinary(t)
 	c := newEnv(t)
-	r := c.must("-o", "json", "bench", "--entries", "200", "--checks", "10", "--in-memory", "--against", bin, "--runs", "2")
+	// This side runs as a process of its own too: the built binary stands
+	// for this process's.
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errw bytes.Buffer
+		a := &app{in: strings.NewReader(""), out: &out, errw: &errw, getenv: c.getenv, clock: c.clock, executable: bin}
+		if code := a.run(t.Context(), args); code != 0 {
+			t.Fatalf("pedigree %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errw.String())
+		}
+		return out.String()
+	}
+	out := run("-o", "json", "bench", "--entries", "200", "--checks", "10", "--in-memory", "--against", bin, "--runs", "2")
 	var cmp bench.Comparison
-	if err := json.Unmarshal([]byte(r.out), &cmp); err != nil {
-		t.Fatalf("not a comparison: %v\n%s", err, r.out)
+	if err := json.Unmarshal([]byte(out), &cmp); err != nil {
+		t.Fatalf("not a comparison: %v\n%s", err, out)
 	}
 	if cmp.Version != 1 || cmp.Against != bin || cmp.Runs != 2 || len(cmp.Other) != 2 || len(cmp.This) != 2 {
 		t.Fatalf("comparison %+v", cmp)
@@ -31,7 +43,7 @@ func TestBenchAgainst(t *testing.T) {
 			}
 		}
 	}
-	text := c.must("bench", "--entries", "200", "--checks", "10", "--in-memory", "--against", bin).out
+	text := run("bench", "--entries", "200", "--checks", "10", "--in-memory", "--against", bin)
 	for _, want := range []string{"1 run(s) of each", "this / other", "record/s", "decide p50 µs", "×"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("the side-by-side text lacks %q:\n%s", want, text)

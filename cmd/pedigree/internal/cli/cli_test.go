@@ -437,6 +437,7 @@ func testBadInput(t *testing.T, served bool) {
 		{"bench --against with --runs 0", []string{"bench", "--against", "/bin/true", "--runs", "0"}, ExitUsage, "--runs 0: from 1 to 20"},
 		{"bench --against with --runs 21", []string{"bench", "--against", "/bin/true", "--runs", "21"}, ExitUsage, "--runs 21"},
 		{"bench --against with --keep", []string{"bench", "--against", "/bin/true", "--keep"}, ExitUsage, "--keep does not apply with --against"},
+		{"bench --against with a profile", []string{"bench", "--against", "/bin/true", "--cpuprofile", filepath.Join(c.tmp, "cpu.prof")}, ExitUsage, "do not apply with --against"},
 		{"serve with an overflowing memory limit", []string{"serve", "--memory-limit", "9999999999TiB"}, ExitUsage, "want a size"},
 		{"trajectory generate with no sessions", []string{"trajectory", "generate", "--sessions", "0"}, ExitUsage, "--sessions"},
 	}

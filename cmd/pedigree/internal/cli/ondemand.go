@@ -117,12 +117,9 @@ func (a *app) serveOnDemand(ctx context.Context) *server.Client {
 // hook events at the same moment) is not an error when that other one
 // answers.
 func (a *app) startServer(ctx context.Context, args []string, wait, poll time.Duration) (*server.Client, error) {
-	self := a.executable
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return nil, err
-		}
+	self, err := a.self()
+	if err != nil {
+		return nil, err
 	}
 	logf, err := safefile.OpenAppend(a.dir, serveLog, 0o600)
 	if err != nil {

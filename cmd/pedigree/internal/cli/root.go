@@ -39,6 +39,15 @@ type app struct {
 	executable string
 }
 
+// self is the pedigree binary to start again (a server on demand, a
+// bench run): executable when set, else this process's own.
+func (a *app) self() (string, error) {
+	if a.executable != "" {
+		return a.executable, nil
+	}
+	return os.Executable()
+}
+
 // Main runs the command and returns its exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{in: stdin, out: stdout, errw: stderr, clock: time.Now, getenv: os.Getenv, autostart: true}
