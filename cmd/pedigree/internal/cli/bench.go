@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -75,9 +76,16 @@ release that has them; it must report the same workload, or nothing is compared.
 				if cpuprofile != "" || memprofile != "" {
 					return usagef("--cpuprofile and --memprofile do not apply with --against: each run is a process of its own")
 				}
-				if fi, err := os.Stat(against); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+				// A path, never a name looked up in $PATH: the file checked
+				// here is the file run.
+				abs, err := filepath.Abs(against)
+				if err != nil {
+					return usagef("--against %s: %v", against, err)
+				}
+				if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 					return usagef("--against %s: not an executable file", against)
 				}
+				against = abs
 			}
 			if err := mem.apply(cmd); err != nil {
 				return err

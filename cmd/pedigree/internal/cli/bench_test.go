@@ -87,6 +87,12 @@ func TestBenchAgainstRefusesWhatItCannotCompare(t *testing.T) {
 			}
 		})
 	}
+	// A name is a file here, not a program looked up in $PATH.
+	t.Chdir(c.tmp)
+	script("true", `echo '{"version": 1, "entries": 7, "checks": 5, "writers": 1, "in_memory": true}'`)
+	if r := c.run("bench", "--entries", "100", "--checks", "5", "--in-memory", "--against", "true"); r.code != ExitError || !strings.Contains(r.err, filepath.Join(c.tmp, "true")+" ran another workload") {
+		t.Fatalf("--against true ran something else than ./true: exit %d, %q", r.code, r.err)
+	}
 	// The other binary's standard error is the command's.
 	r := c.run("bench", "--entries", "100", "--checks", "5", "--in-memory", "--against", script("says", "echo from-the-other-binary >&2; exit 1"))
 	if !strings.Contains(r.err, "from-the-other-binary") {
