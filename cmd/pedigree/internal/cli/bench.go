@@ -228,22 +228,25 @@ func printComparison(w io.Writer, c *bench.Comparison) {
 	rows := []struct {
 		name string
 		get  func(*bench.Result) float64
+		// decimals shown; durable: a figure of a store on disk only.
+		decimals int
+		durable  bool
 	}{
-		{"record/s", func(r *bench.Result) float64 { return r.RecordPerSec }},
-		{"record p50 µs", func(r *bench.Result) float64 { return r.RecordP50 }},
-		{"record p99 µs", func(r *bench.Result) float64 { return r.RecordP99 }},
-		{"check p50 µs", func(r *bench.Result) float64 { return r.CheckP50 }},
-		{"check p99 µs", func(r *bench.Result) float64 { return r.CheckP99 }},
-		{"decide p50 µs", func(r *bench.Result) float64 { return r.DecideP50 }},
-		{"decide p99 µs", func(r *bench.Result) float64 { return r.DecideP99 }},
-		{"decide on the session's context p50 µs", func(r *bench.Result) float64 { return r.DecideSessionP50 }},
-		{"decide on the session's context p99 µs", func(r *bench.Result) float64 { return r.DecideSessionP99 }},
-		{"trace p50 µs", func(r *bench.Result) float64 { return r.TraceP50 }},
-		{"trace of 1,023 ancestors p50 µs", func(r *bench.Result) float64 { return r.Trace1000P50 }},
-		{"peak RSS MB", func(r *bench.Result) float64 { return mb(r.PeakRSS) }},
-		{"peak anonymous MB", func(r *bench.Result) float64 { return mb(r.PeakAnon) }},
-		{"store MB", func(r *bench.Result) float64 { return mb(r.StoreBytes) }},
-		{"seconds", func(r *bench.Result) float64 { return r.Seconds }},
+		{name: "record/s", get: func(r *bench.Result) float64 { return r.RecordPerSec }},
+		{name: "record p50 µs", get: func(r *bench.Result) float64 { return r.RecordP50 }},
+		{name: "record p99 µs", get: func(r *bench.Result) float64 { return r.RecordP99 }},
+		{name: "check p50 µs", get: func(r *bench.Result) float64 { return r.CheckP50 }},
+		{name: "check p99 µs", get: func(r *bench.Result) float64 { return r.CheckP99 }},
+		{name: "decide p50 µs", get: func(r *bench.Result) float64 { return r.DecideP50 }},
+		{name: "decide p99 µs", get: func(r *bench.Result) float64 { return r.DecideP99 }},
+		{name: "decide on the session's context p50 µs", get: func(r *bench.Result) float64 { return r.DecideSessionP50 }},
+		{name: "decide on the session's context p99 µs", get: func(r *bench.Result) float64 { return r.DecideSessionP99 }},
+		{name: "trace p50 µs", get: func(r *bench.Result) float64 { return r.TraceP50 }},
+		{name: "trace of 1,023 ancestors p50 µs", get: func(r *bench.Result) float64 { return r.Trace1000P50 }},
+		{name: "peak RSS MB", get: func(r *bench.Result) float64 { return mb(r.PeakRSS) }},
+		{name: "peak anonymous MB", get: func(r *bench.Result) float64 { return mb(r.PeakAnon) }},
+		{name: "store MB", get: func(r *bench.Result) float64 { return mb(r.StoreBytes) }, durable: true},
+		{name: "seconds", get: func(r *bench.Result) float64 { return r.Seconds }, decimals: 1},
 	}
 	width := 0
 	for _, f := range rows {
@@ -251,16 +254,11 @@ func printComparison(w io.Writer, c *bench.Comparison) {
 	}
 	fmt.Fprintf(tw, "%s\tother\tthis\tthis / other\t\n", strings.Repeat(" ", width))
 	for _, f := range rows {
-		if f.name == "store MB" && r.InMemory {
+		if f.durable && r.InMemory {
 			continue
 		}
 		o, t := bench.Median(c.Other, f.get), bench.Median(c.This, f.get)
-		num := func(x float64) string {
-			if f.name == "seconds" {
-				return strconv.FormatFloat(x, 'f', 1, 64)
-			}
-			return strconv.FormatFloat(x, 'f', 0, 64)
-		}
+		num := func(x float64) string { return strconv.FormatFloat(x, 'f', f.decimals, 64) }
 		ratio, other := "—", "—"
 		if o > 0 {
 			ratio, other = fmt.Sprintf("%.2f×", t/o), num(o)
