@@ -46,7 +46,7 @@ type Event struct {
 	ToolResponse json.RawMessage `json:"tool_response"`
 	// PostToolUseFailure.
 	Error *string `json:"error"`
-	// SessionStart (startup, resume, clear, compact) and SessionEnd.
+	// SessionStart (startup, resume, clear, compact, fork) and SessionEnd.
 	Source string `json:"source"`
 	Reason string `json:"reason"`
 }

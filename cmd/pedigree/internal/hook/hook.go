@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
@@ -53,6 +54,9 @@ type Handler struct {
 	mu      sync.Mutex
 	signers map[string]*registry.Signer
 	log     *slog.Logger
+	// forkWait bounds a PreToolUse's wait for an inheriting session's
+	// transcript (sync.go).
+	forkWait time.Duration
 }
 
 // New makes a handler for the data directory dir (absolute: it is quoted
@@ -69,7 +73,7 @@ func New(ctx context.Context, b pedigree.Harness, dir string) (*Handler, error) 
 	}
 	state := NewState(filepath.Join(dir, StateDir))
 	_, byRef := b.(pedigree.ContextReferrer)
-	return &Handler{b: indexing{b, state}, byRef: byRef, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default()}, nil
+	return &Handler{b: indexing{b, state}, byRef: byRef, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default(), forkWait: forkWait}, nil
 }
 
 // Handle answers one event. An error means the event must be blocked.
@@ -107,7 +111,25 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 		// A resumed session keeps its ID and its context in the store:
 		// nothing is recorded again. Its transcript is read again whole
 		// at the next event, as the model is sent it whole (sync.go).
-		return nil, h.state.forgetReads(ev.SessionID)
+		if err := h.state.forgetReads(ev.SessionID); err != nil {
+			return nil, err
+		}
+		inherits := ev.Source == "fork"
+		if ev.Source == "resume" {
+			// Resumed under an ID the store has no context of (a
+			// session from before the hook, or a new ID).
+			ids, err := h.b.Context(ctx, ev.SessionID)
+			if err != nil {
+				return nil, err
+			}
+			inherits = len(ids) == 0
+		}
+		if inherits {
+			// Sent an earlier conversation that only its transcript
+			// shows: its calls wait for it (sync.go).
+			return nil, h.state.markInherits(ev.SessionID, ev.Source)
+		}
+		return nil, nil
 	case SessionEnd:
 		return nil, nil
 	}

@@ -75,7 +75,9 @@ type readState struct {
 	Tail string `json:"tail"`
 	// Tools are the tool uses read whose results were not yet.
 	Tools map[string]string `json:"tools,omitempty"`
-	Sig   []byte            `json:"sig,omitempty"`
+	// Items counts the items (content the model was sent) read.
+	Items int64  `json:"items,omitempty"`
+	Sig   []byte `json:"sig,omitempty"`
 }
 
 func (r *readState) signed() []byte {
@@ -149,35 +151,128 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 	return safefile.WriteFile(base, rel, b, 0o600)
 }
 
+// A session that starts from an earlier conversation it has no record of
+// (SessionStart with source "fork", or "resume" of an ID with no context
+// in the store) is sent that conversation whole, and the hook learns of
+// it only from the session's transcript, which Claude Code writes on its
+// own schedule: measured with the real client, a session's first
+// PreToolUse finds its transcript not written yet about one time in eight.
+// A new session loses nothing by that (its events hold all its transcript
+// could), a fork would lose the whole conversation it inherited. So
+// SessionStart marks such a session, and a PreToolUse in it waits, reading
+// the transcript every forkPoll, until a read reaches a prompt the person
+// typed in the session (the event path's prompt entry: the transcript is
+// appended in order, and the inherited conversation comes before the
+// session's own prompt); then the mark is dropped. Past forkWait, a
+// transcript that still shows no content (not written, or only Claude
+// Code's own first lines, as the real client was seen to leave it) stops
+// the call, naming why, without marking the session (the next call waits
+// again); one that shows content but not the prompt as typed (a slash
+// command's expansion) is taken as it is, and the mark dropped. UserPromptSubmit never waits: its prompt is
+// written after it returns.
+const (
+	forkWait = 2 * time.Second
+	forkPoll = 20 * time.Millisecond
+)
+
+// inheritsFile marks a session whose transcript has not yet shown the
+// conversation it started from.
+const inheritsFile = "inherits"
+
+func (s *State) inheritsPath(session string) string {
+	return filepath.Join(s.session(session), inheritsFile)
+}
+
+// markInherits marks a session that starts from an earlier conversation.
+func (s *State) markInherits(session, source string) error {
+	return s.write(s.inheritsPath(session), []byte(source+"\n"))
+}
+
+// inherits says whether the session is marked; a mark that cannot be read
+// counts.
+func (s *State) inherits(session string) bool {
+	_, err := s.read(s.inheritsPath(session))
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+func (s *State) settled(session string) error {
+	err := safefile.Remove(s.base(), s.rel(s.inheritsPath(session)), safefile.Regular)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
 // transcript reads what the event's transcript gained and records it.
 func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 	if ev.TranscriptPath == "" {
 		return nil
 	}
+	if !h.state.inherits(ev.SessionID) {
+		_, _, err := h.readTranscript(ctx, ev)
+		return err
+	}
+	wait := h.forkWait
+	if ev.HookEventName != PreToolUse {
+		wait = 0
+	}
+	began := time.Now()
+	for {
+		own, items, err := h.readTranscript(ctx, ev)
+		switch {
+		case err != nil:
+			return err
+		case own:
+			return h.state.settled(ev.SessionID)
+		case wait == 0:
+			return nil
+		case time.Since(began) >= wait && items > 0:
+			h.log.Warn("a session that started from an earlier conversation: its transcript does not show the prompt as typed; going on with what it holds",
+				"session", ev.SessionID, "transcript", ev.TranscriptPath, "items", items, "waited", time.Since(began).Round(time.Millisecond))
+			return h.state.settled(ev.SessionID)
+		case time.Since(began) >= wait:
+			return fmt.Errorf("%w: this session started from an earlier conversation, and its transcript %s did not show that conversation within %s; the call is stopped, and the next one waits again", ErrForkUnread, clip(ev.TranscriptPath), wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(forkPoll):
+		}
+	}
+}
+
+// ErrForkUnread: a session that started from an earlier conversation
+// proposed a call before its transcript showed that conversation.
+var ErrForkUnread = errors.New("the conversation this session inherited is not in its transcript yet")
+
+// readTranscript reads what the event's transcript gained and records it;
+// own says the read reached a prompt the person typed in this session,
+// items how many items the transcript has shown so far.
+func (h *Handler) readTranscript(ctx context.Context, ev *Event) (own bool, items int64, err error) {
 	agent, err := h.signer(ctx, h.m.Agent)
 	if err != nil {
-		return err
+		return false, 0, err
 	}
 	st := h.state.loadRead(ev.SessionID, ev.TranscriptPath, agent.Public())
 	f, err := os.Open(ev.TranscriptPath)
 	if errors.Is(err, os.ErrNotExist) && st.Offset == 0 {
 		// Claude Code has not written it yet (the start of a session): the
 		// events are all there is to go on.
-		return nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return h.incomplete(ev, fmt.Sprintf("its transcript %s, read up to byte %d, cannot be read: %v", clip(ev.TranscriptPath), st.Offset, err))
+		return false, 0, h.incomplete(ev, fmt.Sprintf("its transcript %s, read up to byte %d, cannot be read: %v", clip(ev.TranscriptPath), st.Offset, err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return false, 0, err
 	}
 	if !fi.Mode().IsRegular() {
-		return h.incomplete(ev, fmt.Sprintf("its transcript %s is not a regular file", clip(ev.TranscriptPath)))
+		return false, 0, h.incomplete(ev, fmt.Sprintf("its transcript %s is not a regular file", clip(ev.TranscriptPath)))
 	}
 	if fi.Size() < st.Offset {
-		return h.incomplete(ev, fmt.Sprintf("its transcript %s shrank from %d to %d bytes", clip(ev.TranscriptPath), st.Offset, fi.Size()))
+		return false, 0, h.incomplete(ev, fmt.Sprintf("its transcript %s shrank from %d to %d bytes", clip(ev.TranscriptPath), st.Offset, fi.Size()))
 	}
 	if st.Offset > 0 {
 		if tail, err := tailDigest(f, st.Offset); err != nil || tail != st.Tail {
@@ -187,7 +282,7 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 		}
 	}
 	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
-		return err
+		return false, 0, err
 	}
 	if st.Tools == nil {
 		st.Tools = map[string]string{}
@@ -201,7 +296,7 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 			break // a line without its newline is still being written: read next time
 		}
 		if err != nil {
-			return fmt.Errorf("reading the transcript %s: %w", clip(ev.TranscriptPath), err)
+			return false, 0, fmt.Errorf("reading the transcript %s: %w", clip(ev.TranscriptPath), err)
 		}
 		var items []item
 		if l := bytes.TrimSpace(b); len(l) > 0 {
@@ -209,9 +304,10 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 		}
 		for _, it := range items {
 			if err := sy.record(ctx, it); err != nil {
-				return err
+				return false, 0, err
 			}
 		}
+		st.Items += int64(len(items))
 		off += int64(len(b))
 	}
 	for len(st.Tools) > maxPendingTools {
@@ -222,9 +318,9 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 	}
 	st.Offset = off
 	if st.Tail, err = tailDigest(f, off); err != nil {
-		return err
+		return false, 0, err
 	}
-	return h.state.putRead(st, agent)
+	return sy.ownPrompt, st.Items, h.state.putRead(st, agent)
 }
 
 // incomplete marks the session (its calls are denied from now on) and
@@ -276,6 +372,9 @@ type syncer struct {
 	// the hook read what the transcript held before.
 	continued bool
 	recalled  map[string]bool
+	// ownPrompt: the read reached a prompt the person typed in this
+	// session (the event path's prompt entry).
+	ownPrompt bool
 }
 
 // record records one item unless the session's context holds it.
@@ -291,11 +390,14 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	// usually is); else inherited if other sessions hold it.
 	var elsewhere []string
 	for _, c := range append([][]byte{it.content}, it.alts...) {
-		in, others, err := h.matches(ctx, lineage.DigestContent(c), sy.ev.SessionID, sy.recalled)
+		in, prompt, others, err := h.matches(ctx, lineage.DigestContent(c), sy.ev.SessionID, sy.recalled)
 		if err != nil {
 			return err
 		}
 		if in {
+			if it.from == fromUser && prompt {
+				sy.ownPrompt = true
+			}
 			return nil // recorded in this session (so in its context), or recalled into it by this read
 		}
 		elsewhere = append(elsewhere, others[:min(len(others), maxRecall-len(elsewhere))]...)
@@ -410,14 +512,15 @@ const maxCandidates = 4 * maxRecall
 
 // matches looks up the stored entries whose signed content digest is
 // digest, as far as the index knows them, newest first: in says one was
-// recorded in session (or is in recalled), else others are the rest.
-func (h *Handler) matches(ctx context.Context, digest, session string, recalled map[string]bool) (in bool, others []string, err error) {
+// recorded in session (or is in recalled), prompt that it is the person's
+// prompt (the user principal's, of kind prompt), else others are the rest.
+func (h *Handler) matches(ctx context.Context, digest, session string, recalled map[string]bool) (in, prompt bool, others []string, err error) {
 	b, err := os.ReadFile(h.state.digestPath(digest))
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil, nil
+		return false, false, nil, nil
 	}
 	if err != nil {
-		return false, nil, err
+		return false, false, nil, err
 	}
 	ids := strings.Fields(string(b))
 	seen := map[string]bool{}
@@ -428,7 +531,7 @@ func (h *Handler) matches(ctx context.Context, digest, session string, recalled 
 		}
 		seen[id] = true
 		if recalled[id] {
-			return true, nil, nil
+			return true, false, nil, nil
 		}
 		v, err := h.b.Show(ctx, id)
 		if err != nil || v.SignatureError != "" || v.Node == nil || v.Node.ID != id {
@@ -439,11 +542,11 @@ func (h *Handler) matches(ctx context.Context, digest, session string, recalled 
 			continue
 		}
 		if st.Session == session {
-			return true, nil, nil
+			return true, st.Kind == lineage.KindPrompt && st.Principal == h.m.User, nil, nil
 		}
 		others = append(others, id)
 	}
-	return false, others, nil
+	return false, false, others, nil
 }
 
 // indexing is the handler's backend: every entry the hook records is added

@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
@@ -90,41 +91,16 @@ func TestRealTranscriptsReplayed(t *testing.T) {
 	want := map[string]string{"poisoned": "ask", "clean": "", "fork": "ask", "quoted-mention": "ask", "ranged-mention": "ask"}
 	ids := map[string]string{}
 	for _, name := range []string{"poisoned", "clean", "fork", "quoted-mention", "ranged-mention"} {
-		full, err := os.ReadFile(filepath.Join(realTranscripts, name+".jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		events, err := os.ReadFile(filepath.Join(realTranscripts, name+".events.jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		full, events := realEvents(t, name)
 		tp := filepath.Join(dir, name+".jsonl")
 		got := "none"
-		for _, l := range bytes.Split(bytes.TrimSpace(events), []byte("\n")) {
-			// The events' bytes as Claude Code sent them: the
-			// transcript_path alone is replaced.
-			var e struct {
-				Size  int64           `json:"transcript_size"`
-				Event json.RawMessage `json:"event"`
-			}
-			if err := json.Unmarshal(l, &e); err != nil {
-				t.Fatal(err)
-			}
+		for _, e := range events {
 			if e.Size < 0 {
 				os.Remove(tp)
 			} else if err := os.WriteFile(tp, full[:e.Size], 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var orig struct {
-				Path string `json:"transcript_path"`
-			}
-			json.Unmarshal(e.Event, &orig)
-			from, _ := json.Marshal(orig.Path)
-			to, _ := json.Marshal(tp)
-			ev, err := hook.ParseEvent(bytes.Replace(e.Event, from, to, 1))
-			if err != nil {
-				t.Fatal(err)
-			}
+			ev := e.at(t, tp)
 			ids[name] = ev.SessionID
 			a, err := c.h.Handle(t.Context(), ev)
 			if err != nil {
@@ -155,6 +131,220 @@ func TestRealTranscriptsReplayed(t *testing.T) {
 	fork := outputs(ids["fork"])
 	if !slices.Contains(fork, poisoned[0]) {
 		t.Fatalf("the fork's tool outputs %v do not hold the poisoned Read's entry %s", fork, poisoned[0])
+	}
+}
+
+// realEvent is one event of the real end-to-end run, with the size its
+// session's transcript had when it came (-1: not written yet).
+type realEvent struct {
+	Size  int64           `json:"transcript_size"`
+	Event json.RawMessage `json:"event"`
+}
+
+// realEvents are a real session's transcript and its events, in order.
+func realEvents(t *testing.T, name string) ([]byte, []realEvent) {
+	t.Helper()
+	full, err := os.ReadFile(filepath.Join(realTranscripts, name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(realTranscripts, name+".events.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []realEvent
+	for _, l := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		var e realEvent
+		if err := json.Unmarshal(l, &e); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	return full, events
+}
+
+// at is the event's bytes as Claude Code sent them, its transcript_path
+// alone replaced by tp.
+func (e realEvent) at(t *testing.T, tp string) *hook.Event {
+	t.Helper()
+	var orig struct {
+		Path string `json:"transcript_path"`
+	}
+	json.Unmarshal(e.Event, &orig)
+	from, _ := json.Marshal(orig.Path)
+	to, _ := json.Marshal(tp)
+	ev, err := hook.ParseEvent(bytes.Replace(e.Event, from, to, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// replayReal replays a real session's events with its transcript as long
+// as it was at each.
+func (c *hookEnv) replayReal(name, tp string) {
+	c.t.Helper()
+	full, events := realEvents(c.t, name)
+	for _, e := range events {
+		if e.Size < 0 {
+			os.Remove(tp)
+		} else if err := os.WriteFile(tp, full[:e.Size], 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+		if _, err := c.h.Handle(c.t.Context(), e.at(c.t, tp)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// inheritMarks are the sessions marked as waiting for the conversation
+// they started from.
+func (c *hookEnv) inheritMarks() []string {
+	m, _ := filepath.Glob(filepath.Join(c.dir, hook.StateDir, "claude", "*", "inherits"))
+	return m
+}
+
+// The fork of the poisoned session as the real client ran it, but with its
+// transcript not yet written when its Bash call came (seen with the real
+// client: a fork's call let through, ~1 run in 10, before this): the call
+// waits until the transcript holds the conversation it inherited, and is
+// asked. Written in two steps (Claude Code's first lines, then the rest)
+// so that a read of the first does not end the wait. A transcript that is
+// still not there when the wait ends, or holds only those first lines (the
+// real client's failing runs read 263 bytes: three lines), stops the call
+// (deny, naming why) without marking the session; once written, the same
+// call is asked.
+func TestForkTranscriptWrittenLate(t *testing.T) {
+	full, events := realEvents(t, "fork")
+	head := bytes.Index(full, []byte(`{"parentUuid"`)) // before the copied conversation
+	if head <= 0 {
+		t.Fatal("the fork's transcript has no line before its conversation")
+	}
+	for _, tc := range []struct {
+		name    string
+		write   bool
+		first   bool // Claude Code's first lines there before the call, no more
+		wait    time.Duration
+		wantErr bool
+	}{
+		{"written while the call waits", true, false, 10 * time.Second, false},
+		{"not written within the wait", false, false, 50 * time.Millisecond, true},
+		{"only its first lines within the wait", false, true, 50 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newHookEnv(t)
+			c.h.SetForkWait(tc.wait)
+			dir := t.TempDir()
+			c.replayReal("poisoned", filepath.Join(dir, "poisoned.jsonl"))
+			tp := filepath.Join(dir, "fork.jsonl")
+			var pre *hook.Event
+			for _, e := range events {
+				ev := e.at(t, tp)
+				if ev.HookEventName == hook.PreToolUse {
+					pre = ev
+					break
+				}
+				if _, err := c.h.Handle(t.Context(), ev); err != nil {
+					t.Fatalf("%s: %v", ev.HookEventName, err)
+				}
+			}
+			if len(c.inheritMarks()) != 1 {
+				t.Fatalf("the fork's SessionStart marked %v, want its session", c.inheritMarks())
+			}
+			if tc.first {
+				os.WriteFile(tp, full[:head], 0o600)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if !tc.write {
+					return
+				}
+				time.Sleep(30 * time.Millisecond)
+				os.WriteFile(tp, full[:head], 0o600)
+				time.Sleep(100 * time.Millisecond)
+				os.WriteFile(tp, full[:events[len(events)-1].Size], 0o600)
+			}()
+			a, err := c.h.Handle(t.Context(), pre)
+			<-done
+			if tc.wantErr {
+				if !errors.Is(err, hook.ErrForkUnread) {
+					t.Fatalf("a fork's call with no transcript after the wait: %v, %+v; want ErrForkUnread", err, a)
+				}
+				if why := hook.NewState(filepath.Join(c.dir, hook.StateDir)).Unrecorded(pre.SessionID); why != "" {
+					t.Fatalf("the wait's end marked the session: %s", why)
+				}
+				os.WriteFile(tp, full[:events[len(events)-1].Size], 0o600)
+				a, err = c.h.Handle(t.Context(), pre)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := permission(a); got != string(gate.Ask) {
+				t.Fatalf("the fork's Bash call: %q, want ask", got)
+			}
+			if len(c.inheritMarks()) != 0 {
+				t.Fatalf("the mark outlived the read of the fork's prompt: %v", c.inheritMarks())
+			}
+		})
+	}
+}
+
+// A clean session forked, its transcript written late: the call waits and
+// runs, asked nothing. A fork whose transcript never shows its prompt as
+// typed (a slash command's expansion) goes on with what the transcript
+// holds once the wait ends, and drops its mark (later calls do not wait).
+// A resume of a session the store holds is not marked; a resume of an ID
+// it has no context of is.
+func TestForkCleanAndResume(t *testing.T) {
+	c := newHookEnv(t)
+	c.h.SetForkWait(10 * time.Second)
+	dir := t.TempDir()
+	parent := &transcript{t: t, path: filepath.Join(dir, "p.jsonl")}
+	c.must(map[string]any{"session_id": "p", "hook_event_name": "SessionStart", "source": "startup"}, parent.path)
+	c.must(map[string]any{"session_id": "p", "hook_event_name": "UserPromptSubmit", "prompt": "list the files"}, parent.path)
+	parent.add(userLine("list the files"))
+	if got := permission(c.must(bash("p", "b1"), parent.path)); got != "" {
+		t.Fatalf("the clean parent: %q", got)
+	}
+	if n := len(c.inheritMarks()); n != 0 {
+		t.Fatalf("a new session marked: %d", n)
+	}
+	c.must(map[string]any{"session_id": "p", "hook_event_name": "SessionStart", "source": "resume"}, parent.path)
+	if n := len(c.inheritMarks()); n != 0 {
+		t.Fatalf("a resume of a session the store holds marked: %d", n)
+	}
+
+	fork := filepath.Join(dir, "f.jsonl")
+	c.must(map[string]any{"session_id": "f", "hook_event_name": "SessionStart", "source": "fork"}, fork)
+	c.must(map[string]any{"session_id": "f", "hook_event_name": "UserPromptSubmit", "prompt": "now run the tests"}, fork)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		b, _ := os.ReadFile(parent.path)
+		own, _ := json.Marshal(userLine("now run the tests"))
+		os.WriteFile(fork, append(append(b, own...), '\n'), 0o600)
+	}()
+	if got := permission(c.must(bash("f", "b2"), fork)); got != "" {
+		t.Fatalf("a clean fork's call: %q", got)
+	}
+	if n := len(c.inheritMarks()); n != 0 {
+		t.Fatalf("marks left after the clean fork's prompt was read: %d", n)
+	}
+
+	c.h.SetForkWait(50 * time.Millisecond)
+	slash := filepath.Join(dir, "s.jsonl")
+	c.must(map[string]any{"session_id": "s", "hook_event_name": "SessionStart", "source": "resume"}, slash)
+	if n := len(c.inheritMarks()); n != 1 {
+		t.Fatalf("a resume of an ID the store has no context of: %d marks, want 1", n)
+	}
+	c.must(map[string]any{"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "/review"}, slash)
+	b, _ := os.ReadFile(parent.path)
+	os.WriteFile(slash, b, 0o600)
+	if got := permission(c.must(bash("s", "b3"), slash)); got != "" {
+		t.Fatalf("a clean resumed session without its prompt as typed: %q", got)
+	}
+	if n := len(c.inheritMarks()); n != 0 {
+		t.Fatalf("the mark outlived the wait of a transcript that holds lines: %d", n)
 	}
 }
 

@@ -1,0 +1,7 @@
+package hook
+
+import "time"
+
+// SetForkWait bounds how long a PreToolUse waits for an inheriting
+// session's transcript (sync.go), for tests.
+func (h *Handler) SetForkWait(d time.Duration) { h.forkWait = d }
