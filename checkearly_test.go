@@ -10,7 +10,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // earlyCatalog: read_docs is not sensitive, send_money is (and unknown

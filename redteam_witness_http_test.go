@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
-	"github.com/pedigree-ai/pedigree/internal/tampertest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/tampertest"
 )
 
 // mitm is a network attacker between a store and its HTTP witness: it

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // TestSingleUseSurvivesDeletedRows: a writer of the data directory without

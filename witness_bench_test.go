@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // BenchmarkRecordSigned measures one recorded entry end to end in memory

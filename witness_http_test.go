@@ -15,10 +15,10 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
-	"github.com/pedigree-ai/pedigree/internal/tampertest"
 	"github.com/pedigree-ai/pedigree/internal/witness"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/tampertest"
 )
 
 // httpWitness starts an HTTP witness (its own key, its state in a file)

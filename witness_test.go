@@ -9,8 +9,8 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
-	"github.com/pedigree-ai/pedigree/internal/tampertest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/tampertest"
 )
 
 func problems(t *testing.T, w *enginetest.World) string {

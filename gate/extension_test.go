@@ -11,8 +11,8 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // TestExtensionCannotRewriteTheDefault: an extension may add deny and ask

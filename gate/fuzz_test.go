@@ -6,7 +6,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // FuzzDecide feeds arbitrary call arguments and argument provenance to the

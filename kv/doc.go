@@ -3,7 +3,7 @@
 // decision log each keep their rows through it, and never see a key-value
 // engine. internal/store implements it twice: on Badger, for a data
 // directory, and on a copy-on-write B-tree in memory, for NewInMemory,
-// replays and tests. One conformance suite (internal/store/kvtest) states
+// replays and tests. One conformance suite (kv/kvtest) states
 // the contract as tests and runs against both (and against Badger's own
 // in-memory mode).
 //

@@ -691,7 +691,7 @@ func (g *Graph) Count(limit int) (int, error) {
 // UnsafeSetSeq rewrites, inside t (the graph's namespace), the append
 // sequence of a stored entry: its node row and its place in the append
 // order. It is what a writer of the directory does when it rebuilds the
-// log without some leaf (internal/tampertest), and is not a stable API.
+// log without some leaf (testkit/tampertest), and is not a stable API.
 func UnsafeSetSeq(t kv.Txn, id string, seq uint64) error {
 	b, err := t.Get(key(pNode, id))
 	if err != nil {

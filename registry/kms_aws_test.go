@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree/internal/kmstest"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/kmstest"
 	_ "github.com/sigstore/sigstore/pkg/signature/kms/aws"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree/internal/kmstest"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/kmstest"
 )
 
 // TestPKCS11Signer: a P-256 key made in a softhsm2 token signs entries'

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/kmstest"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/kmstest"
 	"github.com/sigstore/sigstore/pkg/signature"
 	sigkms "github.com/sigstore/sigstore/pkg/signature/kms"
 	_ "github.com/sigstore/sigstore/pkg/signature/kms/fake"

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pedigree-ai/pedigree/internal/kmstest"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/kmstest"
 )
 
 // TestRedTeamPINSourceFIFODoesNotHang: a pin-source=file: (or a key file)

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/registry"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 func TestTiers(t *testing.T) {

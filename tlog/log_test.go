@@ -11,10 +11,10 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/pedigree-ai/pedigree"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
 

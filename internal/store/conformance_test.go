@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree/internal/store/kvtest"
 	"github.com/pedigree-ai/pedigree/kv"
+	"github.com/pedigree-ai/pedigree/kv/kvtest"
 )
 
 // The kv contract, held to both engines: Badger on disk (as in use, synced),

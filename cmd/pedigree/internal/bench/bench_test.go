@@ -11,8 +11,8 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 var large = flag.Bool("pedigree.large", false, "also benchmark stores of 100k and 1M entries (slow to build)")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree/internal/kmstest"
+	"github.com/pedigree-ai/pedigree/testkit/kmstest"
 )
 
 // TestKeysInVault: the operator's key (Ed25519) and an approver's (ECDSA

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
-	"github.com/pedigree-ai/pedigree/internal/kmstest"
+	"github.com/pedigree-ai/pedigree/testkit/kmstest"
 )
 
 // TestRedTeamTrustWorkspaceOperatorKeyFromEnv: docs/keys.md says the verbs

@@ -13,7 +13,7 @@ import (
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/gateway"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
-	"github.com/pedigree-ai/pedigree/internal/tampertest"
+	"github.com/pedigree-ai/pedigree/testkit/tampertest"
 	"strings"
 )
 

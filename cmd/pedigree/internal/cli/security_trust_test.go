@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // init writes the operator key to the keys directory, never the data

@@ -20,8 +20,8 @@ import (
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/bench"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/lineage"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // Item 17 through the server: a forged signature is refused, logged in the

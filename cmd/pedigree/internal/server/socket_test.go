@@ -10,7 +10,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // longWorld is an on-disk world whose data directory's socket path would

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // syncBuffer is a log sink the server's goroutines may write to.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/internal/enginetest"
 	"github.com/pedigree-ai/pedigree/internal/store"
+	"github.com/pedigree-ai/pedigree/testkit/enginetest"
 )
 
 // notEvidence are the rows internal/store's doc.go names as not vouched for:

@@ -11,4 +11,11 @@
 // Keys are "ed25519" (the public key is base64 of the raw 32 bytes, as
 // Vault writes it) or "ecdsa-p256" (PEM, an ASN.1 signature). Every
 // request must carry the token in X-Vault-Token; a wrong one is Vault's 403.
+//
+// It is test support, in testkit/ above the engine (the root package) and
+// the command: only tests import it, never code that ships (TestLayers in
+// internal/store). It is public because the one private place Go offers,
+// internal/, holds the engine's parts below the root, and test support sits
+// above the root: apart, every import runs one way. Its API follows what
+// pedigree's tests need, outside the changelog's promise.
 package kmstest

@@ -11,4 +11,7 @@
 // runs; commits that are atomic (a failing fn leaves nothing, and fails no
 // other write batched with it); ErrStop; namespaces that cannot see each
 // other; and group commit under concurrent writers, serialisable.
+//
+// It stands beside package kv, as testing/fstest does for io/fs: an
+// implementation of the contract outside this module can run it too.
 package kvtest
