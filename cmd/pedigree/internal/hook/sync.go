@@ -155,21 +155,21 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 // (SessionStart with source "fork", or "resume" of an ID with no context
 // in the store) is sent that conversation whole, and the hook learns of
 // it only from the session's transcript, which Claude Code writes on its
-// own schedule: measured with the real client, a session's first
-// PreToolUse finds its transcript not written yet about one time in eight.
-// A new session loses nothing by that (its events hold all its transcript
-// could), a fork would lose the whole conversation it inherited. So
-// SessionStart marks such a session, and a PreToolUse in it waits, reading
-// the transcript every forkPoll, until a read reaches a prompt the person
-// typed in the session (the event path's prompt entry: the transcript is
-// appended in order, and the inherited conversation comes before the
-// session's own prompt); then the mark is dropped. Past forkWait, a
-// transcript that still shows no content (not written, or only Claude
-// Code's own first lines, as the real client was seen to leave it) stops
-// the call, naming why, without marking the session (the next call waits
-// again); one that shows content but not the prompt as typed (a slash
-// command's expansion) is taken as it is, and the mark dropped. UserPromptSubmit never waits: its prompt is
-// written after it returns.
+// own schedule: measured with the real client, 54 of 472 PreToolUse events
+// found their session's transcript not written yet. A new session loses
+// nothing by that (its events hold all its transcript could), a fork would
+// lose the whole conversation it inherited. So SessionStart marks such a
+// session, and a PreToolUse in it waits, reading the transcript every
+// forkPoll, until a read reaches a prompt the person typed in the session
+// (the event path's prompt entry: the transcript is appended in order, and
+// the inherited conversation comes before the session's own prompt); then
+// the mark is dropped. Past forkWait, a transcript that still shows no
+// content (not written, or only Claude Code's own first lines, as the real
+// client was seen to leave it) stops the call, naming why, without marking
+// the session (the next call waits again); one that shows content but not
+// the prompt as typed (a slash command's expansion) is taken as it is, and
+// the mark dropped. UserPromptSubmit never waits: its prompt is written
+// after it returns.
 const (
 	forkWait = 2 * time.Second
 	forkPoll = 20 * time.Millisecond
