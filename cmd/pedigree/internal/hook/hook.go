@@ -55,8 +55,9 @@ type Handler struct {
 	signers map[string]*registry.Signer
 	log     *slog.Logger
 	// forkWait bounds a PreToolUse's wait for an inheriting session's
-	// transcript (sync.go).
+	// transcript (sync.go); now is the clock a SessionStart is marked by.
 	forkWait time.Duration
+	now      func() time.Time
 }
 
 // New makes a handler for the data directory dir (absolute: it is quoted
@@ -73,7 +74,7 @@ func New(ctx context.Context, b pedigree.Harness, dir string) (*Handler, error) 
 	}
 	state := NewState(filepath.Join(dir, StateDir))
 	_, byRef := b.(pedigree.ContextReferrer)
-	return &Handler{b: indexing{b, state}, byRef: byRef, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default(), forkWait: forkWait}, nil
+	return &Handler{b: indexing{b, state}, byRef: byRef, m: m, dir: dir, state: state, signers: map[string]*registry.Signer{}, log: slog.Default(), forkWait: forkWait, now: time.Now}, nil
 }
 
 // Handle answers one event. An error means the event must be blocked.
@@ -108,26 +109,31 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 		}
 		return nil, err
 	case SessionStart:
+		// A session that starts from an earlier conversation is marked
+		// first (sync.go): SessionStart is the one event Claude Code does
+		// not stop for, so a mark must not hang on what could fail after.
+		started := h.now()
+		if ev.Source == "fork" || ev.Source == "resume" {
+			if err := h.state.markInherits(ev.SessionID, ev.Source, started); err != nil {
+				return nil, err
+			}
+		}
 		// A resumed session keeps its ID and its context in the store:
 		// nothing is recorded again. Its transcript is read again whole
 		// at the next event, as the model is sent it whole (sync.go).
 		if err := h.state.forgetReads(ev.SessionID); err != nil {
 			return nil, err
 		}
-		inherits := ev.Source == "fork"
 		if ev.Source == "resume" {
-			// Resumed under an ID the store has no context of (a
-			// session from before the hook, or a new ID).
+			// Resumed under an ID the store holds a context of: the hook
+			// recorded that conversation, and the mark goes.
 			ids, err := h.b.Context(ctx, ev.SessionID)
 			if err != nil {
 				return nil, err
 			}
-			inherits = len(ids) == 0
-		}
-		if inherits {
-			// Sent an earlier conversation that only its transcript
-			// shows: its calls wait for it (sync.go).
-			return nil, h.state.markInherits(ev.SessionID, ev.Source)
+			if len(ids) > 0 {
+				return nil, h.state.settled(ev.SessionID)
+			}
 		}
 		return nil, nil
 	case SessionEnd:

@@ -75,9 +75,7 @@ type readState struct {
 	Tail string `json:"tail"`
 	// Tools are the tool uses read whose results were not yet.
 	Tools map[string]string `json:"tools,omitempty"`
-	// Items counts the items (content the model was sent) read.
-	Items int64  `json:"items,omitempty"`
-	Sig   []byte `json:"sig,omitempty"`
+	Sig   []byte            `json:"sig,omitempty"`
 }
 
 func (r *readState) signed() []byte {
@@ -159,40 +157,72 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 // found their session's transcript not written yet. A new session loses
 // nothing by that (its events hold all its transcript could), a fork would
 // lose the whole conversation it inherited. So SessionStart marks such a
-// session, and a PreToolUse in it waits, reading the transcript every
-// forkPoll, until a read reaches a prompt the person typed in the session
-// (the event path's prompt entry: the transcript is appended in order, and
-// the inherited conversation comes before the session's own prompt); then
-// the mark is dropped. Past forkWait, a transcript that still shows no
-// content (not written, or only Claude Code's own first lines, as the real
-// client was seen to leave it) stops the call, naming why, without marking
-// the session (the next call waits again); one that shows content but not
-// the prompt as typed (a slash command's expansion) is taken as it is, and
-// the mark dropped. UserPromptSubmit never waits: its prompt is written
-// after it returns.
+// session with the time it started, and a PreToolUse in it waits, reading
+// the transcript every forkPoll, until the transcript shows where the
+// inherited conversation ends: Claude Code copies it first, each line with
+// its first timestamp, and then appends the session's own lines, written
+// after it started. The wait ends at
+//
+//   - a conversation line (one with a uuid) timestamped at or after the
+//     session's start (the real client's own prompt line came 0.4-0.7 s
+//     after the hook handled SessionStart; the inherited lines keep the
+//     earlier conversation's times), or
+//   - a prompt the person typed in the session (the event path's prompt
+//     entry) that no other session holds: a prompt the inherited
+//     conversation also holds ("continue") could be its copy, and ends
+//     nothing;
+//
+// and the mark is dropped (a call waiting beside it stops waiting when the
+// mark is gone: the read that dropped it recorded the conversation). Past
+// forkWait the call is stopped, naming why, and the session is not marked
+// otherwise: the next call waits again. UserPromptSubmit never waits: its
+// prompt is written after it returns.
 const (
 	forkWait = 2 * time.Second
 	forkPoll = 20 * time.Millisecond
 )
 
-// inheritsFile marks a session whose transcript has not yet shown the
-// conversation it started from.
+// inheritsFile marks a session whose transcript has not yet shown the end
+// of the conversation it started from.
 const inheritsFile = "inherits"
+
+// inheritMark is what the mark holds.
+type inheritMark struct {
+	Source string `json:"source"`
+	// Since is when the hook handled the session's SessionStart, to the
+	// millisecond (as Claude Code writes its timestamps).
+	Since time.Time `json:"since"`
+}
+
+// unreadable is the start of a session whose mark cannot be read: no line
+// is after it, so only the person's own prompt ends the wait.
+var unreadable = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (s *State) inheritsPath(session string) string {
 	return filepath.Join(s.session(session), inheritsFile)
 }
 
 // markInherits marks a session that starts from an earlier conversation.
-func (s *State) markInherits(session, source string) error {
-	return s.write(s.inheritsPath(session), []byte(source+"\n"))
+func (s *State) markInherits(session, source string, since time.Time) error {
+	b, err := json.Marshal(inheritMark{Source: source, Since: since.UTC().Truncate(time.Millisecond)})
+	if err != nil {
+		return err
+	}
+	return s.write(s.inheritsPath(session), b)
 }
 
-// inherits says whether the session is marked; a mark that cannot be read
-// counts.
-func (s *State) inherits(session string) bool {
-	_, err := s.read(s.inheritsPath(session))
-	return !errors.Is(err, os.ErrNotExist)
+// inherits is the session's mark, if it is marked; a mark that cannot be
+// read counts, with a start no line is after.
+func (s *State) inherits(session string) (since time.Time, marked bool) {
+	b, err := s.read(s.inheritsPath(session))
+	if errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, false
+	}
+	var m inheritMark
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Since.IsZero() {
+		return unreadable, true
+	}
+	return m.Since, true
 }
 
 func (s *State) settled(session string) error {
@@ -208,8 +238,9 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 	if ev.TranscriptPath == "" {
 		return nil
 	}
-	if !h.state.inherits(ev.SessionID) {
-		_, _, err := h.readTranscript(ctx, ev)
+	since, marked := h.state.inherits(ev.SessionID)
+	if !marked {
+		_, err := h.readTranscript(ctx, ev, time.Time{})
 		return err
 	}
 	wait := h.forkWait
@@ -218,20 +249,21 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 	}
 	began := time.Now()
 	for {
-		own, items, err := h.readTranscript(ctx, ev)
-		switch {
-		case err != nil:
+		ended, err := h.readTranscript(ctx, ev, since)
+		if err != nil {
 			return err
-		case own:
+		}
+		if ended {
 			return h.state.settled(ev.SessionID)
-		case wait == 0:
+		}
+		if wait == 0 {
 			return nil
-		case time.Since(began) >= wait && items > 0:
-			h.log.Warn("a session that started from an earlier conversation: its transcript does not show the prompt as typed; going on with what it holds",
-				"session", ev.SessionID, "transcript", ev.TranscriptPath, "items", items, "waited", time.Since(began).Round(time.Millisecond))
-			return h.state.settled(ev.SessionID)
-		case time.Since(began) >= wait:
-			return fmt.Errorf("%w: this session started from an earlier conversation, and its transcript %s did not show that conversation within %s; the call is stopped, and the next one waits again", ErrForkUnread, clip(ev.TranscriptPath), wait)
+		}
+		if _, still := h.state.inherits(ev.SessionID); !still {
+			return nil // another event's read reached the end, and recorded what came before it
+		}
+		if time.Since(began) >= wait {
+			return fmt.Errorf("%w: this session started from an earlier conversation, and its transcript %s did not show where that conversation ends within %s; the call is stopped, and the next one waits again", ErrForkUnread, clip(ev.TranscriptPath), wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -242,37 +274,51 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 }
 
 // ErrForkUnread: a session that started from an earlier conversation
-// proposed a call before its transcript showed that conversation.
+// proposed a call before its transcript showed that conversation whole.
 var ErrForkUnread = errors.New("the conversation this session inherited is not in its transcript yet")
 
-// readTranscript reads what the event's transcript gained and records it;
-// own says the read reached a prompt the person typed in this session,
-// items how many items the transcript has shown so far.
-func (h *Handler) readTranscript(ctx context.Context, ev *Event) (own bool, items int64, err error) {
+// lineTime is when a conversation line (one with a uuid) was written, by
+// its timestamp; false for other lines.
+func lineTime(b []byte) (time.Time, bool) {
+	var l struct {
+		UUID      string `json:"uuid"`
+		Timestamp string `json:"timestamp"`
+	}
+	if json.Unmarshal(b, &l) != nil || l.UUID == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, l.Timestamp)
+	return t, err == nil
+}
+
+// readTranscript reads what the event's transcript gained and records it.
+// For a session marked as inheriting (since is its start), ended says the
+// read reached the end of the inherited conversation.
+func (h *Handler) readTranscript(ctx context.Context, ev *Event, since time.Time) (ended bool, err error) {
 	agent, err := h.signer(ctx, h.m.Agent)
 	if err != nil {
-		return false, 0, err
+		return false, err
 	}
 	st := h.state.loadRead(ev.SessionID, ev.TranscriptPath, agent.Public())
 	f, err := os.Open(ev.TranscriptPath)
 	if errors.Is(err, os.ErrNotExist) && st.Offset == 0 {
 		// Claude Code has not written it yet (the start of a session): the
 		// events are all there is to go on.
-		return false, 0, nil
+		return false, nil
 	}
 	if err != nil {
-		return false, 0, h.incomplete(ev, fmt.Sprintf("its transcript %s, read up to byte %d, cannot be read: %v", clip(ev.TranscriptPath), st.Offset, err))
+		return false, h.incomplete(ev, fmt.Sprintf("its transcript %s, read up to byte %d, cannot be read: %v", clip(ev.TranscriptPath), st.Offset, err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return false, 0, err
+		return false, err
 	}
 	if !fi.Mode().IsRegular() {
-		return false, 0, h.incomplete(ev, fmt.Sprintf("its transcript %s is not a regular file", clip(ev.TranscriptPath)))
+		return false, h.incomplete(ev, fmt.Sprintf("its transcript %s is not a regular file", clip(ev.TranscriptPath)))
 	}
 	if fi.Size() < st.Offset {
-		return false, 0, h.incomplete(ev, fmt.Sprintf("its transcript %s shrank from %d to %d bytes", clip(ev.TranscriptPath), st.Offset, fi.Size()))
+		return false, h.incomplete(ev, fmt.Sprintf("its transcript %s shrank from %d to %d bytes", clip(ev.TranscriptPath), st.Offset, fi.Size()))
 	}
 	if st.Offset > 0 {
 		if tail, err := tailDigest(f, st.Offset); err != nil || tail != st.Tail {
@@ -282,12 +328,12 @@ func (h *Handler) readTranscript(ctx context.Context, ev *Event) (own bool, item
 		}
 	}
 	if _, err := f.Seek(st.Offset, io.SeekStart); err != nil {
-		return false, 0, err
+		return false, err
 	}
 	if st.Tools == nil {
 		st.Tools = map[string]string{}
 	}
-	sy := &syncer{h: h, ev: ev, st: st, continued: st.Offset > 0}
+	sy := &syncer{h: h, ev: ev, st: st, continued: st.Offset > 0, inheriting: !since.IsZero()}
 	r := bufio.NewReaderSize(f, 64<<10)
 	off := st.Offset
 	for {
@@ -296,18 +342,22 @@ func (h *Handler) readTranscript(ctx context.Context, ev *Event) (own bool, item
 			break // a line without its newline is still being written: read next time
 		}
 		if err != nil {
-			return false, 0, fmt.Errorf("reading the transcript %s: %w", clip(ev.TranscriptPath), err)
+			return false, fmt.Errorf("reading the transcript %s: %w", clip(ev.TranscriptPath), err)
 		}
 		var items []item
 		if l := bytes.TrimSpace(b); len(l) > 0 {
 			items = parseLine(l, st.Tools)
+			if sy.inheriting && !sy.ended {
+				if at, ok := lineTime(l); ok && !at.Before(since) {
+					sy.ended = true
+				}
+			}
 		}
 		for _, it := range items {
 			if err := sy.record(ctx, it); err != nil {
-				return false, 0, err
+				return false, err
 			}
 		}
-		st.Items += int64(len(items))
 		off += int64(len(b))
 	}
 	for len(st.Tools) > maxPendingTools {
@@ -318,9 +368,9 @@ func (h *Handler) readTranscript(ctx context.Context, ev *Event) (own bool, item
 	}
 	st.Offset = off
 	if st.Tail, err = tailDigest(f, off); err != nil {
-		return false, 0, err
+		return false, err
 	}
-	return sy.ownPrompt, st.Items, h.state.putRead(st, agent)
+	return sy.ended, h.state.putRead(st, agent)
 }
 
 // incomplete marks the session (its calls are denied from now on) and
@@ -372,9 +422,9 @@ type syncer struct {
 	// the hook read what the transcript held before.
 	continued bool
 	recalled  map[string]bool
-	// ownPrompt: the read reached a prompt the person typed in this
-	// session (the event path's prompt entry).
-	ownPrompt bool
+	// inheriting: the session is marked as starting from an earlier
+	// conversation; ended, the read reached where that conversation ends.
+	inheriting, ended bool
 }
 
 // record records one item unless the session's context holds it.
@@ -395,8 +445,14 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 			return err
 		}
 		if in {
-			if it.from == fromUser && prompt {
-				sy.ownPrompt = true
+			if sy.inheriting && !sy.ended && it.from == fromUser && prompt {
+				// The person's prompt in this session, unless the
+				// inherited conversation may hold it too.
+				held, err := h.heldElsewhere(ctx, lineage.DigestContent(c), sy.ev.SessionID)
+				if err != nil {
+					return err
+				}
+				sy.ended = !held
 			}
 			return nil // recorded in this session (so in its context), or recalled into it by this read
 		}
@@ -547,6 +603,34 @@ func (h *Handler) matches(ctx context.Context, digest, session string, recalled 
 		others = append(others, id)
 	}
 	return false, false, others, nil
+}
+
+// heldElsewhere says whether an entry of another session holds content
+// of this digest, as far as the index knows (the newest maxCandidates).
+func (h *Handler) heldElsewhere(ctx context.Context, digest, session string) (bool, error) {
+	b, err := os.ReadFile(h.state.digestPath(digest))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ids := strings.Fields(string(b))
+	for i, n := len(ids)-1, 0; i >= 0 && n < maxCandidates; i-- {
+		if !lineage.IsID(ids[i]) {
+			continue
+		}
+		n++
+		v, err := h.b.Show(ctx, ids[i])
+		if err != nil || v.SignatureError != "" || v.Node == nil || v.Node.ID != ids[i] {
+			continue
+		}
+		st, _, _, err := lineage.Open(v.Envelope)
+		if err == nil && st.ContentDigest == digest && st.Session != session {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // indexing is the handler's backend: every entry the hook records is added

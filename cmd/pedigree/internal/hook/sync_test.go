@@ -206,34 +206,41 @@ func (c *hookEnv) inheritMarks() []string {
 
 // The fork of the poisoned session as the real client ran it, but with its
 // transcript not yet written when its Bash call came (seen with the real
-// client: a fork's call let through, ~1 run in 10, before this): the call
-// waits until the transcript holds the conversation it inherited, and is
-// asked. Written in two steps (Claude Code's first lines, then the rest)
-// so that a read of the first does not end the wait. A transcript that is
-// still not there when the wait ends, or holds only those first lines (the
-// real client's failing runs read 263 bytes: three lines), stops the call
-// (deny, naming why) without marking the session; once written, the same
-// call is asked.
+// client: a fork's call let through, 2 runs in 40, before this): the call
+// waits until the transcript shows where the inherited conversation ends,
+// and is asked. Written in two steps (Claude Code's first lines, then the
+// rest) so that a read of the first does not end the wait. The end is seen
+// by the first line timestamped after the session's start (the clock set
+// to a time between the real parent's last line and the fork's first), or,
+// with the clock at today, by the fork's own prompt, which no other session
+// holds. A transcript that is still not there when the wait ends, or holds
+// only those first lines (the real client's failing runs read 263 bytes:
+// three lines), stops the call (deny, naming why) without marking the
+// session; once written, the same call is asked.
 func TestForkTranscriptWrittenLate(t *testing.T) {
 	full, events := realEvents(t, "fork")
 	head := bytes.Index(full, []byte(`{"parentUuid"`)) // before the copied conversation
 	if head <= 0 {
 		t.Fatal("the fork's transcript has no line before its conversation")
 	}
+	forkStart := time.Date(2026, 12, 2, 0, 12, 5, 0, time.UTC) // parent's last line 00:12:00.503, the fork's first 00:12:12.185
 	for _, tc := range []struct {
 		name    string
+		now     func() time.Time
 		write   bool
 		first   bool // Claude Code's first lines there before the call, no more
 		wait    time.Duration
 		wantErr bool
 	}{
-		{"written while the call waits", true, false, 10 * time.Second, false},
-		{"not written within the wait", false, false, 50 * time.Millisecond, true},
-		{"only its first lines within the wait", false, true, 50 * time.Millisecond, true},
+		{"written while the call waits, its end seen by time", func() time.Time { return forkStart }, true, false, 10 * time.Second, false},
+		{"written while the call waits, its end seen by the prompt", time.Now, true, false, 10 * time.Second, false},
+		{"not written within the wait", func() time.Time { return forkStart }, false, false, 50 * time.Millisecond, true},
+		{"only its first lines within the wait", func() time.Time { return forkStart }, false, true, 50 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newHookEnv(t)
 			c.h.SetForkWait(tc.wait)
+			c.h.SetNow(tc.now)
 			dir := t.TempDir()
 			c.replayReal("poisoned", filepath.Join(dir, "poisoned.jsonl"))
 			tp := filepath.Join(dir, "fork.jsonl")
@@ -284,18 +291,17 @@ func TestForkTranscriptWrittenLate(t *testing.T) {
 				t.Fatalf("the fork's Bash call: %q, want ask", got)
 			}
 			if len(c.inheritMarks()) != 0 {
-				t.Fatalf("the mark outlived the read of the fork's prompt: %v", c.inheritMarks())
+				t.Fatalf("the mark outlived the read of the fork's end: %v", c.inheritMarks())
 			}
 		})
 	}
 }
 
 // A clean session forked, its transcript written late: the call waits and
-// runs, asked nothing. A fork whose transcript never shows its prompt as
-// typed (a slash command's expansion) goes on with what the transcript
-// holds once the wait ends, and drops its mark (later calls do not wait).
-// A resume of a session the store holds is not marked; a resume of an ID
-// it has no context of is.
+// runs, asked nothing. A resume of a session the store holds is not left
+// marked; a resume of an ID it has no context of is, and a line of its own
+// (a slash command's expansion, not the prompt as typed) ends its wait at
+// once.
 func TestForkCleanAndResume(t *testing.T) {
 	c := newHookEnv(t)
 	c.h.SetForkWait(10 * time.Second)
@@ -312,8 +318,9 @@ func TestForkCleanAndResume(t *testing.T) {
 	}
 	c.must(map[string]any{"session_id": "p", "hook_event_name": "SessionStart", "source": "resume"}, parent.path)
 	if n := len(c.inheritMarks()); n != 0 {
-		t.Fatalf("a resume of a session the store holds marked: %d", n)
+		t.Fatalf("a resume of a session the store holds left marked: %d", n)
 	}
+	time.Sleep(2 * time.Millisecond) // the parent's lines are older than the fork, to the millisecond
 
 	fork := filepath.Join(dir, "f.jsonl")
 	c.must(map[string]any{"session_id": "f", "hook_event_name": "SessionStart", "source": "fork"}, fork)
@@ -331,20 +338,21 @@ func TestForkCleanAndResume(t *testing.T) {
 		t.Fatalf("marks left after the clean fork's prompt was read: %d", n)
 	}
 
-	c.h.SetForkWait(50 * time.Millisecond)
-	slash := filepath.Join(dir, "s.jsonl")
-	c.must(map[string]any{"session_id": "s", "hook_event_name": "SessionStart", "source": "resume"}, slash)
+	c.h.SetForkWait(time.Minute) // a wait that ran out would fail the test's time, not pass
+	slash := &transcript{t: t, path: filepath.Join(dir, "s.jsonl")}
+	c.must(map[string]any{"session_id": "s", "hook_event_name": "SessionStart", "source": "resume"}, slash.path)
 	if n := len(c.inheritMarks()); n != 1 {
 		t.Fatalf("a resume of an ID the store has no context of: %d marks, want 1", n)
 	}
-	c.must(map[string]any{"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "/review"}, slash)
+	c.must(map[string]any{"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "/review"}, slash.path)
 	b, _ := os.ReadFile(parent.path)
-	os.WriteFile(slash, b, 0o600)
-	if got := permission(c.must(bash("s", "b3"), slash)); got != "" {
-		t.Fatalf("a clean resumed session without its prompt as typed: %q", got)
+	os.WriteFile(slash.path, b, 0o600)
+	slash.add(userLine("<command-name>/review</command-name>"))
+	if _, err := c.handle(bash("s", "b3"), slash.path); err != nil {
+		t.Fatalf("a resumed session whose own line is not its prompt as typed: %v", err)
 	}
 	if n := len(c.inheritMarks()); n != 0 {
-		t.Fatalf("the mark outlived the wait of a transcript that holds lines: %d", n)
+		t.Fatalf("the mark outlived a line of the session's own: %d", n)
 	}
 }
 
@@ -382,8 +390,11 @@ func (tr *transcript) add(lines ...any) {
 	}
 }
 
+// userLine is a user line as Claude Code writes one: a conversation line,
+// with its uuid and the time it was written.
 func userLine(content any) map[string]any {
-	return map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": content}}
+	return map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": content},
+		"uuid": fmt.Sprintf("%016x", rand.Uint64()), "timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z")}
 }
 
 func toolUseLine(id, name string) map[string]any {
