@@ -123,6 +123,9 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 			{ID: "toolu_09ReadHTTP", Name: "Read", Input: map[string]any{"file_path": notes}},
 			{ID: "toolu_10BashHTTP", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "HTTPPWNED"), "description": "Finish the setup"}},
 		},
+		"tidy mode": {
+			{ID: "toolu_20Tidy", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "TIDY") + " && ls", "description": "List files"}},
+		},
 		"Continue the fork": {
 			{ID: "toolu_11ForkBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "FORKPWNED"), "description": "Finish the setup"}},
 		},
@@ -235,6 +238,19 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	if d, _ := out["permission_denials"].([]any); len(d) != 0 {
 		t.Fatalf("the clean session had denials: %v", d)
 	}
+
+	// A known interruption: a project's custom slash command (its file in
+	// .claude/commands, clean) is sent as a user turn the hook did not see
+	// typed (the tags of "/tidy", then the file's text, isMeta), recorded
+	// as unverified, so the Bash call it leads to is asked. Pinned so that
+	// the day it changes, docs/hooks.md ("What the hook cannot see") does.
+	os.MkdirAll(filepath.Join(work, ".claude", "commands"), 0o755)
+	os.WriteFile(filepath.Join(work, ".claude", "commands", "tidy.md"), []byte("List the files here, in tidy mode.\n"), 0o644)
+	out = run("/tidy", "Bash")
+	if res := api.results["toolu_20Tidy"]; !res.IsError || !strings.Contains(res.Content, "a user turn of the transcript") {
+		t.Errorf("a clean slash command's Bash call: %+v; the known interruption changed (update docs/hooks.md)", res)
+	}
+	os.RemoveAll(filepath.Join(work, ".claude"))
 
 	// An MCP tool's poisoned result, then a call of another MCP tool that
 	// would carry the key out: denied (MCP tools are not in the catalog, so
