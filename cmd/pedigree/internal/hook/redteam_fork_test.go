@@ -82,7 +82,12 @@ func rtForkOfPoisoned(t *testing.T, c *hookEnv, dir, prompt string) (full []byte
 	if cut >= len(parent) {
 		t.Fatal("no prompt line in the poisoned transcript")
 	}
-	own, _ := json.Marshal(userLine(prompt))
+	// The fork's own line is written after its SessionStart, which the
+	// caller sends after this returns: its time is set ahead so that a slow
+	// run (-race, a busy machine) does not put it before the start.
+	line := userLine(prompt)
+	line["timestamp"] = time.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+	own, _ := json.Marshal(line)
 	full = append(append(slices.Clone(parent), own...), '\n')
 	return full, cut
 }
