@@ -631,7 +631,7 @@ func (h *Handler) mcpMetadata(ctx context.Context, ev *Event) error {
 	}
 	for _, u := range unsealed {
 		content := []byte(u.content)
-		in, _, _, err := h.matches(ctx, lineage.DigestContent(content), ev.SessionID, nil)
+		in, _, _, err := h.matches(ctx, lineage.DigestContent(content), ev.SessionID, nil, false)
 		if err != nil {
 			return err
 		}

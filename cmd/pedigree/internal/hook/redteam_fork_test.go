@@ -92,6 +92,20 @@ func rtForkOfPoisoned(t *testing.T, c *hookEnv, dir, prompt string) (full []byte
 	return full, cut
 }
 
+// rtCleanParent is a clean session "p" that ran one Bash call unasked,
+// and its transcript.
+func rtCleanParent(t *testing.T, c *hookEnv, dir string) *transcript {
+	t.Helper()
+	parent := &transcript{t: t, path: filepath.Join(dir, "p.jsonl")}
+	c.must(rtStart("p", "startup"), parent.path)
+	c.must(rtPrompt("p", "list the files"), parent.path)
+	parent.add(userLine("list the files"))
+	if got := permission(c.must(bash("p", "b0"), parent.path)); got != "" {
+		t.Fatalf("the clean parent: %q", got)
+	}
+	return parent
+}
+
 // FINDING (a), high: the wait ends at the first user line of the
 // transcript whose text is a prompt recorded in the fork, and the fork's
 // own prompt is recorded before the transcript is read. When the person
@@ -164,13 +178,7 @@ func TestRedteamForkIdenticalPromptEndsWaitEarly(t *testing.T) {
 func TestRedteamForkConcurrentCallsWaitOutTheDeadline(t *testing.T) {
 	c := newHookEnv(t) // the real forkWait, 2 s
 	dir := t.TempDir()
-	parent := &transcript{t: t, path: filepath.Join(dir, "p.jsonl")}
-	c.must(rtStart("p", "startup"), parent.path)
-	c.must(rtPrompt("p", "list the files"), parent.path)
-	parent.add(userLine("list the files"))
-	if got := permission(c.must(bash("p", "b0"), parent.path)); got != "" {
-		t.Fatalf("the clean parent: %q", got)
-	}
+	parent := rtCleanParent(t, c, dir)
 
 	fork := filepath.Join(dir, "f.jsonl")
 	c.must(rtStart("f", "fork"), fork)
@@ -223,11 +231,7 @@ func TestRedteamForkConcurrentCallsWaitOutTheDeadline(t *testing.T) {
 func TestRedteamForkSlashCommandWaitsOutTheDeadline(t *testing.T) {
 	c := newHookEnv(t) // the real forkWait, 2 s
 	dir := t.TempDir()
-	parent := &transcript{t: t, path: filepath.Join(dir, "p.jsonl")}
-	c.must(rtStart("p", "startup"), parent.path)
-	c.must(rtPrompt("p", "list the files"), parent.path)
-	parent.add(userLine("list the files"))
-	c.must(bash("p", "b0"), parent.path)
+	parent := rtCleanParent(t, c, dir)
 
 	fork := &transcript{t: t, path: filepath.Join(dir, "f.jsonl")}
 	c.must(rtStart("f", "fork"), fork.path)

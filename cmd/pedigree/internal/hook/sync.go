@@ -164,9 +164,9 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 // after it started. The wait ends at
 //
 //   - a conversation line (one with a uuid) timestamped at or after the
-//     session's start (the real client's own prompt line came 0.4-0.7 s
-//     after the hook handled SessionStart; the inherited lines keep the
-//     earlier conversation's times), or
+//     session's start (the real client's own prompt line came 0.12-1.12 s
+//     after the hook handled SessionStart, in 30 runs; the inherited lines
+//     keep the earlier conversation's times), or
 //   - a prompt the person typed in the session (the event path's prompt
 //     entry) that no other session holds: a prompt the inherited
 //     conversation also holds ("continue") could be its copy, and ends
@@ -176,7 +176,9 @@ func (s *State) putRead(r *readState, signer *registry.Signer) error {
 // mark is gone: the read that dropped it recorded the conversation). Past
 // forkWait the call is stopped, naming why, and the session is not marked
 // otherwise: the next call waits again. UserPromptSubmit never waits: its
-// prompt is written after it returns.
+// prompt is written after it returns. The mark is not signed: removing it
+// would undo the wait as surely as forging its time, and a writer of the
+// data directory can read the hook's keys (docs/hooks.md).
 const (
 	forkWait = 2 * time.Second
 	forkPoll = 20 * time.Millisecond
@@ -235,10 +237,13 @@ func (s *State) settled(session string) error {
 
 // transcript reads what the event's transcript gained and records it.
 func (h *Handler) transcript(ctx context.Context, ev *Event) error {
+	since, marked := h.state.inherits(ev.SessionID)
 	if ev.TranscriptPath == "" {
+		if marked && ev.HookEventName == PreToolUse {
+			return fmt.Errorf("%w: this session started from an earlier conversation, and the event names no transcript to read it from", ErrForkUnread)
+		}
 		return nil
 	}
-	since, marked := h.state.inherits(ev.SessionID)
 	if !marked {
 		_, err := h.readTranscript(ctx, ev, time.Time{})
 		return err
@@ -276,20 +281,6 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 // ErrForkUnread: a session that started from an earlier conversation
 // proposed a call before its transcript showed that conversation whole.
 var ErrForkUnread = errors.New("the conversation this session inherited is not in its transcript yet")
-
-// lineTime is when a conversation line (one with a uuid) was written, by
-// its timestamp; false for other lines.
-func lineTime(b []byte) (time.Time, bool) {
-	var l struct {
-		UUID      string `json:"uuid"`
-		Timestamp string `json:"timestamp"`
-	}
-	if json.Unmarshal(b, &l) != nil || l.UUID == "" {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, l.Timestamp)
-	return t, err == nil
-}
 
 // readTranscript reads what the event's transcript gained and records it.
 // For a session marked as inheriting (since is its start), ended says the
@@ -346,11 +337,10 @@ func (h *Handler) readTranscript(ctx context.Context, ev *Event, since time.Time
 		}
 		var items []item
 		if l := bytes.TrimSpace(b); len(l) > 0 {
-			items = parseLine(l, st.Tools)
-			if sy.inheriting && !sy.ended {
-				if at, ok := lineTime(l); ok && !at.Before(since) {
-					sy.ended = true
-				}
+			var written time.Time
+			items, written = parseLine(l, st.Tools)
+			if sy.inheriting && !written.IsZero() && !written.Before(since) {
+				sy.ended = true
 			}
 		}
 		for _, it := range items {
@@ -440,20 +430,17 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	// usually is); else inherited if other sessions hold it.
 	var elsewhere []string
 	for _, c := range append([][]byte{it.content}, it.alts...) {
-		in, prompt, others, err := h.matches(ctx, lineage.DigestContent(c), sy.ev.SessionID, sy.recalled)
+		// Whether the person's prompt ends an inherited conversation
+		// depends on every session that holds the text.
+		ends := sy.inheriting && !sy.ended && it.from == fromUser
+		in, prompt, others, err := h.matches(ctx, lineage.DigestContent(c), sy.ev.SessionID, sy.recalled, ends)
 		if err != nil {
 			return err
 		}
 		if in {
-			if sy.inheriting && !sy.ended && it.from == fromUser && prompt {
-				// The person's prompt in this session, unless the
-				// inherited conversation may hold it too.
-				held, err := h.heldElsewhere(ctx, lineage.DigestContent(c), sy.ev.SessionID)
-				if err != nil {
-					return err
-				}
-				sy.ended = !held
-			}
+			// The person's prompt in this session ends the inherited
+			// conversation, unless that conversation may hold it too.
+			sy.ended = sy.ended || ends && prompt && len(others) == 0
 			return nil // recorded in this session (so in its context), or recalled into it by this read
 		}
 		elsewhere = append(elsewhere, others[:min(len(others), maxRecall-len(elsewhere))]...)
@@ -568,9 +555,12 @@ const maxCandidates = 4 * maxRecall
 
 // matches looks up the stored entries whose signed content digest is
 // digest, as far as the index knows them, newest first: in says one was
-// recorded in session (or is in recalled), prompt that it is the person's
-// prompt (the user principal's, of kind prompt), else others are the rest.
-func (h *Handler) matches(ctx context.Context, digest, session string, recalled map[string]bool) (in, prompt bool, others []string, err error) {
+// recorded in session (or is in recalled), prompt that one such is the
+// person's prompt (the user principal's, of kind prompt), and others are
+// the other sessions' entries, listed only when none is in session, or
+// when all asks for every one (the scan then goes on past an entry in
+// session).
+func (h *Handler) matches(ctx context.Context, digest, session string, recalled map[string]bool, all bool) (in, prompt bool, others []string, err error) {
 	b, err := os.ReadFile(h.state.digestPath(digest))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, false, nil, nil
@@ -597,40 +587,19 @@ func (h *Handler) matches(ctx context.Context, digest, session string, recalled 
 		if err != nil || st.ContentDigest != digest {
 			continue
 		}
-		if st.Session == session {
-			return true, st.Kind == lineage.KindPrompt && st.Principal == h.m.User, nil, nil
-		}
-		others = append(others, id)
-	}
-	return false, false, others, nil
-}
-
-// heldElsewhere says whether an entry of another session holds content
-// of this digest, as far as the index knows (the newest maxCandidates).
-func (h *Handler) heldElsewhere(ctx context.Context, digest, session string) (bool, error) {
-	b, err := os.ReadFile(h.state.digestPath(digest))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	ids := strings.Fields(string(b))
-	for i, n := len(ids)-1, 0; i >= 0 && n < maxCandidates; i-- {
-		if !lineage.IsID(ids[i]) {
+		if st.Session != session {
+			others = append(others, id)
 			continue
 		}
-		n++
-		v, err := h.b.Show(ctx, ids[i])
-		if err != nil || v.SignatureError != "" || v.Node == nil || v.Node.ID != ids[i] {
-			continue
-		}
-		st, _, _, err := lineage.Open(v.Envelope)
-		if err == nil && st.ContentDigest == digest && st.Session != session {
-			return true, nil
+		in, prompt = true, prompt || st.Kind == lineage.KindPrompt && st.Principal == h.m.User
+		if !all {
+			return true, prompt, nil, nil
 		}
 	}
-	return false, nil
+	if in && !all {
+		others = nil
+	}
+	return in, prompt, others, nil
 }
 
 // indexing is the handler's backend: every entry the hook records is added

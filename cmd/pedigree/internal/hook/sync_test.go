@@ -354,6 +354,13 @@ func TestForkCleanAndResume(t *testing.T) {
 	if n := len(c.inheritMarks()); n != 0 {
 		t.Fatalf("the mark outlived a line of the session's own: %d", n)
 	}
+
+	// An event of the fork that names no transcript: nothing to read the
+	// inherited conversation from, so the call is stopped.
+	c.must(map[string]any{"session_id": "g", "hook_event_name": "SessionStart", "source": "fork"}, "")
+	if _, err := c.handle(bash("g", "b4"), ""); !errors.Is(err, hook.ErrForkUnread) {
+		t.Fatalf("a fork's call with no transcript_path: %v, want ErrForkUnread", err)
+	}
 }
 
 // A transcript_path that does not exist (the start of a session, before

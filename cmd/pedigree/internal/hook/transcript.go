@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Claude Code writes every session to a transcript (the event's
@@ -90,7 +91,11 @@ var fileAttachments = map[string]bool{
 }
 
 type line struct {
-	Type             string          `json:"type"`
+	Type string `json:"type"`
+	// UUID marks a conversation line; Timestamp is when Claude Code first
+	// wrote it (a copied conversation keeps its times).
+	UUID             string          `json:"uuid"`
+	Timestamp        string          `json:"timestamp"`
 	IsSidechain      bool            `json:"isSidechain"`
 	IsCompactSummary bool            `json:"isCompactSummary"`
 	Message          *message        `json:"message"`
@@ -122,15 +127,20 @@ type contentBlock struct {
 	Content   json.RawMessage `json:"content"`
 }
 
-// parseLine returns the items one transcript line holds, and notes the
+// parseLine returns the items one transcript line holds and, for a
+// conversation line, when it was written (zero otherwise), and notes the
 // tool uses an assistant line makes (tool_use_id to tool name) in tools.
 // A line that is not a JSON object (a write cut short by a crash, then
 // appended to) is one item of content nobody vouches for: recorded, never
 // skipped, and no reason to stop the session.
-func parseLine(b []byte, tools map[string]string) []item {
+func parseLine(b []byte, tools map[string]string) ([]item, time.Time) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
-		return []item{{from: fromHook, content: b, label: "a transcript line that is not JSON"}}
+		return []item{{from: fromHook, content: b, label: "a transcript line that is not JSON"}}, time.Time{}
+	}
+	var written time.Time
+	if l.UUID != "" {
+		written, _ = time.Parse(time.RFC3339Nano, l.Timestamp)
 	}
 	switch l.Type {
 	case "assistant":
@@ -143,21 +153,21 @@ func parseLine(b []byte, tools map[string]string) []item {
 				}
 			}
 		}
-		return nil
+		return nil, written
 	case "user":
 		if l.Message == nil {
-			return nil
+			return nil, written
 		}
-		return userItems(&l, tools)
+		return userItems(&l, tools), written
 	case "attachment":
 		if l.Attachment == nil || len(l.Rendered) == 0 {
-			return nil // not shown to the model (a hook's exit status, the system prompt's snapshot)
+			return nil, written // not shown to the model (a hook's exit status, the system prompt's snapshot)
 		}
-		return attachmentItems(&l)
+		return attachmentItems(&l), written
 	}
 	// Claude Code's bookkeeping (queue operations, titles, costs, the API
 	// requests' digests) and its system lines: not sent as conversation.
-	return nil
+	return nil, written
 }
 
 // harnessTexts are user turns Claude Code writes itself when the person

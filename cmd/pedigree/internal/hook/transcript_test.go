@@ -32,7 +32,8 @@ func parseFile(t *testing.T, path string) []item {
 		if err != nil {
 			break
 		}
-		for _, it := range parseLine(bytes.TrimSpace(b), tools) {
+		items, _ := parseLine(bytes.TrimSpace(b), tools)
+		for _, it := range items {
 			if it.label == "a transcript line that is not JSON" {
 				t.Fatalf("%s: a line is not JSON: %.200s", filepath.Base(path), b)
 			}
@@ -145,7 +146,7 @@ func TestParseLineKinds(t *testing.T) {
 		{"mcp resource", `{"type":"attachment","attachment":{"type":"mcp_resource","server":"s","uri":"u"},"rendered":[{"content":"res"}]}`, fromMCP, "res"},
 		{"unknown attachment", `{"type":"attachment","attachment":{"type":"brand_new"},"rendered":[{"content":"x"},{"content":"y"}]}`, fromHook, "x\ny"},
 	} {
-		items := parseLine([]byte(c.line), map[string]string{})
+		items, _ := parseLine([]byte(c.line), map[string]string{})
 		if len(items) != 1 || items[0].from != c.from || string(items[0].content) != c.content {
 			t.Errorf("%s: %+v", c.name, items)
 		}
@@ -156,17 +157,17 @@ func TestParseLineKinds(t *testing.T) {
 		`{"type":"queue-operation","operation":"enqueue","content":"x"}`,
 		`{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"ok"}]}}`,
 	} {
-		if items := parseLine([]byte(l), map[string]string{}); len(items) != 0 {
+		if items, _ := parseLine([]byte(l), map[string]string{}); len(items) != 0 {
 			t.Errorf("%s: %+v", l, items)
 		}
 	}
 	tools := map[string]string{}
 	parseLine([]byte(`{"type":"assistant","message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]}}`), tools)
-	items := parseLine([]byte(`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x","is_error":true}]},"toolUseResult":"Error: x"}`), tools)
+	items, _ := parseLine([]byte(`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x","is_error":true}]},"toolUseResult":"Error: x"}`), tools)
 	if len(items) != 1 || items[0].tool != "Bash" || len(items[0].alts) != 3 || string(items[0].alts[2]) != "x" {
 		t.Fatalf("a failed Bash's result: %+v", items)
 	}
-	if items := parseLine([]byte(`{"type":"user",`), tools); len(items) != 1 || items[0].from != fromHook {
+	if items, _ := parseLine([]byte(`{"type":"user",`), tools); len(items) != 1 || items[0].from != fromHook {
 		t.Fatalf("a line that is not JSON: %+v", items)
 	}
 }
