@@ -455,19 +455,18 @@ func TestVerbBesideHookEvents(t *testing.T) {
 
 var otherRelease builtCommand
 
-// otherReleaseBinary is the command built to say protocol 0 when it proves
-// itself to a client, as every release before server.Protocol does: the
+// otherReleaseBinary is the command built to list no route when it proves
+// itself to a client, as every build before the route list does: the
 // previous release's server, as far as a client can tell.
 func otherReleaseBinary(t *testing.T) string {
-	return otherRelease.build(t, "-ldflags", "-X github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server.reportedProtocol=0")
+	return otherRelease.build(t, "-ldflags", "-X github.com/pedigree-ai/pedigree/cmd/pedigree/internal/server.withheldRoutes=*")
 }
 
 // TestHookReplacesAnotherReleasesServer: after an upgrade, the server that
-// the previous binary started on demand (a build that says protocol 0, as
-// every release before the number does, and has no context-reference route)
-// is stopped by the next hook event, which starts this release's and answers
-// through it, instead of failing every event while the session keeps the old
-// one busy. A server of another release that a person started is left
+// the previous binary started on demand (a build that lists no route, as
+// every build before the route list does) is stopped by the next hook event,
+// which starts this release's and answers through it, instead of failing
+// every event while the session keeps the old one busy. A server of another release that a person started is left
 // running, and the event, a verb and 'serve' each fail saying to restart it.
 func TestHookReplacesAnotherReleasesServer(t *testing.T) {
 	c, bin := onDemandEnv(t)

@@ -206,8 +206,20 @@ func (s *Server) challenge(w http.ResponseWriter, r *http.Request, token string)
 		s.fail(w, http.StatusBadRequest, "malformed", "nonce: want 64 hex characters")
 		return
 	}
-	reply(w, map[string]any{"mac": hex.EncodeToString(challengeMAC(token, nonce)), "protocol": serverProtocol()})
+	reply(w, challengeResponse{MAC: hex.EncodeToString(challengeMAC(token, nonce)), Protocol: legacyProtocol, Routes: s.listed})
 }
+
+// challengeResponse is the server's answer to the challenge: the MAC, and
+// the routes it serves (release.go).
+type challengeResponse struct {
+	MAC      string   `json:"mac"`
+	Protocol int      `json:"protocol"` // for builds before the route list
+	Routes   []string `json:"routes"`
+}
+
+// maxChallengeBytes bounds the challenge's answer: the MAC and the routes,
+// with room for many more.
+const maxChallengeBytes = 64 << 10
 
 // clientHost is the Host every client request names: the unix socket has
 // none, and the server accepts only loopback.
@@ -291,11 +303,8 @@ func (c *Client) prove(ctx context.Context, socket string) error {
 		return ErrNoServer
 	}
 	defer resp.Body.Close()
-	var out struct {
-		MAC      string `json:"mac"`
-		Protocol int    `json:"protocol"` // absent (0) from a release before Protocol
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 4096))
+	var out challengeResponse
+	dec := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, maxChallengeBytes))
 	mac, derr := []byte(nil), dec.Decode(&out)
 	if derr == nil {
 		mac, derr = hex.DecodeString(out.MAC)
@@ -304,6 +313,6 @@ func (c *Client) prove(ctx context.Context, socket string) error {
 		return fmt.Errorf("%w: the server on %s could not prove it holds this data directory's token (serve.json may have been tampered with)",
 			ErrUntrustedServer, socket)
 	}
-	c.protocol = out.Protocol
+	c.missing = missing(out.Routes)
 	return nil
 }

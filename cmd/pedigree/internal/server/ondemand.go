@@ -30,7 +30,7 @@ func StopOnDemand(ctx context.Context, dir string, clock func() time.Time) error
 }
 
 // StopOtherRelease is StopOnDemand for a server of another release alone
-// (protocol.go): one of this release, started on demand meanwhile by a
+// (release.go): one of this release, started on demand meanwhile by a
 // parallel event that stopped the old one first, is left running (nil).
 func StopOtherRelease(ctx context.Context, dir string, clock func() time.Time) error {
 	return stopOnDemand(ctx, dir, clock, true)
@@ -45,13 +45,13 @@ func stopOnDemand(ctx context.Context, dir string, clock func() time.Time, other
 		return ErrNotOnDemand
 	}
 	// Any release: a server the previous binary started on demand is
-	// stopped as well (protocol.go).
+	// stopped as well (release.go).
 	c, _, err := dialAnyRelease(ctx, dir, clock)
 	if err != nil {
 		return err
 	}
 	c.Close()
-	if otherOnly && c.protocol == Protocol {
+	if otherOnly && len(c.missing) == 0 {
 		return nil
 	}
 	pid, err := peerPID(ctx, socket)

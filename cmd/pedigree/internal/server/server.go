@@ -23,7 +23,6 @@ import (
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/cmd/pedigree/internal/hook"
 	"github.com/pedigree-ai/pedigree/gate"
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -39,6 +38,8 @@ type Server struct {
 	claudeToken string
 	// ui serves the page, when enabled (EnableUI).
 	ui *ui
+	// listed is the routes the server serves, as it lists them (release.go).
+	listed []string
 }
 
 type metrics struct {
@@ -222,219 +223,11 @@ func (s *Server) routes() {
 		metricsHandler.ServeHTTP(w, r)
 		return nil
 	})
-	s.route("GET", "/v1/registry", s.registry)
-	s.route("GET", "/v1/context/{session}", func(w http.ResponseWriter, r *http.Request) error {
-		ids, err := s.e.Context(r.Context(), r.PathValue("session"))
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"ids": nonNil(ids)})
-	})
-	s.route("GET", "/v1/context-ref/{session}", func(w http.ResponseWriter, r *http.Request) error {
-		session := r.PathValue("session")
-		if !lineage.ValidSession(session) {
-			return fmt.Errorf("%w: %.64q is not a session a call could name", lineage.ErrMalformed, session)
-		}
-		ref, err := s.e.ContextRef(r.Context(), session)
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"context": ref})
-	})
-	s.route("GET", "/v1/resolve/{prefix}", func(w http.ResponseWriter, r *http.Request) error {
-		id, err := s.e.Resolve(r.Context(), r.PathValue("prefix"))
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"id": id})
-	})
-	s.route("POST", "/v1/entries", s.insert)
-	s.route("GET", "/v1/content/{digest}", func(w http.ResponseWriter, r *http.Request) error {
-		ids, err := s.e.ByContent(r.Context(), r.PathValue("digest"))
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"ids": nonNil(ids)})
-	})
-	s.route("GET", "/v1/entries/{id}", s.show)
-	s.route("POST", "/v1/recall", func(w http.ResponseWriter, r *http.Request) error {
-		var req recallRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		if err := s.e.Recall(r.Context(), req.Session, req.IDs); err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"recalled": len(req.IDs)})
-	})
-	s.route("POST", "/v1/check", s.check)
-	s.route("POST", "/v1/approvals", func(w http.ResponseWriter, r *http.Request) error {
-		var req approveRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		n, err := s.e.Envelopes().Approve(r.Context(), req.Envelope)
-		if err != nil {
-			return err
-		}
-		return reply(w, n)
-	})
-	s.route("POST", "/v1/rejections", func(w http.ResponseWriter, r *http.Request) error {
-		var req approveRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		n, err := s.e.Envelopes().Reject(r.Context(), req.Envelope)
-		if err != nil {
-			return err
-		}
-		return reply(w, n)
-	})
-	s.route("GET", "/v1/pending", func(w http.ResponseWriter, r *http.Request) error {
-		ps, err := s.e.Pending(r.Context())
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"pending": nonNil(ps)})
-	})
-	s.route("GET", "/v1/reviews", func(w http.ResponseWriter, r *http.Request) error {
-		rs, err := s.e.Reviews(r.Context())
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"reviews": nonNil(rs)})
-	})
-	s.route("GET", "/v1/decisions", func(w http.ResponseWriter, r *http.Request) error {
-		limit, err := intParam(r, "limit")
-		if err != nil {
-			return err
-		}
-		ds, err := s.e.Decisions(r.Context(), pedigree.DecisionQuery{Limit: limit, Session: r.URL.Query().Get("session")})
-		if err != nil {
-			return err
-		}
-		return reply(w, map[string]any{"decisions": nonNil(ds)})
-	})
-	s.route("GET", "/v1/decisions/{id}", func(w http.ResponseWriter, r *http.Request) error {
-		d, err := s.e.Decision(r.Context(), r.PathValue("id"))
-		if err != nil {
-			return err
-		}
-		return reply(w, d)
-	})
-	s.route("GET", "/v1/decisions/{id}/subject", func(w http.ResponseWriter, r *http.Request) error {
-		p, err := s.e.Subject(r.Context(), r.PathValue("id"))
-		if err != nil {
-			return err
-		}
-		return reply(w, p)
-	})
-	s.route("GET", "/v1/decisions/{id}/reevaluate", func(w http.ResponseWriter, r *http.Request) error {
-		re, err := s.e.Reevaluate(r.Context(), r.PathValue("id"))
-		if err != nil {
-			return err
-		}
-		return reply(w, re)
-	})
-	s.route("GET", "/v1/trace/{id}", s.trace)
-	s.route("GET", "/v1/refusals", func(w http.ResponseWriter, r *http.Request) error {
-		limit, err := intParam(r, "limit")
-		if err != nil {
-			return err
-		}
-		rs, err := s.e.Refusals(r.Context(), limit)
-		if err != nil {
-			return err
-		}
-		return reply(w, refusalsResponse{Refusals: rs})
-	})
+	for _, v := range served() {
+		s.listed = append(s.listed, v.String())
+		s.route(v.method, v.pattern, func(w http.ResponseWriter, r *http.Request) error { return v.serve(s, w, r) })
+	}
 	s.mux.HandleFunc(claudeHookPath, s.claudeHook)
-	s.route("POST", uiLoginAPI, s.uiLogin)
-	s.route("POST", "/v1/verify", func(w http.ResponseWriter, r *http.Request) error {
-		var req verifyRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		// Verifying a large store takes longer than a write timeout.
-		http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		rep, err := s.e.Log().VerifyCheckpoints(r.Context(), req.Checkpoints)
-		if err != nil {
-			return err
-		}
-		return reply(w, rep)
-	})
-	s.route("GET", "/v1/trajectory/{session}", func(w http.ResponseWriter, r *http.Request) error {
-		st, err := s.e.Trajectory(r.Context(), r.PathValue("session"))
-		if err != nil {
-			return err
-		}
-		return reply(w, trajectoryResponse{State: *st, Calls: nonNil(st.Calls), Alerts: nonNil(st.Alerts)})
-	})
-	s.route("GET", "/v1/log/head", func(w http.ResponseWriter, r *http.Request) error {
-		size, root, err := s.e.Log().Head(r.Context())
-		if err != nil {
-			return err
-		}
-		return reply(w, headResponse{Size: size, Root: root})
-	})
-	s.route("POST", "/v1/log/checkpoints", func(w http.ResponseWriter, r *http.Request) error {
-		var req checkpointRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		if err := s.e.Log().AddCheckpoint(r.Context(), &req.Checkpoint); err != nil {
-			return err
-		}
-		return reply(w, req.Checkpoint)
-	})
-	s.route("POST", "/v1/log/prove-against", func(w http.ResponseWriter, r *http.Request) error {
-		var req proveAgainstRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		p, err := s.e.Log().ProveAgainst(r.Context(), req.ID, &req.Checkpoint)
-		if err != nil {
-			return err
-		}
-		return reply(w, p)
-	})
-	s.route("POST", "/v1/log/consistency-from", func(w http.ResponseWriter, r *http.Request) error {
-		var req consistencyFromRequest
-		if err := decode(r, &req); err != nil {
-			return err
-		}
-		p, err := s.e.Log().ConsistencyFrom(r.Context(), &req.Checkpoint, req.New)
-		if err != nil {
-			return err
-		}
-		return reply(w, p)
-	})
-	s.route("GET", "/v1/log/prove/{id}", func(w http.ResponseWriter, r *http.Request) error {
-		size, err := intParam(r, "checkpoint")
-		if err != nil {
-			return err
-		}
-		p, err := s.e.Log().Prove(r.Context(), r.PathValue("id"), uint64(size))
-		if err != nil {
-			return err
-		}
-		return reply(w, p)
-	})
-	s.route("GET", "/v1/log/consistency", func(w http.ResponseWriter, r *http.Request) error {
-		o, err := intParam(r, "old")
-		if err != nil {
-			return err
-		}
-		n, err := intParam(r, "new")
-		if err != nil {
-			return err
-		}
-		p, err := s.e.Log().Consistency(r.Context(), uint64(o), uint64(n))
-		if err != nil {
-			return err
-		}
-		return reply(w, p)
-	})
 }
 
 // claudeHookPath is the route of Claude Code's http hooks.
@@ -523,7 +316,10 @@ func nonNil[T any](xs []T) []T {
 	return xs
 }
 
-// uiLogin makes a one-time link to the page for a bearer of the token.
+// postUILogin is the page's login: a one-time link to the page for a
+// bearer of the token, from a server started with --ui.
+var postUILogin = verb{"POST", uiLoginAPI, (*Server).uiLogin}
+
 func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) error {
 	if s.ui == nil {
 		return badRequest{errors.New("the page is not served: start the server with --ui")}
@@ -540,68 +336,6 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	reply(w, map[string]string{"url": link})
 	return nil
-}
-
-func (s *Server) registry(w http.ResponseWriter, r *http.Request) error {
-	reg, err := s.e.Registry(r.Context())
-	if err != nil {
-		return err
-	}
-	out := registryResponse{Frozen: reg.Frozen, Tau: reg.Tau, Principals: []principalResponse{}, FreezeDigest: reg.FreezeDigest,
-		MaxApprovalTTL: reg.MaxApprovalTTL.String(), TrustRoot: reg.TrustRoot}
-	if len(reg.OperatorKey) > 0 {
-		pemBytes, err := registry.MarshalPublicKey(reg.OperatorKey)
-		if err != nil {
-			return err
-		}
-		out.OperatorKey = string(pemBytes)
-	}
-	for _, p := range reg.Principals {
-		pemBytes, err := registry.MarshalPrincipalKey(p.PublicKey)
-		if err != nil {
-			return err
-		}
-		out.Principals = append(out.Principals, principalResponse{ID: p.ID, Tier: p.Tier, PublicKey: string(pemBytes), Approver: p.Approver})
-	}
-	return reply(w, out)
-}
-
-func (s *Server) insert(w http.ResponseWriter, r *http.Request) error {
-	var req insertRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	start := time.Now()
-	n, err := s.e.Insert(r.Context(), req.Envelope, req.Content)
-	if err != nil {
-		return err
-	}
-	s.metrics.record.Observe(time.Since(start).Seconds())
-	s.metrics.entries.Inc()
-	return reply(w, n)
-}
-
-func (s *Server) show(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.e.Show(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return reply(w, v)
-}
-
-func (s *Server) check(w http.ResponseWriter, r *http.Request) error {
-	var req checkRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	start := time.Now()
-	d, err := s.e.Envelopes().Check(r.Context(), req.Call, req.ArgSources)
-	if err != nil {
-		return err
-	}
-	s.metrics.check.Observe(time.Since(start).Seconds())
-	s.metrics.decisions.WithLabelValues(string(d.Decision)).Inc()
-	return reply(w, d)
 }
 
 // countReviews sets the review gauges from the store.
@@ -622,20 +356,4 @@ func (s *Server) countReviews(ctx context.Context) error {
 	s.metrics.reviews.WithLabelValues(gate.Approved).Set(float64(n[gate.Approved]))
 	s.metrics.reviews.WithLabelValues(gate.Rejected).Set(float64(n[gate.Rejected]))
 	return nil
-}
-
-func (s *Server) trace(w http.ResponseWriter, r *http.Request) error {
-	depth, err := intParam(r, "max_depth")
-	if err != nil {
-		return err
-	}
-	nodes, err := intParam(r, "max_nodes")
-	if err != nil {
-		return err
-	}
-	tr, err := s.e.Trace(r.Context(), r.PathValue("id"), lineage.TraceOptions{MaxDepth: depth, MaxNodes: nodes})
-	if err != nil {
-		return err
-	}
-	return reply(w, traceResponse{Root: tr.Root, Nodes: nonNil(tr.Nodes), Edges: nonNil(tr.Edges), Untrusted: nonNil(tr.Untrusted), Truncated: tr.Truncated})
 }
