@@ -19,9 +19,11 @@ import (
 // of role interfaces; an adapter asks for the roles it uses (the MCP gateway
 // and the Claude Code hooks: Harness).
 //
-// Adding a verb means a method on *Engine, a line in its role here, a route
-// on the server and its method on the server's Client; the compile-time
-// assertions in both packages keep them in step.
+// Adding a verb means a method on *Engine, a line in its role here, and its
+// route on the sidecar server (one declaration there: the route, its handler
+// and the server's Client method side by side); the compile-time assertions
+// in both packages keep them in step, and a client refuses a server that
+// lacks a route it calls.
 type Backend interface {
 	Harness
 	Auditor
@@ -115,6 +117,8 @@ type Auditor interface {
 // Prover is the log's proofs and checkpoints: an engine's Log, or a sidecar
 // server's client. It is not part of Backend: only the log verbs use it.
 type Prover interface {
+	// Head is the log's size and root now, unsigned.
+	Head(ctx context.Context) (size uint64, root string, err error)
 	// Checkpoint signs the log's head with the operator key and stores it.
 	Checkpoint(ctx context.Context, operator *registry.Signer) (*tlog.Checkpoint, error)
 	// Prove is an inclusion proof of an entry or decision, verified.

@@ -269,7 +269,12 @@ func testEndToEndLaundering(t *testing.T, served bool) {
 		t.Fatalf("%d logged decisions, want 7", n)
 	}
 	// The log: a checkpoint, a proof of the memory and of a decision.
+	// log head: the head the checkpoint then signs, read without a key.
+	head := c.must("-o", "json", "log", "head").json(t)
 	cp := c.must("-o", "json", "log", "checkpoint").json(t)["checkpoint"].(map[string]any)
+	if head["size"] != cp["size"] || head["root"] != cp["root"] || head["size"].(float64) < 8 {
+		t.Fatalf("log head %v, then checkpoint %v", head, cp)
+	}
 	if p := c.must("-o", "json", "log", "prove", mem[:10]).json(t); p["verified"] != true {
 		t.Fatalf("prove: %v", p)
 	}

@@ -89,6 +89,8 @@ A=$(pedigree log checkpoint | awk 'NR==1 {print $2+0}')   # the size of a checkp
 pedigree record --as user:alice --key "$KEYS/alice.key" --session s1 --content "one more"
 B=$(pedigree log checkpoint | awk 'NR==1 {print $2+0}')
 pedigree log consistency $A $B`},
+	{"pedigree log head", `
+pedigree log head                                # size 23: root 5c1e...: no key needed`},
 	{"pedigree log refusals", `
 pedigree log refusals --limit 20                 # forged signatures, unknown principals, bad approvals...`},
 	{"pedigree mcp add", `

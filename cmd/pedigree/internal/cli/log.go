@@ -23,8 +23,33 @@ checkpoints somewhere the data directory's host cannot rewrite. 'pedigree verify
 checks the log as well.`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newLogCheckpoint(a), newLogProve(a), newLogConsistency(a), newLogRefusals(a))
+	cmd.AddCommand(newLogHead(a), newLogCheckpoint(a), newLogProve(a), newLogConsistency(a), newLogRefusals(a))
 	return cmd
+}
+
+func newLogHead(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "head",
+		Short: "The log's current size and root, unsigned: no key needed",
+		Long: `Print the log's current size (its leaves: entries and decisions) and root hash,
+as the store holds them now, without signing anything: what a monitor or an auditor
+without the operator key reads. 'pedigree log checkpoint' signs the same head.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := a.backend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			size, root, err := logOf(e).Head(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return a.print(headOutput{v: v1, Size: size, Root: root}, func(w io.Writer) {
+				fmt.Fprintf(w, "size %d: root %s\n", size, root)
+			})
+		},
+	}
 }
 
 func newLogCheckpoint(a *app) *cobra.Command {

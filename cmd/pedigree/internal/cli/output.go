@@ -183,6 +183,11 @@ type (
 		v
 		Checkpoint *tlog.Checkpoint `json:"checkpoint"`
 	}
+	headOutput struct {
+		v
+		Size uint64 `json:"size"`
+		Root string `json:"root"`
+	}
 	proofOutput struct {
 		v
 		Verified bool `json:"verified"`
