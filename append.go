@@ -6,10 +6,8 @@ package pedigree
 import (
 	"context"
 
-	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
-	"github.com/pedigree-ai/pedigree/tlog"
 )
 
 // Record signs an entry with signer and stores it.
@@ -73,20 +71,6 @@ func (e *Engine) insert(ctx context.Context, p *lineage.Pending) (*lineage.Node,
 	return p.Node, nil
 }
 
-// writeEntry writes a prepared entry and its log leaf inside t, unless it
-// is stored already (then it returns the stored node).
-func (e *Engine) writeEntry(t *store.Txn, p *lineage.Pending) (*lineage.Node, error) {
-	lt := t.In(store.Lineage)
-	if n, err := p.Stored(lt); err != nil || n != nil {
-		return n, err
-	}
-	idx, err := e.appendLeaf(t, tlog.LeafEntry, p.Node.ID)
-	if err != nil {
-		return nil, err
-	}
-	return nil, p.Write(lt, idx+1)
-}
-
 // recall logs a recall record and puts its entries into the session's
 // context, and appends the recall to the session's trajectory, in one
 // commit.
@@ -95,4 +79,16 @@ func (e *Engine) recall(ctx context.Context, r *lineage.Recall) error {
 		return err
 	}
 	return e.commit(ctx, &record{kind: recRecall, recall: r})
+}
+
+// insertSigned stores an entry this process signed with
+// lineage.SignStatement: instead of decoding the envelope again and
+// verifying the signature just made, the graph checks that the signing key
+// is the one the frozen registry holds for the principal.
+func (e *Engine) insertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
+	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, content) })
+	if err != nil {
+		return nil, err
+	}
+	return e.insert(ctx, p)
 }

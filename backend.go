@@ -136,10 +136,7 @@ type Prover interface {
 	ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error)
 }
 
-var (
-	_ Backend = (*Engine)(nil)
-	_ Prover  = (*Log)(nil)
-)
+var _ Backend = (*Engine)(nil)
 
 // RegistryView is the registry as a backend reports it.
 type RegistryView struct {

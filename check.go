@@ -446,3 +446,24 @@ func (e *Engine) Approve(ctx context.Context, signer *registry.Signer, approver,
 
 // DefaultApprovalTTL is how long an approval stays usable.
 const DefaultApprovalTTL = 15 * time.Minute
+
+// approveEnvelope records an approval signed elsewhere.
+func (e *Engine) approveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
+	n, err := e.approve(ctx, env)
+	if err != nil {
+		return nil, e.refused(ctx, err, claimed(env), env)
+	}
+	return n, nil
+}
+
+// checkNotRejected refuses, before anything is signed or stored, to approve
+// a rejected decision.
+func (e *Engine) checkNotRejected(decisionID string) error {
+	return e.db.View(func(t *store.Txn) error {
+		r, err := e.decisions.ReviewIn(t.In(store.Decisions), decisionID)
+		if err != nil || r == nil || r.Outcome != gate.Rejected {
+			return err
+		}
+		return gate.ReviewConflict(r)
+	})
+}

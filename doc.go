@@ -105,12 +105,17 @@
 // and Backend made of them) are what an adapter asks for, satisfied by the
 // engine and by the sidecar server's client alike.
 //
-// The files follow an engine's life: open.go (make, open, close),
-// bootstrap.go (principals, the engine key, the freeze), append.go (entries
-// and recalls) over record.go (the one commit every write is), check.go (a
-// proposed call, its decision, an approval), envelopes.go (statements signed
-// elsewhere), read.go, verify.go, proofs.go (the log's head, checkpoints,
-// proofs) with witness.go, and fleet.go.
+// The files are laid in layers, each using only the files below it (but
+// for four calls, named in docs/design.md): at the bottom errors.go,
+// options.go, record.go (what a write is) and engine.go (the Engine, the
+// state it holds, and the committer seam between a local engine and a fleet
+// node); over them the rules a statement follows (grant.go,
+// justification.go, statement.go, plan.go); then commit.go (the one commit
+// every write is: commit, apply and each kind's writer), the verbs
+// (review.go, append.go, check.go, read.go, bootstrap.go, envelopes.go) and
+// the log's keys, proofs and witnesses (enginekey.go, proofs.go,
+// witness.go); at the top verify.go, open.go (make, open, close, seal
+// again) and fleet.go.
 //
 // Nothing in this package exits, panics on bad input or reads the
 // environment; every call that does I/O takes a context.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
-	"github.com/pedigree-ai/pedigree/internal/hatch"
+	"github.com/pedigree-ai/pedigree/internal/fleet"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
@@ -55,28 +55,63 @@ type Engine struct {
 	witnessDone   chan struct{}
 }
 
-// Close finishes the writes in flight and closes the store (a fleet node
-// first stops applying the stream and leaves it).
-func (e *Engine) Close() error {
-	e.committer.close()
-	if e.stopWitness != nil {
-		close(e.stopWitness)
-		<-e.witnessDone
-		if err := e.witness(context.Background()); err != nil {
-			e.cfg.log.Warn("the log could not be witnessed at close", "error", err)
-		}
-	}
-	return e.db.Close()
-}
-
 // Dir is the data directory ("" in memory).
 func (e *Engine) Dir() string { return e.dir }
 
-// The hatches around the facade, for pedigree's own tests (internal/hatch).
-func init() {
-	hatch.Registry = func(e any) *registry.Registry { return e.(*Engine).reg }
-	hatch.Graph = func(e any) *lineage.Graph { return e.(*Engine).graph }
-	hatch.Gate = func(e any) *gate.Gate { return e.(*Engine).gate }
-	hatch.Log = func(e any) *tlog.Log { return e.(*Engine).log }
-	hatch.Abandon = func(e any) error { return e.(*Engine).abandon() }
+// committer is where a record becomes durable, the one seam between a local
+// engine and a fleet node: the store's group commit (localCommitter), or the
+// fleet's stream (fleetLink, fleet.go). The verbs never ask which they have.
+type committer interface {
+	// commit makes r durable, and applied here before it returns.
+	commit(ctx context.Context, r *record) error
+	// catchUp waits, bounded, until this engine has applied what was
+	// committed elsewhere before it was called. false: nothing can have
+	// been (a local engine).
+	catchUp(ctx context.Context) (bool, error)
+	// close stops committing (a fleet node leaves the stream).
+	close()
+}
+
+// fleetLink is a fleet node's engine and its link to the stream.
+type fleetLink struct {
+	e *Engine
+	n *fleet.Node
+	// mine are the records this node is publishing, by the SHA-256 of
+	// their bytes on the wire: its applier takes their signature as made
+	// (the same bytes for the same subject verify the same way).
+	mine sync.Map // [32]byte → ownRecord
+	fleetChainState
+}
+
+type ownRecord struct {
+	kind fleet.Kind
+	key  string
+	rec  []byte
+}
+
+// fleetChainState is the part of fleetLink that binds records to their
+// place.
+type fleetChainState struct {
+	genesis     fleet.Chain
+	witnessFile string
+
+	wmu    sync.Mutex
+	wSeq   uint64
+	wChain fleet.Chain
+	wAt    uint64 // the witnessed checkpoint record's place (0: unknown)
+	wRec   []byte // its bytes
+
+	cpmu    sync.Mutex // one checkpoint at a time
+	cmu     sync.Mutex
+	count   int    // records published since the last checkpoint was due
+	lastCP  uint64 // the sequence this node last checkpointed
+	loopCtx context.Context
+}
+
+// witnessRefusal is why nothing may be logged: the store is not an
+// extension of what its witnesses hold (nil when it is).
+func (e *Engine) witnessRefusal() error {
+	e.witnessErrMu.Lock()
+	defer e.witnessErrMu.Unlock()
+	return e.witnessErr
 }

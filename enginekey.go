@@ -10,6 +10,7 @@ import (
 
 	"bytes"
 	"encoding/base64"
+
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"

@@ -53,18 +53,6 @@ func (v *Envelopes) Reject(ctx context.Context, env []byte) (*lineage.Node, erro
 	return v.e.rejectEnvelope(ctx, env)
 }
 
-// insertSigned stores an entry this process signed with
-// lineage.SignStatement: instead of decoding the envelope again and
-// verifying the signature just made, the graph checks that the signing key
-// is the one the frozen registry holds for the principal.
-func (e *Engine) insertSigned(ctx context.Context, signed *lineage.Signed, content []byte) (*lineage.Node, error) {
-	p, err := e.prepare(ctx, func() (*lineage.Pending, error) { return e.graph.PrepareSigned(ctx, signed, content) })
-	if err != nil {
-		return nil, err
-	}
-	return e.insert(ctx, p)
-}
-
 // checkEnvelope asks the gate about a call entry signed elsewhere (the
 // server's clients sign, the engine verifies). argSources are full IDs.
 func (e *Engine) checkEnvelope(ctx context.Context, env []byte, argSources map[string][]string) (*gate.Decision, error) {
@@ -82,15 +70,6 @@ func (e *Engine) checkEnvelope(ctx context.Context, env []byte, argSources map[s
 		return e.check(ctx, nil, refused, st, id, argSources)
 	}
 	return e.check(ctx, p, nil, p.Statement, p.Node.ID, argSources)
-}
-
-// approveEnvelope records an approval signed elsewhere.
-func (e *Engine) approveEnvelope(ctx context.Context, env []byte) (*lineage.Node, error) {
-	n, err := e.approve(ctx, env)
-	if err != nil {
-		return nil, e.refused(ctx, err, claimed(env), env)
-	}
-	return n, nil
 }
 
 // rejectEnvelope records a rejection signed elsewhere.

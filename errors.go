@@ -1,6 +1,8 @@
 package pedigree
 
 import (
+	"errors"
+
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/registry"
 )
@@ -26,3 +28,6 @@ var (
 // registry.ErrTampered. An error that does not wrap it means the engine
 // could not check.
 var ErrTampered = registry.ErrTampered
+
+// ErrFleet: the node cannot join the fleet as asked.
+var ErrFleet = errors.New("fleet")

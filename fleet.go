@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/fleet"
 	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
@@ -62,30 +60,10 @@ type FleetOptions struct {
 	Prefix string
 }
 
-// ErrFleet: the node cannot join the fleet as asked.
-var ErrFleet = errors.New("fleet")
-
 // ErrFleetRewritten: the fleet's stream is not the one this node read, or
 // it ends before what the node's witness saw (see fleetchain.go): the node
 // stops applying and writes nothing.
 var ErrFleetRewritten = fleet.ErrRewritten
-
-// fleetLink is a fleet node's engine and its link to the stream.
-type fleetLink struct {
-	e *Engine
-	n *fleet.Node
-	// mine are the records this node is publishing, by the SHA-256 of
-	// their bytes on the wire: its applier takes their signature as made
-	// (the same bytes for the same subject verify the same way).
-	mine sync.Map // [32]byte → ownRecord
-	fleetChainState
-}
-
-type ownRecord struct {
-	kind fleet.Kind
-	key  string
-	rec  []byte
-}
 
 // JoinFleet opens (or makes, from the stream) the data directory dir as a
 // node of the fleet: the node applies the fleet's stream into its store and
@@ -234,8 +212,6 @@ func (e *Engine) writeFreezeCopy() error {
 	return safefile.WriteFile(e.dir, FreezeFile, rec, 0o444)
 }
 
-var keyApplied = []byte("applied")
-
 // fleetApplied is the stream sequence of the last record this directory
 // applied (0: none).
 func (e *Engine) fleetApplied() (uint64, error) {
@@ -361,30 +337,6 @@ func (l *fleetLink) commit(ctx context.Context, r *record) error {
 		r.existing = n
 	}
 	return nil
-}
-
-// prepare runs a graph's Prepare; on a fleet node, an entry that names a
-// parent this node has not applied waits (bounded) for the node to apply
-// what the stream holds, then tries once more. What is still unknown is
-// refused as unknown, saying that this node waited.
-func (e *Engine) prepare(ctx context.Context, fn func() (*lineage.Pending, error)) (*lineage.Pending, error) {
-	p, err := fn()
-	if !errors.Is(err, lineage.ErrUnknownParent) {
-		return p, err
-	}
-	waited, werr := e.committer.catchUp(ctx)
-	if werr != nil {
-		return nil, fmt.Errorf("%w (this fleet node has not applied it: %v)", err, werr)
-	}
-	if !waited {
-		return p, err
-	}
-	p, err = fn()
-	if errors.Is(err, lineage.ErrUnknownParent) {
-		s, _ := e.fleetStatus()
-		return nil, fmt.Errorf("%w (not in the fleet's stream: this node has applied all %d records)", err, s.Applied)
-	}
-	return p, err
 }
 
 // FleetStatus is a fleet node's place in the fleet's stream.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/fleet"
@@ -403,25 +402,6 @@ func (l *fleetLink) setApplied(t *store.Txn, seq uint64, chain fleet.Chain) erro
 	return ft.Set(keyApplied, append(binary.BigEndian.AppendUint64(nil, seq), chain[:]...))
 }
 
-// fleetChainState is the part of fleetLink that binds records to their
-// place.
-type fleetChainState struct {
-	genesis     fleet.Chain
-	witnessFile string
-
-	wmu    sync.Mutex
-	wSeq   uint64
-	wChain fleet.Chain
-	wAt    uint64 // the witnessed checkpoint record's place (0: unknown)
-	wRec   []byte // its bytes
-
-	cpmu    sync.Mutex // one checkpoint at a time
-	cmu     sync.Mutex
-	count   int    // records published since the last checkpoint was due
-	lastCP  uint64 // the sequence this node last checkpointed
-	loopCtx context.Context
-}
-
 // rewritten is why the node holds its stream rewritten (nil when it does
 // not): verify names it. It checks the stream as a barrier does, so that
 // verify asked first after a rewrite names it too.
@@ -484,3 +464,5 @@ func (l *fleetLink) holdToStream(ctx context.Context) error {
 	}
 	return nil
 }
+
+var keyApplied = []byte("applied")

@@ -128,3 +128,10 @@ func (e *Engine) wholeJustification(t kv.Txn, d *gate.Decision) ([]string, error
 	d.SetWhole(prefix)
 	return d.Whole()
 }
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

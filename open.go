@@ -3,12 +3,15 @@ package pedigree
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/pedigree-ai/pedigree/gate"
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
+	"github.com/pedigree-ai/pedigree/internal/hatch"
 	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -269,4 +272,46 @@ func (e *Engine) abandon() error {
 		e.stopWitness = nil
 	}
 	return e.Close()
+}
+
+// Close finishes the writes in flight and closes the store (a fleet node
+// first stops applying the stream and leaves it).
+func (e *Engine) Close() error {
+	e.committer.close()
+	if e.stopWitness != nil {
+		close(e.stopWitness)
+		<-e.witnessDone
+		if err := e.witness(context.Background()); err != nil {
+			e.cfg.log.Warn("the log could not be witnessed at close", "error", err)
+		}
+	}
+	return e.db.Close()
+}
+
+// The hatches around the facade, for pedigree's own tests (internal/hatch).
+func init() {
+	hatch.Registry = func(e any) *registry.Registry { return e.(*Engine).reg }
+	hatch.Graph = func(e any) *lineage.Graph { return e.(*Engine).graph }
+	hatch.Gate = func(e any) *gate.Gate { return e.(*Engine).gate }
+	hatch.Log = func(e any) *tlog.Log { return e.(*Engine).log }
+	hatch.Abandon = func(e any) error { return e.(*Engine).abandon() }
+}
+
+// Seal signs, with the operator key, the configuration that dir holds now
+// (tools.yaml and trajectory-model.json), after the operator has changed it.
+// The store must be frozen, and operator must be the key that froze it. A
+// running server reads the configuration at start: restart it.
+func Seal(ctx context.Context, dir string, operator *registry.Signer, opts ...Option) error {
+	if dir == "" {
+		return fmt.Errorf("%w: Seal needs a data directory", ErrOptions)
+	}
+	e, err := Open(ctx, dir, append(slices.Clip(opts), withoutSeal())...)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if !e.reg.Frozen() {
+		return errors.New("the registry is not frozen: freezing it seals the configuration")
+	}
+	return e.seal(operator)
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/gate"
+	"github.com/pedigree-ai/pedigree/internal/witness"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/trajectory"
 )
@@ -151,3 +153,65 @@ func WithOperatorSigner(s *registry.Signer) Option { return func(c *config) { c.
 // WithMaxApprovalTTL sets, at Init, the cap on every approval's lifetime
 // (default registry.DefaultMaxApprovalTTL); it is frozen with the registry.
 func WithMaxApprovalTTL(d time.Duration) Option { return func(c *config) { c.maxApprovalTTL = d } }
+
+// TrustRoot is what an operator pins outside the data directory: the
+// operator's public key, or the hex sha256 of the freeze record
+// (registry.freeze). Exactly one is set.
+type TrustRoot struct {
+	Key    ed25519.PublicKey
+	Digest string
+}
+
+// WithTrustRoot pins the store's trust root: Open refuses a store whose
+// operator key, or whose freeze record once frozen, does not match it.
+func WithTrustRoot(r TrustRoot) Option { return func(c *config) { c.trustRoot = &r } }
+
+// WithWitnessFile hands the engine's checkpoints to a file witness at path
+// (outside the data directory; the CLI keeps one in the keys directory).
+func WithWitnessFile(path string) Option {
+	return func(c *config) { c.witnessFiles = append(c.witnessFiles, path) }
+}
+
+// WithWitnessHTTP hands the engine's checkpoints to an HTTP witness at url
+// (internal/witness, `pedigree witness serve`, in the style of C2SP's
+// tlog-witness) whose Ed25519 key is key: each checkpoint goes with a
+// consistency proof from the size the witness holds, and its cosignature
+// is checked. The store is held to what the witness holds as to a file
+// witness (at open and by verify, which ask it); a witness that cannot be
+// reached at open refuses writes, and one that cannot be reached after an
+// approval's use denies the call.
+func WithWitnessHTTP(url string, key ed25519.PublicKey) Option {
+	return func(c *config) {
+		c.witnessHTTP = append(c.witnessHTTP, &httpWitness{c: witness.Client{URL: url, Key: key}})
+	}
+}
+
+// httpWitness is an HTTP witness and the size it was last seen to hold.
+type httpWitness struct {
+	c    witness.Client
+	mu   sync.Mutex
+	size uint64
+}
+
+// WithCheckpointEvery sets how often the engine checkpoints for its
+// witnesses: every n leaves, or every d (0 keeps a default). On a fleet
+// node it sets how often the node checkpoints the fleet's stream: every n
+// records it publishes, or every d while it has published since (see
+// fleetchain.go).
+func WithCheckpointEvery(n int, d time.Duration) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.checkpointEvery = n
+		}
+		if d > 0 {
+			c.checkpointInterval = d
+		}
+	}
+}
+
+// Defaults of WithCheckpointEvery: the unprotected tail is at most this
+// many leaves, or this long.
+const (
+	DefaultCheckpointEvery    = 64
+	DefaultCheckpointInterval = 5 * time.Second
+)

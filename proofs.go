@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/registry"
 	"github.com/pedigree-ai/pedigree/tlog"
 )
@@ -56,16 +55,6 @@ func (l *Log) ProveAgainst(ctx context.Context, idOrPrefix string, cp *tlog.Chec
 func (l *Log) ConsistencyFrom(ctx context.Context, old *tlog.Checkpoint, newSize uint64) (*tlog.ConsistencyProof, error) {
 	return l.e.consistencyFrom(ctx, old, newSize)
 }
-
-// VerifyCheckpoints is Engine.Verify, and checks that the store extends
-// each checkpoint kept elsewhere.
-func (l *Log) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
-	return l.e.verifyCheckpoints(ctx, cps)
-}
-
-// Witness signs the log's head with the engine key and hands it to every
-// witness, each of which keeps it only if it extends what it holds.
-func (l *Log) Witness(ctx context.Context) error { return l.e.witness(ctx) }
 
 // checkpoint signs the log's current size and root with the operator key
 // and stores the checkpoint.
@@ -181,3 +170,5 @@ func (e *Engine) logID(ctx context.Context, idOrPrefix string) (string, error) {
 	}
 	return id, nil
 }
+
+var _ Prover = (*Log)(nil)

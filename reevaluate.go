@@ -101,10 +101,3 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
-
-func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
-}

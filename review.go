@@ -82,24 +82,6 @@ func (e *Engine) checkRejection(st *lineage.Statement) (*gate.Decision, error) {
 	return d, nil
 }
 
-// reviewApproval is approve's part of the reviews, inside its commit: a
-// rejected decision cannot be approved; the first approval is its review.
-func (e *Engine) reviewApproval(dt kv.Txn, st *lineage.Statement, approvalID string) error {
-	return e.decisions.AddReview(dt, gate.Review{DecisionID: st.Approval.Decision, Outcome: gate.Approved, Entry: approvalID, By: st.Principal, Time: st.Time})
-}
-
-// checkNotRejected refuses, before anything is signed or stored, to approve
-// a rejected decision.
-func (e *Engine) checkNotRejected(decisionID string) error {
-	return e.db.View(func(t *store.Txn) error {
-		r, err := e.decisions.ReviewIn(t.In(store.Decisions), decisionID)
-		if err != nil || r == nil || r.Outcome != gate.Rejected {
-			return err
-		}
-		return gate.ReviewConflict(r)
-	})
-}
-
 // Reviews lists every approval and rejection of a decision, oldest first,
 // each checked against the signed entry it names.
 func (e *Engine) Reviews(ctx context.Context) ([]gate.Review, error) {

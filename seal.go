@@ -2,7 +2,6 @@ package pedigree
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,32 +16,7 @@ import (
 	"github.com/pedigree-ai/pedigree/registry"
 )
 
-// The configuration the data directory holds changes decisions as surely as
-// its rows do: a tool the catalog marks `sensitive: false` is never gated,
-// the trajectory model decides which calls raise alerts, the gateway's
-// upstreams say which command runs as which principal, and the hook's
-// mapping which principal signs each tool's output. A writer of the
-// directory must not be able to change them, so after freeze they count
-// only under the operator's seal: SealFile beside the store, a DSSE
-// envelope signed by the operator key over the freeze record's digest and
-// the sha256 of each sealed file (or its absence). Freeze writes it; Seal
-// writes it again after the operator changes a file. A frozen store whose
-// sealed files differ from the seal, or that has no seal, is refused at
-// open (ConfigSealError), and readers that may go through a server check
-// their file themselves (ReadSealed). Files given explicitly
-// (WithToolsFiles, WithPolicyDir, WithModel) are the caller's, and are not
-// sealed.
-const SealFile = "config.seal"
-
 const sealPayloadType = "application/vnd.pedigree.config-seal+json"
-
-// Files the MCP gateway and the Claude Code hook read from the data
-// directory: which upstream command runs under which principal, and which
-// principal signs each Claude Code tool's output. Sealed too.
-const (
-	MCPConfigFile   = "mcp/upstreams.json"
-	HookMappingFile = "claude-hook.yaml"
-)
 
 // sealedFiles are the files of the data directory the seal covers.
 var sealedFiles = []string{ToolsFile, ModelFile, MCPConfigFile, HookMappingFile}
@@ -72,25 +46,6 @@ func (e *ConfigSealError) Error() string {
 // true: configuration changed behind the operator's back is tampering.
 func (e *ConfigSealError) Is(target error) bool {
 	return target == ErrConfigSeal || target == ErrTampered
-}
-
-// Seal signs, with the operator key, the configuration that dir holds now
-// (tools.yaml and trajectory-model.json), after the operator has changed it.
-// The store must be frozen, and operator must be the key that froze it. A
-// running server reads the configuration at start: restart it.
-func Seal(ctx context.Context, dir string, operator *registry.Signer, opts ...Option) error {
-	if dir == "" {
-		return fmt.Errorf("%w: Seal needs a data directory", ErrOptions)
-	}
-	e, err := Open(ctx, dir, append(slices.Clip(opts), withoutSeal())...)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	if !e.reg.Frozen() {
-		return errors.New("the registry is not frozen: freezing it seals the configuration")
-	}
-	return e.seal(operator)
 }
 
 // SealedFiles names the files of dir that the seal covers now (those that

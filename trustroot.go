@@ -2,7 +2,6 @@ package pedigree
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -45,14 +44,6 @@ const (
 	TrustRootNone   = "none"
 )
 
-// TrustRoot is what an operator pins outside the data directory: the
-// operator's public key, or the hex sha256 of the freeze record
-// (registry.freeze). Exactly one is set.
-type TrustRoot struct {
-	Key    ed25519.PublicKey
-	Digest string
-}
-
 // ParseTrustRoot reads a trust root: an Ed25519 public key in PEM, or a
 // freeze digest of 64 hex characters (surrounding white space is ignored).
 func ParseTrustRoot(b []byte) (TrustRoot, error) {
@@ -79,10 +70,6 @@ func ReadTrustRoot(path string) (TrustRoot, error) {
 	}
 	return ParseTrustRoot(b)
 }
-
-// WithTrustRoot pins the store's trust root: Open refuses a store whose
-// operator key, or whose freeze record once frozen, does not match it.
-func WithTrustRoot(r TrustRoot) Option { return func(c *config) { c.trustRoot = &r } }
 
 func (r *TrustRoot) kind() string {
 	switch {

@@ -7,11 +7,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"slices"
+
 	"github.com/pedigree-ai/pedigree/internal/decisionlog"
 	"github.com/pedigree-ai/pedigree/internal/store"
 	"github.com/pedigree-ai/pedigree/lineage"
 	"github.com/pedigree-ai/pedigree/tlog"
-	"slices"
 )
 
 // Verify checks the whole store in one read transaction: every entry's
@@ -173,4 +174,10 @@ func (e *Engine) verifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (
 		return nil, fmt.Errorf("verify could not finish: %w", err)
 	}
 	return r, nil
+}
+
+// VerifyCheckpoints is Engine.Verify, and checks that the store extends
+// each checkpoint kept elsewhere.
+func (l *Log) VerifyCheckpoints(ctx context.Context, cps []tlog.Checkpoint) (*lineage.Report, error) {
+	return l.e.verifyCheckpoints(ctx, cps)
 }

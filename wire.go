@@ -86,8 +86,6 @@ func (r *record) encode() (*wireMessage, error) {
 	return m, err
 }
 
-var errUnknownRecord = errors.New("unknown kind of record")
-
 // decode verifies a record from the stream, whose engine signature was
 // checked (fleetsig.go), and makes it applicable: every envelope is verified against the frozen registry (and its parents must
 // be applied already), a decision must hash to its ID and its input to its

@@ -2,14 +2,12 @@ package pedigree
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pedigree-ai/pedigree/internal/safefile"
@@ -28,42 +26,8 @@ import (
 // witnessed size is protected; the leaves after it are the unwitnessed
 // tail (Report.LogSize - Report.Witnessed).
 
-// Defaults of WithCheckpointEvery: the unprotected tail is at most this
-// many leaves, or this long.
-const (
-	DefaultCheckpointEvery    = 64
-	DefaultCheckpointInterval = 5 * time.Second
-)
-
-// WithWitnessFile hands the engine's checkpoints to a file witness at path
-// (outside the data directory; the CLI keeps one in the keys directory).
-func WithWitnessFile(path string) Option {
-	return func(c *config) { c.witnessFiles = append(c.witnessFiles, path) }
-}
-
-// WithWitnessHTTP hands the engine's checkpoints to an HTTP witness at url
-// (internal/witness, `pedigree witness serve`, in the style of C2SP's
-// tlog-witness) whose Ed25519 key is key: each checkpoint goes with a
-// consistency proof from the size the witness holds, and its cosignature
-// is checked. The store is held to what the witness holds as to a file
-// witness (at open and by verify, which ask it); a witness that cannot be
-// reached at open refuses writes, and one that cannot be reached after an
-// approval's use denies the call.
-func WithWitnessHTTP(url string, key ed25519.PublicKey) Option {
-	return func(c *config) {
-		c.witnessHTTP = append(c.witnessHTTP, &httpWitness{c: witness.Client{URL: url, Key: key}})
-	}
-}
-
 // httpWitnessTimeout bounds one exchange with an HTTP witness.
 const httpWitnessTimeout = 10 * time.Second
-
-// httpWitness is an HTTP witness and the size it was last seen to hold.
-type httpWitness struct {
-	c    witness.Client
-	mu   sync.Mutex
-	size uint64
-}
 
 // addToWitness offers cp to an HTTP witness with a proof from the size it
 // holds (asked again on a conflict). A witness that holds more than the
@@ -125,22 +89,6 @@ func (e *Engine) witnessRefused(ctx context.Context, w *httpWitness, refusal str
 		w.size = held.Size
 	}
 	return fmt.Errorf("witness %s: %s, but what it holds (signed) is extended by the log: an answer not from the witness", w.c.URL, refusal)
-}
-
-// WithCheckpointEvery sets how often the engine checkpoints for its
-// witnesses: every n leaves, or every d (0 keeps a default). On a fleet
-// node it sets how often the node checkpoints the fleet's stream: every n
-// records it publishes, or every d while it has published since (see
-// fleetchain.go).
-func WithCheckpointEvery(n int, d time.Duration) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.checkpointEvery = n
-		}
-		if d > 0 {
-			c.checkpointInterval = d
-		}
-	}
 }
 
 // ErrWitness: the store is not an extension of what a witness holds: it
@@ -244,14 +192,6 @@ func (e *Engine) checkWitnesses() {
 		e.witnessedSize = max(e.witnessedSize, cp.Size)
 	}
 	e.lastWitness = e.cfg.clock()
-}
-
-// witnessRefusal is why nothing may be logged: the store is not an
-// extension of what its witnesses hold (nil when it is).
-func (e *Engine) witnessRefusal() error {
-	e.witnessErrMu.Lock()
-	defer e.witnessErrMu.Unlock()
-	return e.witnessErr
 }
 
 // refuseWrites records why nothing more may be logged.
@@ -388,3 +328,7 @@ func (e *Engine) witnessLoop() {
 		}
 	}()
 }
+
+// Witness signs the log's head with the engine key and hands it to every
+// witness, each of which keeps it only if it extends what it holds.
+func (l *Log) Witness(ctx context.Context) error { return l.e.witness(ctx) }
