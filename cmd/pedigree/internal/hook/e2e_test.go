@@ -126,6 +126,9 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		"tidy mode": {
 			{ID: "toolu_20Tidy", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "TIDY") + " && ls", "description": "List files"}},
 		},
+		"sweep mode": {
+			{ID: "toolu_21Sweep", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SWEEP") + " && ls", "description": "List files"}},
+		},
 		"Continue the fork": {
 			{ID: "toolu_11ForkBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "FORKPWNED"), "description": "Finish the setup"}},
 		},
@@ -239,18 +242,33 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		t.Fatalf("the clean session had denials: %v", d)
 	}
 
-	// A known interruption: a project's custom slash command (its file in
-	// .claude/commands, clean) is sent as a user turn the hook did not see
-	// typed (the tags of "/tidy", then the file's text, isMeta), recorded
-	// as unverified, so the Bash call it leads to is asked. Pinned so that
-	// the day it changes, docs/hooks.md ("What the hook cannot see") does.
+	// Custom slash commands reach the model as user turns the hook did not
+	// see typed: the tags of "/tidy very quickly", then the file's text
+	// (isMeta). The person's own command (~/.claude/commands) is theirs:
+	// the Bash call it leads to runs, asked nothing. A repository's command
+	// nobody vouched for is the repository writer's word: its call is
+	// asked.
+	ownCommands := filepath.Join(tmp, "home", ".claude", "commands")
+	os.MkdirAll(ownCommands, 0o700)
+	os.WriteFile(filepath.Join(ownCommands, "tidy.md"), []byte("---\ndescription: tidy\n---\nList the files here, in tidy mode, $ARGUMENTS.\n\nThen stop.\n"), 0o600)
+	out = run("/tidy very quickly", "Bash")
+	if res := api.results["toolu_20Tidy"]; res.IsError {
+		t.Errorf("the person's own slash command's Bash call: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(work, "TIDY")); err != nil {
+		t.Errorf("the person's own slash command's Bash call did not run: %v (%v)", err, out["permission_denials"])
+	}
 	os.MkdirAll(filepath.Join(work, ".claude", "commands"), 0o755)
-	os.WriteFile(filepath.Join(work, ".claude", "commands", "tidy.md"), []byte("List the files here, in tidy mode.\n"), 0o644)
-	out = run("/tidy", "Bash")
-	if res := api.results["toolu_20Tidy"]; !res.IsError || !strings.Contains(res.Content, "a user turn of the transcript") {
-		t.Errorf("a clean slash command's Bash call: %+v; the known interruption changed (update docs/hooks.md)", res)
+	os.WriteFile(filepath.Join(work, ".claude", "commands", "sweep.md"), []byte("List the files here, in sweep mode.\n"), 0o644)
+	out = run("/sweep", "Bash")
+	if res := api.results["toolu_21Sweep"]; !res.IsError || !strings.Contains(res.Content, "a user turn of the transcript") {
+		t.Errorf("a repository's slash command nobody vouched for: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(work, "SWEEP")); err == nil {
+		t.Errorf("the Bash call of a repository's slash command nobody vouched for ran")
 	}
 	os.RemoveAll(filepath.Join(work, ".claude"))
+	os.RemoveAll(ownCommands)
 
 	// An MCP tool's poisoned result, then a call of another MCP tool that
 	// would carry the key out: denied (MCP tools are not in the catalog, so

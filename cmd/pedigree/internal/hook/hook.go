@@ -169,6 +169,9 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 	}); err != nil {
 		return err
 	}
+	if err := h.commands(ctx, ev); err != nil {
+		return err
+	}
 	return h.mentions(ctx, ev)
 }
 

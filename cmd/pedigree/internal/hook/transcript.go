@@ -187,7 +187,13 @@ func userItems(l *line, tools map[string]string) []item {
 		if l.IsCompactSummary {
 			from, label = fromSummary, "a compaction summary"
 		}
-		return []item{{from: from, content: []byte(s), label: label, sidechain: l.IsSidechain}}
+		it := item{from: from, content: []byte(s), label: label, sidechain: l.IsSidechain}
+		if typed, ok := commandTyped(s); ok && !l.IsCompactSummary {
+			// Claude Code's tags of a slash command: the prompt as
+			// typed is the same turn (slash.go).
+			it.alts = append(it.alts, []byte(typed))
+		}
+		return []item{it}
 	}
 	var raws []json.RawMessage
 	json.Unmarshal(l.Message.Content, &raws)
