@@ -53,7 +53,7 @@ func TestSlashCommands(t *testing.T) {
 	}
 	cases := []struct {
 		name, cwd, prompt, tags, text, want string
-		before                                  func()
+		before                              func()
 	}{
 		{name: "the person's own command", cwd: untrusted, prompt: "/tidy very quickly", tags: tags("tidy", "very quickly"), text: tidyText},
 		{name: "the older tags", cwd: untrusted, prompt: "/tidy very quickly",
