@@ -169,8 +169,15 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 	}); err != nil {
 		return err
 	}
-	if err := h.commands(ctx, ev); err != nil {
-		return err
+	if c := canonicalCommand(*ev.Prompt); c != "" && c != *ev.Prompt {
+		// A slash command typed with other spacing: its tags say it
+		// trimmed (slash.go), and are the same prompt.
+		if _, err = h.b.Record(ctx, s, pedigree.Entry{
+			Principal: h.m.User, Kind: lineage.KindPrompt, Session: ev.SessionID,
+			Content: []byte(c), Parents: []lineage.Parent{}, StoreContent: len(c) <= MaxStoredContent,
+		}); err != nil {
+			return err
+		}
 	}
 	return h.mentions(ctx, ev)
 }

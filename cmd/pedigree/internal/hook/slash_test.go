@@ -46,11 +46,7 @@ func TestSlashCommands(t *testing.T) {
 		}
 		return s
 	}
-	meta := func(text string) map[string]any {
-		l := userLine([]any{map[string]any{"type": "text", "text": text}})
-		l["isMeta"] = true
-		return l
-	}
+
 	cases := []struct {
 		name, cwd, prompt, tags, text, want string
 		before                              func()
@@ -87,8 +83,11 @@ func TestSlashCommands(t *testing.T) {
 			tr := &transcript{t: t, path: filepath.Join(t.TempDir(), session+".jsonl")}
 			c.must(map[string]any{"session_id": session, "hook_event_name": "SessionStart", "source": "startup"}, tr.path)
 			c.must(map[string]any{"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": tc.prompt, "cwd": tc.cwd}, tr.path)
-			tr.add(userLine(tc.tags), meta(tc.text))
-			if got := permission(c.must(bash(session, "b"), tr.path)); got != tc.want {
+			tl := userLine(tc.tags)
+			tr.add(tl, rtMeta(tl, tc.text))
+			call := bash(session, "b")
+			call["cwd"] = tc.cwd
+			if got := permission(c.must(call, tr.path)); got != tc.want {
 				t.Errorf("the risky call after %q: %q, want %q", tc.prompt, got, tc.want)
 			}
 		})

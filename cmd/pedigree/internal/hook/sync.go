@@ -415,6 +415,9 @@ type syncer struct {
 	// inheriting: the session is marked as starting from an earlier
 	// conversation; ended, the read reached where that conversation ends.
 	inheriting, ended bool
+	// typed: the tag lines of slash commands the person typed in this
+	// session, by line (slash.go).
+	typed map[string]commandTag
 }
 
 // record records one item unless the session's context holds it.
@@ -441,7 +444,20 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 			// The person's prompt in this session ends the inherited
 			// conversation, unless that conversation may hold it too.
 			sy.ended = sy.ended || ends && prompt && len(others) == 0
+			if it.tag != nil && prompt {
+				if sy.typed == nil {
+					sy.typed = map[string]commandTag{}
+				}
+				sy.typed[it.uuid] = *it.tag
+			}
 			return nil // recorded in this session (so in its context), or recalled into it by this read
+		}
+		if it.meta && !(sy.inheriting && !sy.ended) {
+			// Text Claude Code wrote (a slash command's) is this
+			// session's: the same bytes in another session (the
+			// person's own command there, or their prompt) say nothing
+			// of who wrote these, outside a conversation inherited.
+			continue
 		}
 		elsewhere = append(elsewhere, others[:min(len(others), maxRecall-len(elsewhere))]...)
 	}
@@ -457,6 +473,12 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 			sy.recalled[id] = true
 		}
 		return nil
+	}
+	if tag, ok := sy.typed[it.parent]; ok && it.meta {
+		if owner, label := h.commandOwner(sy.ev.CWD, tag, it.content); owner != "" {
+			_, err := h.recordLabelled(ctx, owner, lineage.KindToolOutput, sy.ev.SessionID, it.content, []lineage.Parent{}, label+" (from the transcript)")
+			return err
+		}
 	}
 	principal, kind, parents, err := sy.principalOf(ctx, it)
 	if err != nil {

@@ -68,6 +68,12 @@ type item struct {
 	label string
 	// sidechain: written by a subagent.
 	sidechain bool
+	// meta: a user turn Claude Code wrote (isMeta), after the line parent.
+	meta   bool
+	parent string
+	// tag: the line is Claude Code's tags of a slash command, line uuid.
+	tag  *commandTag
+	uuid string
 }
 
 // harnessAttachments are the attachments whose text is Claude Code's own
@@ -94,14 +100,18 @@ type line struct {
 	Type string `json:"type"`
 	// UUID marks a conversation line; Timestamp is when Claude Code first
 	// wrote it (a copied conversation keeps its times).
-	UUID             string          `json:"uuid"`
-	Timestamp        string          `json:"timestamp"`
-	IsSidechain      bool            `json:"isSidechain"`
-	IsCompactSummary bool            `json:"isCompactSummary"`
-	Message          *message        `json:"message"`
-	ToolUseResult    json.RawMessage `json:"toolUseResult"`
-	Attachment       *attachment     `json:"attachment"`
-	Rendered         []struct {
+	UUID             string `json:"uuid"`
+	Timestamp        string `json:"timestamp"`
+	IsSidechain      bool   `json:"isSidechain"`
+	IsCompactSummary bool   `json:"isCompactSummary"`
+	// IsMeta marks a user turn Claude Code wrote, not the person (a slash
+	// command's text); ParentUUID is the line it follows.
+	IsMeta        bool            `json:"isMeta"`
+	ParentUUID    string          `json:"parentUuid"`
+	Message       *message        `json:"message"`
+	ToolUseResult json.RawMessage `json:"toolUseResult"`
+	Attachment    *attachment     `json:"attachment"`
+	Rendered      []struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"rendered"`
 }
@@ -187,11 +197,12 @@ func userItems(l *line, tools map[string]string) []item {
 		if l.IsCompactSummary {
 			from, label = fromSummary, "a compaction summary"
 		}
-		it := item{from: from, content: []byte(s), label: label, sidechain: l.IsSidechain}
-		if typed, ok := commandTyped(s); ok && !l.IsCompactSummary {
+		it := item{from: from, content: []byte(s), label: label, sidechain: l.IsSidechain, meta: l.IsMeta}
+		if tag, ok := parseCommandTags(s); ok && !l.IsCompactSummary && !l.IsMeta {
 			// Claude Code's tags of a slash command: the prompt as
 			// typed is the same turn (slash.go).
-			it.alts = append(it.alts, []byte(typed))
+			it.tag, it.uuid = &tag, l.UUID
+			it.alts = append(it.alts, []byte(tag.typed()))
 		}
 		return []item{it}
 	}
@@ -210,7 +221,7 @@ func userItems(l *line, tools map[string]string) []item {
 			if l.IsCompactSummary {
 				from, label = fromSummary, "a compaction summary"
 			}
-			out = append(out, item{from: from, content: []byte(b.Text), label: label, sidechain: l.IsSidechain})
+			out = append(out, item{from: from, content: []byte(b.Text), label: label, sidechain: l.IsSidechain, meta: l.IsMeta, parent: l.ParentUUID})
 		case "tool_result":
 			it := item{from: fromTool, toolUseID: b.ToolUseID, tool: tools[b.ToolUseID], content: resultText(b.Content), sidechain: l.IsSidechain}
 			delete(tools, b.ToolUseID)

@@ -98,7 +98,11 @@ func dialSocket(ctx context.Context, socket, token string, clock func() time.Tim
 		},
 		MaxIdleConnsPerHost: 64,
 	}
-	c := &Client{hc: &http.Client{Transport: tr}, clock: clock, token: token}
+	// The server answers a verb, or fails it; it never sends a client
+	// elsewhere, so a redirect is not followed (it would carry the token
+	// to whatever route it names).
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c := &Client{hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}, clock: clock, token: token}
 	if err := c.prove(ctx, socket); err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (v *verb) String() string { return v.method + " " + v.pattern }
 type request struct{ method, path string }
 
 // at is the verb's request with the pattern's {names} filled in order by
-// args, each escaped as one path segment. A count of args that does not
+// args, each escaped as one path segment (a dot segment too). A count of args that does not
 // match the pattern is a mistake in this package, and panics.
 func (v *verb) at(args ...string) request {
 	var b strings.Builder
@@ -58,7 +58,14 @@ func (v *verb) at(args ...string) request {
 			panic(fmt.Sprintf("server: %s filled with too few values", v))
 		}
 		b.WriteString(rest[:i])
-		b.WriteString(url.PathEscape(args[0]))
+		if args[0] == "." || args[0] == ".." {
+			// A dot segment as it is would be cleaned away by the
+			// server's router (a redirect to another route); escaped,
+			// the route's {name} reads it back.
+			b.WriteString(strings.Repeat("%2E", len(args[0])))
+		} else {
+			b.WriteString(url.PathEscape(args[0]))
+		}
 		rest, args = rest[i+j+1:], args[1:]
 	}
 	if len(args) > 0 {

@@ -59,8 +59,10 @@ func TestVerbsTable(t *testing.T) {
 
 func TestVerbAt(t *testing.T) {
 	v := &verb{method: "GET", pattern: "/v1/decisions/{id}/subject"}
-	if got := v.at("a/b c").path; got != "/v1/decisions/a%2Fb%20c/subject" {
-		t.Errorf("at: %s", got)
+	for arg, want := range map[string]string{"a/b c": "/v1/decisions/a%2Fb%20c/subject", ".": "/v1/decisions/%2E/subject", "..": "/v1/decisions/%2E%2E/subject"} {
+		if got := v.at(arg).path; got != want {
+			t.Errorf("at(%q): %s, want %s", arg, got, want)
+		}
 	}
 	if got := getDecisions.at().with(map[string][]string{"limit": {"3"}, "session": {"s&t"}}).path; got != "/v1/decisions?limit=3&session=s%26t" {
 		t.Errorf("with: %s", got)
