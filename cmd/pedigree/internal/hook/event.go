@@ -46,6 +46,9 @@ type Event struct {
 	ToolResponse json.RawMessage `json:"tool_response"`
 	// PostToolUseFailure.
 	Error *string `json:"error"`
+	// AgentID names the subagent whose event this is (its transcript is
+	// its own: sync.go).
+	AgentID string `json:"agent_id"`
 	// SessionStart (startup, resume, clear, compact, fork) and SessionEnd.
 	Source string `json:"source"`
 	Reason string `json:"reason"`

@@ -101,6 +101,18 @@ func (h *Handler) Handle(ctx context.Context, ev *Event) (*Answer, error) {
 		if err := h.mcpMetadata(ctx, ev); err != nil {
 			return nil, err
 		}
+		// A skill the model runs: its text, when nobody vouches for it,
+		// before the call is judged (slash.go).
+		if ev.ToolName == "Skill" {
+			var in struct {
+				Skill string `json:"skill"`
+			}
+			if json.Unmarshal(ev.ToolInput, &in) == nil && typedCommand.MatchString("/"+in.Skill) {
+				if err := h.unvouchedCommand(ctx, ev, in.Skill, "run by the model"); err != nil {
+					return nil, err
+				}
+			}
+		}
 		return h.pre(ctx, ev)
 	case PostToolUse, PostToolUseFailure:
 		err := h.post(ctx, ev)
@@ -168,6 +180,11 @@ func (h *Handler) prompt(ctx context.Context, ev *Event) error {
 		Content: content, Parents: []lineage.Parent{}, StoreContent: len(content) <= MaxStoredContent,
 	}); err != nil {
 		return err
+	}
+	if m := typedCommand.FindStringSubmatch(strings.TrimSpace(*ev.Prompt)); m != nil {
+		if err := h.unvouchedCommand(ctx, ev, m[1], "typed"); err != nil {
+			return err
+		}
 	}
 	if c := canonicalCommand(*ev.Prompt); c != "" && c != *ev.Prompt {
 		// A slash command typed with other spacing: its tags say it

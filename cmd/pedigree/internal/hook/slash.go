@@ -1,16 +1,22 @@
 package hook
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/pedigree-ai/pedigree/internal/safefile"
+	"github.com/pedigree-ai/pedigree/lineage"
 )
 
 // Custom slash commands. A prompt "/NAME ARGS" that names a command file
@@ -97,46 +103,138 @@ func parseCommandTags(s string) (commandTag, bool) {
 	return commandTag{m[2], m[3]}, true
 }
 
-// commandOwner is whom a command's text is recorded as: the principal of
-// the first file /NAME can mean whose rendering for the tag's arguments is
-// text, and why; "" when none is.
-func (h *Handler) commandOwner(cwd string, tag commandTag, text []byte) (principal, label string) {
-	rel := filepath.FromSlash(strings.ReplaceAll(tag.name, ":", "/")) + ".md"
-	if dir := userCommandsDir(); dir != "" {
-		if b, err := readOwnCommand(dir, rel); err == nil && rendersAs(b, tag.args, text) {
-			return h.m.User, fmt.Sprintf("/%s: the person's own command (%s)", tag.name, clip(filepath.Join(dir, rel)))
+// A commandFile is the file Claude Code runs for /NAME: a command
+// (NAME.md) or a skill (NAME/SKILL.md), the person's own or a project's.
+type commandFile struct {
+	path  string
+	dir   string // a skill's directory
+	body  []byte
+	own   bool // in the person's own directory
+	skill bool
+}
+
+// resolveCommand is the file Claude Code runs for /NAME in cwd, as it
+// picks it: the person's own command or skill first, else the nearest
+// project's (the working directory's .claude, else the nearest above it);
+// nil when none is there. A file of the person's own directory that is not
+// theirs alone is still the file (own is false: nobody vouches for it).
+func (h *Handler) resolveCommand(cwd, name string) *commandFile {
+	rel := filepath.FromSlash(strings.ReplaceAll(name, ":", "/"))
+	try := func(base string, own bool) *commandFile {
+		for _, c := range []struct {
+			rel   string
+			skill bool
+		}{{rel + ".md", false}, {filepath.Join(rel, "SKILL.md"), true}} {
+			p := filepath.Join(base, c.rel)
+			if _, err := os.Lstat(p); err != nil {
+				continue
+			}
+			f := &commandFile{path: p, dir: filepath.Dir(p), skill: c.skill}
+			if own {
+				if b, err := readOwnCommand(base, c.rel); err == nil {
+					f.body, f.own = b, true
+					return f
+				}
+			}
+			f.body, _ = readCommand(p)
+			return f
+		}
+		return nil
+	}
+	if dir := userConfigDir(); dir != "" {
+		for _, sub := range []string{"commands", "skills"} {
+			if f := try(filepath.Join(dir, sub), true); f != nil {
+				return f
+			}
 		}
 	}
 	if !filepath.IsAbs(cwd) {
-		return "", ""
+		return nil
 	}
 	for d := filepath.Clean(cwd); ; d = filepath.Dir(d) {
-		p := filepath.Join(d, ".claude", "commands", rel)
-		if b, err := readCommand(p); err == nil && rendersAs(b, tag.args, text) {
-			if owner, rule := h.vouched(p, b); owner != "" {
-				return owner, fmt.Sprintf("/%s: a project's command (%s, %s)", tag.name, clip(p), rule)
+		for _, sub := range []string{"commands", "skills"} {
+			if f := try(filepath.Join(d, ".claude", sub), false); f != nil {
+				return f
 			}
 		}
 		if filepath.Dir(d) == d {
-			return "", ""
+			return nil
 		}
 	}
 }
 
-// userCommandsDir is the person's own commands directory.
-func userCommandsDir() string {
+// owner is whom the file's text is recorded as: the person for their own,
+// the repository principal for a project's file a workspace declaration
+// vouches for, "" for any other.
+func (h *Handler) owner(f *commandFile) (principal, label string) {
+	switch {
+	case f.own:
+		return h.m.User, fmt.Sprintf("the person's own command (%s)", clip(f.path))
+	case f.body != nil:
+		if p, rule := h.vouched(f.path, f.body); p != "" {
+			return p, fmt.Sprintf("a project's command (%s, %s)", clip(f.path), rule)
+		}
+	}
+	return "", ""
+}
+
+// commandOwner is whom the text after a typed command's tags is recorded
+// as: the owner of the file Claude Code runs for it, when the text is that
+// file's rendering for the typed arguments; "" otherwise.
+func (h *Handler) commandOwner(cwd, session string, tag commandTag, text []byte) (principal, label string) {
+	f := h.resolveCommand(cwd, tag.name)
+	if f == nil || f.body == nil || !f.rendersAs(tag.args, session, text) {
+		return "", ""
+	}
+	p, l := h.owner(f)
+	if p == "" {
+		return "", ""
+	}
+	return p, "/" + tag.name + ": " + l
+}
+
+// unvouchedCommand records, before anything else of the turn, the text of
+// the file /NAME runs when nobody vouches for it, as content nobody vouches
+// for: the transcript may show it late (a session's first prompt, before
+// Claude Code writes its transcript), or never (a command or skill whose
+// frontmatter forks it into a subagent of its own), and the calls it leads
+// to must be judged on it. A typed command and the Skill tool both run it.
+func (h *Handler) unvouchedCommand(ctx context.Context, ev *Event, name, how string) error {
+	f := h.resolveCommand(ev.CWD, name)
+	if f == nil {
+		return nil // a command of Claude Code's own, or a plugin's
+	}
+	if p, _ := h.owner(f); p != "" {
+		return nil
+	}
+	text := f.body
+	if text == nil {
+		text = []byte(f.path) // unreadable: what it says is unknown
+	}
+	who, err := h.unverified()
+	if err != nil {
+		return err
+	}
+	_, err = h.recordLabelled(ctx, who, lineage.KindToolOutput, ev.SessionID, text, []lineage.Parent{},
+		fmt.Sprintf("/%s (%s): a command nobody vouches for (%s)", name, how, clip(f.path)))
+	return err
+}
+
+// userConfigDir is the person's own Claude Code directory.
+func userConfigDir() string {
 	if d := os.Getenv("CLAUDE_CONFIG_DIR"); d != "" {
-		return filepath.Join(d, "commands")
+		return d
 	}
 	if home, err := os.UserHomeDir(); err == nil && home != "" {
-		return filepath.Join(home, ".claude", "commands")
+		return filepath.Join(home, ".claude")
 	}
 	return ""
 }
 
-// readOwnCommand reads a file of the person's own commands directory: a
-// regular file, reached without following a link, with one link, of this
-// user's, that no other user may write.
+// readOwnCommand reads a file of the person's own directory: a regular
+// file, reached without following a link, with one link, of this user's,
+// that no other user may write (the group may only when it is the
+// person's primary group).
 func readOwnCommand(dir, rel string) ([]byte, error) {
 	b, err := safefile.ReadFile(dir, rel, maxCommandBytes)
 	if err != nil {
@@ -184,56 +282,122 @@ func readCommand(p string) ([]byte, error) {
 
 // frontmatter is Claude Code's: the block between two "---" lines at the
 // start, and the white space after it.
-var frontmatter = regexp.MustCompile(`(?s)^---\s*\n.*?---\s*\n?`)
+var frontmatter = regexp.MustCompile(`(?s)^---\s*\n(.*?)---\s*\n?`)
 
-// placeholder is an argument placeholder: $ARGUMENTS[N], $ARGUMENTS, $N.
-var placeholder = regexp.MustCompile(`\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS|\$(\d+)`)
+// placeholder is an argument placeholder: $ARGUMENTS[N], $ARGUMENTS, $N,
+// $name (a named argument), ${CLAUDE_SESSION_ID}.
+var placeholder = regexp.MustCompile(`\$ARGUMENTS\[(\d+)\]|\$ARGUMENTS|\$(\d+)|\$\{CLAUDE_SESSION_ID\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
 
-// rendersAs says whether text is file b rendered for the typed arguments
-// args: its body (frontmatter removed) with every placeholder filled (the
-// whole arguments, or the Nth word, counted from 0 or from 1), or, without
-// a placeholder, with the arguments appended as Claude Code appends them. A
-// '!' of the arguments may come escaped ("\!"), as Claude Code sends it.
-func rendersAs(b []byte, args string, text []byte) bool {
-	body := string(b)
-	if loc := frontmatter.FindStringIndex(body); loc != nil {
-		body = body[loc[1]:]
+// rendersAs says whether text is the file's rendering for the typed
+// arguments, as Claude Code renders it: without a byte-order mark and the
+// frontmatter; $ARGUMENTS filled with the arguments, $ARGUMENTS[N] and $N
+// with the Nth (from 0, split as a shell splits words) and left as they
+// are past the last, a named argument (the frontmatter's arguments list)
+// with its word, ${CLAUDE_SESSION_ID} with the session; \$ARGUMENTS is the
+// literal; with no placeholder filled and arguments typed, the arguments
+// appended; a skill's text after the line that names its directory. A '!'
+// of the arguments may come escaped (unescapeBang). Every fill is the person's
+// typed words or the session's ID, so no text a file does not say can
+// pass.
+func (f *commandFile) rendersAs(args, session string, text []byte) bool {
+	body := strings.TrimPrefix(string(f.body), "\ufeff")
+	var names []string
+	if m := frontmatter.FindStringSubmatchIndex(body); m != nil {
+		var fm struct {
+			Arguments []string `json:"arguments"`
+		}
+		if j, err := yaml.YAMLToJSON([]byte(body[m[2]:m[3]])); err == nil {
+			json.Unmarshal(j, &fm)
+		}
+		names, body = fm.Arguments, body[m[1]:]
 	}
-	want := strings.ReplaceAll(string(text), `\!`, "!")
-	words := strings.Fields(args)
-	for _, from := range []int{0, 1} {
-		var got strings.Builder
-		found, last := false, 0
-		for _, m := range placeholder.FindAllStringSubmatchIndex(body, -1) {
-			if m[4] >= 0 && m[1] < len(body) && isWordByte(body[m[1]]) {
-				continue // $N before a word's character is text
-			}
-			got.WriteString(body[last:m[0]])
-			last, found = m[1], true
-			if m[2] < 0 && m[4] < 0 {
-				got.WriteString(args)
-				continue
-			}
+	words := shellWords(args)
+	var out strings.Builder
+	filled, last := false, 0
+	for _, m := range placeholder.FindAllStringSubmatchIndex(body, -1) {
+		p := body[m[0]:m[1]]
+		if m[4] >= 0 && m[1] < len(body) && isWordByte(body[m[1]]) {
+			continue // $N before a word's character is text
+		}
+		if m[0] > 0 && body[m[0]-1] == '\\' && p == "$ARGUMENTS" {
+			out.WriteString(body[last : m[0]-1])
+			out.WriteString(p)
+			last = m[1]
+			continue
+		}
+		fill, ok := "", false
+		switch {
+		case p == "$ARGUMENTS":
+			fill, ok = args, true
+		case p == "${CLAUDE_SESSION_ID}":
+			fill, ok = session, true
+		case m[2] >= 0 || m[4] >= 0:
 			var digits string
 			if m[2] >= 0 {
 				digits = body[m[2]:m[3]]
 			} else {
 				digits = body[m[4]:m[5]]
 			}
-			if n, err := strconv.Atoi(digits); err == nil && n-from >= 0 && n-from < len(words) {
-				got.WriteString(words[n-from])
+			if n, err := strconv.Atoi(digits); err == nil && n < len(words) {
+				fill, ok = words[n], true
+			}
+		default:
+			if i := slices.Index(names, body[m[6]:m[7]]); i >= 0 && i < len(words) {
+				fill, ok = words[i], true
 			}
 		}
-		got.WriteString(body[last:])
-		out := got.String()
-		if !found && args != "" {
-			out = body + "\n\nARGUMENTS: " + args
+		if !ok {
+			continue // left as it is
 		}
-		if strings.ReplaceAll(out, `\!`, "!") == want {
-			return true
+		out.WriteString(body[last:m[0]])
+		out.WriteString(fill)
+		last, filled = m[1], filled || p != "${CLAUDE_SESSION_ID}"
+	}
+	out.WriteString(body[last:])
+	got := out.String()
+	if !filled && args != "" {
+		got += "\n\nARGUMENTS: " + args
+	}
+	if f.skill {
+		got = "Base directory for this skill: " + f.dir + "\n\n" + got
+	}
+	return unescapeBang(got) == unescapeBang(string(text))
+}
+
+// unescapeBang undoes how Claude Code escapes a '!' of the typed arguments
+// ("\!", and "!`" as "\! `"), on both sides of a comparison.
+func unescapeBang(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\\! `", "!`"), `\!`, "!")
+}
+
+// shellWords splits typed arguments into words as a shell does: white space
+// apart, quotes ('...', "...") holding a word together.
+func shellWords(s string) []string {
+	var words []string
+	var w strings.Builder
+	in, quote := false, rune(0)
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if in {
+				words, in = append(words, w.String()), false
+				w.Reset()
+			}
+		default:
+			w.WriteRune(r)
+			in = true
 		}
 	}
-	return false
+	if in {
+		words = append(words, w.String())
+	}
+	return words
 }
 
 func isWordByte(c byte) bool {

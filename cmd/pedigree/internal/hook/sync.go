@@ -9,13 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pedigree-ai/pedigree/internal/safefile"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pedigree-ai/pedigree/internal/safefile"
 
 	"github.com/pedigree-ai/pedigree"
 	"github.com/pedigree-ai/pedigree/lineage"
@@ -75,6 +77,10 @@ type readState struct {
 	Tail string `json:"tail"`
 	// Tools are the tool uses read whose results were not yet.
 	Tools map[string]string `json:"tools,omitempty"`
+	// Typed are the tag lines of slash commands the person typed in this
+	// session whose text was not read yet, by line: the prompt they stand
+	// for (slash.go).
+	Typed map[string]string `json:"typed,omitempty"`
 	Sig   []byte            `json:"sig,omitempty"`
 }
 
@@ -245,8 +251,10 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 		return nil
 	}
 	if !marked {
-		_, err := h.readTranscript(ctx, ev, time.Time{})
-		return err
+		if _, err := h.readTranscript(ctx, ev, time.Time{}); err != nil {
+			return err
+		}
+		return h.subagentTranscript(ctx, ev)
 	}
 	wait := h.forkWait
 	if ev.HookEventName != PreToolUse {
@@ -259,6 +267,9 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 			return err
 		}
 		if ended {
+			if err := h.subagentTranscript(ctx, ev); err != nil {
+				return err
+			}
 			return h.state.settled(ev.SessionID)
 		}
 		if wait == 0 {
@@ -276,6 +287,27 @@ func (h *Handler) transcript(ctx context.Context, ev *Event) error {
 		case <-time.After(forkPoll):
 		}
 	}
+}
+
+// agentPat is a subagent's ID as Claude Code names its transcript.
+var agentPat = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// subagentTranscript reads what a subagent's own transcript gained, when
+// the event is a subagent's (agent_id): Claude Code writes a subagent's
+// turns to <session>/subagents/agent-<id>.jsonl beside the session's
+// transcript, and some of what the subagent is sent is there alone (the
+// text of a command or skill that forks into a subagent).
+func (h *Handler) subagentTranscript(ctx context.Context, ev *Event) error {
+	if ev.AgentID == "" || ev.TranscriptPath == "" {
+		return nil
+	}
+	if !agentPat.MatchString(ev.AgentID) || !agentPat.MatchString(strings.ReplaceAll(ev.SessionID, ".", "_")) {
+		return fmt.Errorf("%w: agent_id %.64q of session %.64q names no transcript the hook can read", ErrEvent, ev.AgentID, ev.SessionID)
+	}
+	sub := *ev
+	sub.TranscriptPath = filepath.Join(filepath.Dir(ev.TranscriptPath), ev.SessionID, "subagents", "agent-"+ev.AgentID+".jsonl")
+	_, err := h.readTranscript(ctx, &sub, time.Time{})
+	return err
 }
 
 // ErrForkUnread: a session that started from an earlier conversation
@@ -356,6 +388,12 @@ func (h *Handler) readTranscript(ctx context.Context, ev *Event, since time.Time
 			break
 		}
 	}
+	for len(st.Typed) > maxPendingTools {
+		for id := range st.Typed {
+			delete(st.Typed, id)
+			break
+		}
+	}
 	st.Offset = off
 	if st.Tail, err = tailDigest(f, off); err != nil {
 		return false, err
@@ -415,9 +453,6 @@ type syncer struct {
 	// inheriting: the session is marked as starting from an earlier
 	// conversation; ended, the read reached where that conversation ends.
 	inheriting, ended bool
-	// typed: the tag lines of slash commands the person typed in this
-	// session, by line (slash.go).
-	typed map[string]commandTag
 }
 
 // record records one item unless the session's context holds it.
@@ -432,7 +467,15 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 	// Recorded if any form is in this session (the event path's entry
 	// usually is); else inherited if other sessions hold it.
 	var elsewhere []string
-	for _, c := range append([][]byte{it.content}, it.alts...) {
+	forms := append([][]byte{it.content}, it.alts...)
+	if it.meta && !(sy.inheriting && !sy.ended) {
+		// Text Claude Code wrote (a slash command's) is this turn's: the
+		// same bytes recorded earlier, in this session or another (the
+		// person's own command, their prompt), say nothing of who wrote
+		// these, outside a conversation inherited.
+		forms = nil
+	}
+	for _, c := range forms {
 		// Whether the person's prompt ends an inherited conversation
 		// depends on every session that holds the text.
 		ends := sy.inheriting && !sy.ended && it.from == fromUser
@@ -444,20 +487,13 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 			// The person's prompt in this session ends the inherited
 			// conversation, unless that conversation may hold it too.
 			sy.ended = sy.ended || ends && prompt && len(others) == 0
-			if it.tag != nil && prompt {
-				if sy.typed == nil {
-					sy.typed = map[string]commandTag{}
+			if it.tag != nil && prompt && it.uuid != "" {
+				if sy.st.Typed == nil {
+					sy.st.Typed = map[string]string{}
 				}
-				sy.typed[it.uuid] = *it.tag
+				sy.st.Typed[it.uuid] = it.tag.typed()
 			}
 			return nil // recorded in this session (so in its context), or recalled into it by this read
-		}
-		if it.meta && !(sy.inheriting && !sy.ended) {
-			// Text Claude Code wrote (a slash command's) is this
-			// session's: the same bytes in another session (the
-			// person's own command there, or their prompt) say nothing
-			// of who wrote these, outside a conversation inherited.
-			continue
 		}
 		elsewhere = append(elsewhere, others[:min(len(others), maxRecall-len(elsewhere))]...)
 	}
@@ -474,8 +510,11 @@ func (sy *syncer) record(ctx context.Context, it item) error {
 		}
 		return nil
 	}
-	if tag, ok := sy.typed[it.parent]; ok && it.meta {
-		if owner, label := h.commandOwner(sy.ev.CWD, tag, it.content); owner != "" {
+	if typed, ok := sy.st.Typed[it.parent]; ok && it.meta && it.parent != "" {
+		delete(sy.st.Typed, it.parent)
+		m := typedCommand.FindStringSubmatch(typed)
+		tag := commandTag{m[1], m[2]}
+		if owner, label := h.commandOwner(sy.ev.CWD, sy.ev.SessionID, tag, it.content); owner != "" {
 			_, err := h.recordLabelled(ctx, owner, lineage.KindToolOutput, sy.ev.SessionID, it.content, []lineage.Parent{}, label+" (from the transcript)")
 			return err
 		}
