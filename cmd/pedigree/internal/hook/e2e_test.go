@@ -126,6 +126,12 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		"tidy mode": {
 			{ID: "toolu_20Tidy", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "TIDY") + " && ls", "description": "List files"}},
 		},
+		"delegate the listing": {
+			{ID: "toolu_22Task", Name: "Agent", Input: map[string]any{"description": "List files", "prompt": "Subagent task: list the files here.", "subagent_type": "general-purpose"}},
+		},
+		"Subagent task: list the files": {
+			{ID: "toolu_23SubBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SUBAGENT") + " && ls", "description": "List files"}},
+		},
 		"sweep mode": {
 			{ID: "toolu_21Sweep", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SWEEP") + " && ls", "description": "List files"}},
 		},
@@ -240,6 +246,21 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	}
 	if d, _ := out["permission_denials"].([]any); len(d) != 0 {
 		t.Fatalf("the clean session had denials: %v", d)
+	}
+
+	// A subagent's clean work: its prompt (the model's own words) and its
+	// Bash call, read from its own transcript too, ask nothing.
+	out = run("delegate the listing to a subagent", "Agent,Task,Bash")
+	if _, err := os.Stat(filepath.Join(work, "SUBAGENT")); err != nil {
+		t.Errorf("a subagent's clean Bash call did not run: %v (%v; results %+v %+v)", err, out["permission_denials"], api.results["toolu_22Task"], api.results["toolu_23SubBash"])
+	}
+	// Where the hook reads a subagent's own transcript (sync.go).
+	if subs, _ := filepath.Glob(filepath.Join(tmp, "home", ".claude", "projects", "*", out["session_id"].(string), "subagents", "agent-*.jsonl")); len(subs) == 0 {
+		t.Errorf("no subagent transcript where the hook reads it (<session>/subagents/agent-<id>.jsonl)")
+	} else {
+		b, _ := os.ReadFile(subs[0])
+		first, _, _ := bytes.Cut(b, []byte("\n"))
+		t.Logf("the subagent's transcript %s begins: %.400s", subs[0], first)
 	}
 
 	// Custom slash commands reach the model as user turns the hook did not
