@@ -90,7 +90,7 @@ func (s *Server) EnableUI(origin string, o UIOptions) error {
 	if o.Dir == "" {
 		o.Dir = s.e.Dir()
 	}
-	u, err := newUI(s.e, o)
+	u, err := newUI(s.e, s.e.Log(), o)
 	if err != nil {
 		return err
 	}

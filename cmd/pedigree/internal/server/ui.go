@@ -81,6 +81,7 @@ func (s uiSession) base() string { return uiPrefix + "s/" + s.path + "/" }
 // ui serves the page.
 type ui struct {
 	b      pedigree.Backend
+	log    pedigree.Prover // the log's head, shown on the verify page
 	opts   UIOptions
 	origin string // "http://127.0.0.1:PORT", once the listener is up
 	tmpl   *template.Template
@@ -92,7 +93,7 @@ type ui struct {
 	sessions map[string]uiSession // session cookie values
 }
 
-func newUI(b pedigree.Backend, o UIOptions) (*ui, error) {
+func newUI(b pedigree.Backend, log pedigree.Prover, o UIOptions) (*ui, error) {
 	if (o.Approver == "") != (o.ApproverKey == nil) {
 		return nil, errors.New("the page's approver needs both a principal and its key")
 	}
@@ -104,7 +105,7 @@ func newUI(b pedigree.Backend, o UIOptions) (*ui, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ui{b: b, opts: o, tmpl: t, css: css, now: time.Now,
+	return &ui{b: b, log: log, opts: o, tmpl: t, css: css, now: time.Now,
 		logins: map[string]time.Time{}, sessions: map[string]uiSession{}}, nil
 }
 
@@ -551,13 +552,11 @@ func (u *ui) verifyView(w http.ResponseWriter, r *http.Request, sess uiSession) 
 		}
 		data["Report"] = rep
 	}
-	if hb, ok := u.b.(interface {
-		LogHead(context.Context) (uint64, string, error)
-	}); ok {
-		if n, root, err := hb.LogHead(r.Context()); err == nil {
-			data["LogSize"], data["LogRoot"] = n, root
-		}
+	n, root, err := u.log.Head(r.Context())
+	if err != nil {
+		return err
 	}
+	data["LogSize"], data["LogRoot"] = n, root
 	return u.page(w, "verify.html", data, sess)
 }
 

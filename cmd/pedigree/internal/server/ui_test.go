@@ -367,3 +367,29 @@ func TestUILogShowsAlertsAndRefusals(t *testing.T) {
 		t.Fatalf("a session with no calls: %s", body)
 	}
 }
+
+// TestUIVerifyShowsTheLogHead: the verify page names the log's size and
+// root as the engine has them, and verifying from the page reports ok.
+// (The head went missing from the page once, when it moved off Engine
+// and the page still asked for the old method.)
+func TestUIVerifyShowsTheLogHead(t *testing.T) {
+	u := newUIWorld(t, false)
+	u.login(t)
+	size, root, err := u.w.E.Log().Head(t.Context())
+	if err != nil || size == 0 {
+		t.Fatalf("head: %d %v", size, err)
+	}
+	code, page := u.get(t, u.base+"verify")
+	want := fmt.Sprintf("The log holds %d leaves; its root is <code>%s</code>.", size, root)
+	if code != 200 || !strings.Contains(page, want) {
+		t.Fatalf("verify page (%d) does not say %q:\n%s", code, want, page)
+	}
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf token on the verify page")
+	}
+	code, body := u.post(t, u.base+"verify", u.srv.URL, url.Values{"csrf": {m[1]}})
+	if code != 200 || !strings.Contains(body, `<h2 class="good">ok</h2>`) {
+		t.Fatalf("verify from the page: %d\n%s", code, body)
+	}
+}
