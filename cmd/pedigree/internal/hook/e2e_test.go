@@ -132,6 +132,13 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		"Subagent task: list the files": {
 			{ID: "toolu_23SubBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SUBAGENT") + " && ls", "description": "List files"}},
 		},
+		"hand the notes to a subagent": {
+			{ID: "toolu_24TaskNotes", Name: "Agent", Input: map[string]any{"description": "Follow the notes", "prompt": "Subagent job: read NOTES.md and do what it says.", "subagent_type": "general-purpose"}},
+		},
+		"Subagent job: read NOTES.md": {
+			{ID: "toolu_25SubRead", Name: "Read", Input: map[string]any{"file_path": notes}},
+			{ID: "toolu_26SubBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SUBPWNED") + " && echo sent", "description": "Finish the setup"}},
+		},
 		"sweep mode": {
 			{ID: "toolu_21Sweep", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SWEEP") + " && ls", "description": "List files"}},
 		},
@@ -261,6 +268,19 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		b, _ := os.ReadFile(subs[0])
 		first, _, _ := bytes.Cut(b, []byte("\n"))
 		t.Logf("the subagent's transcript %s begins: %.400s", subs[0], first)
+	}
+
+	// A subagent that reads the poisoned file: its Bash call is stopped
+	// too, though the Read happened in the subagent's own transcript.
+	run("hand the notes to a subagent", "Agent,Task,Read,Bash")
+	if _, err := os.Stat(filepath.Join(work, "SUBPWNED")); err == nil {
+		t.Errorf("the Bash call the poisoned file asked a subagent for ran")
+	}
+	if r, ok := api.results["toolu_25SubRead"]; !ok || !strings.Contains(r.Content, "collect.evil.example") {
+		t.Errorf("the subagent's Read did not run: %+v", r)
+	}
+	if r := api.results["toolu_26SubBash"]; !r.IsError || !strings.Contains(r.Content, "pedigree") || !strings.Contains(r.Content, "NOTES.md") {
+		t.Errorf("the subagent was not told why its call was stopped: %+v", r)
 	}
 
 	// Custom slash commands reach the model as user turns the hook did not
@@ -416,6 +436,24 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 	}
 	if d, _ := out["permission_denials"].([]any); len(d) != 1 {
 		t.Fatalf("through http hooks, permission_denials: %v", out["permission_denials"])
+	}
+	// Every tool this Claude Code offered the model is in the hook's
+	// catalog, so a clean session's call to one is judged by what it does,
+	// not denied as unknown on the first untrusted Read (Agent, Skill and
+	// ToolSearch were, before Claude Code 2.1's names were added). A new
+	// release's new tool fails here until it is weighed and listed.
+	catalog := hook.DefaultCatalog()
+	var offered []string
+	for name := range api.offered {
+		offered = append(offered, name)
+		if _, ok := catalog.Tools[name]; !ok && !strings.HasPrefix(name, "mcp__") && name != "DeferredToolPlaceholder" {
+			t.Errorf("Claude Code offers the model %s, which the hook's catalog does not list", name)
+		}
+	}
+	sort.Strings(offered)
+	t.Logf("the tools Claude Code offered: %v", offered)
+	if len(offered) < 10 || !api.offered["Bash"] {
+		t.Errorf("the tools offered were not seen: %v", offered)
 	}
 	if *update {
 		writeTranscripts(t, events, map[string]string{poisoned: "poisoned", fork: "fork", cleanSession: "clean", mentions[0]: "quoted-mention", mentions[1]: "ranged-mention"})

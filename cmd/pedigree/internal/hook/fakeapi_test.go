@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,14 @@ type fakeAPI struct {
 	// results are the tool_result blocks Claude Code sent back, by tool_use id.
 	results map[string]toolResult
 	paths   []string
+	// offered are the tools Claude Code offered the model: those of the
+	// requests, and the deferred ones its reminders name.
+	offered map[string]bool
 }
+
+// deferredList is the reminder that names the tools the model may load
+// with ToolSearch, one per line.
+var deferredList = regexp.MustCompile(`(?s)deferred tools are now available via ToolSearch[^\n]*\n(.*?)</system-reminder>`)
 
 type toolUse struct {
 	ID, Name string
@@ -66,6 +74,23 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	f.mu.Lock()
+	if f.offered == nil {
+		f.offered = map[string]bool{}
+	}
+	for _, t := range req.Tools {
+		f.offered[t.Name] = true
+	}
+	for _, m := range req.Messages {
+		for _, b := range contentBlocks(m.Content) {
+			if l := deferredList.FindStringSubmatch(b.Text); l != nil {
+				for _, name := range strings.Fields(l[1]) {
+					f.offered[name] = true
+				}
+			}
+		}
+	}
+	f.mu.Unlock()
 	// The latest user text that holds a marker picks the script (the
 	// longest marker it holds): a resumed or forked conversation carries
 	// the earlier prompts too. Only the results of that script's own tool

@@ -294,12 +294,17 @@ func (h *Handler) pre(ctx context.Context, ev *Event) (*Answer, error) {
 			return nil, err
 		}
 	}
-	d, err := h.b.Check(ctx, s, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: ev.ToolName, Args: args, Justification: just})
+	d, err := h.b.Check(ctx, s, pedigree.Call{Principal: h.m.Agent, Session: ev.SessionID, Tool: checkedTool(ev), Args: args, Justification: just})
 	if err != nil {
 		return nil, err
 	}
 	if err := h.state.Put(&Use{Session: ev.SessionID, ToolUseID: ev.ToolUseID, Tool: ev.ToolName, CallID: d.CallID, DecisionID: d.ID, Decision: d.Decision}); err != nil {
 		return nil, err
+	}
+	if (ev.ToolName == "Task" || ev.ToolName == "Agent") && d.Decision != gate.Deny {
+		if err := h.subagentPrompt(ctx, ev, d.CallID); err != nil {
+			return nil, err
+		}
 	}
 	if name, ok := h.m.gatewayTool(ev.ToolName); ok && d.Decision != gate.Deny {
 		if err := h.bind(ev, name); err != nil {

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,6 +104,10 @@ func DefaultMapping(user string) *Mapping {
 		Tools: map[string]ToolOutput{
 			"WebFetch": {Principal: ToolWeb}, "WebSearch": {Principal: ToolWeb},
 			"TodoWrite": {Skip: true}, "ExitPlanMode": {Skip: true},
+			// Claude Code 2.1's task list: a create or an update answers
+			// with the agent's own words ("Task #1 created successfully:
+			// SUBJECT", "Updated task #1 status"), as TodoWrite did.
+			"TaskCreate": {Skip: true}, "TaskUpdate": {Skip: true},
 		},
 		MCP:     ToolOutput{Principal: ToolMCP},
 		Default: ToolOutput{Principal: ToolLocal},
@@ -136,15 +141,55 @@ func DefaultCatalog() *gate.Catalog {
 		"Bash": {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other,
 			Args: map[string]gate.ArgRule{"description": {Trusted: false}}},
 		"WebFetch": {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		// Monitor runs a command in the background, as Bash does.
+		"Monitor": {Sensitive: &yes, Irreversible: true, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other,
+			Args: map[string]gate.ArgRule{"description": {Trusted: false}}},
+		// SendMessage reaches a subagent, a teammate, or another Claude
+		// session on the machine or in the cloud, which acts on it; an
+		// Agent call with isolation "remote" runs its subagent in the
+		// cloud, whose calls no hook here sees (the hook checks it as
+		// RemoteAgent).
+		"SendMessage": {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		RemoteAgent:   {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
 	}}
-	for _, t := range []string{"Write", "Edit", "MultiEdit", "NotebookEdit"} {
+	// A worktree is made or removed (with its changes), a workflow's
+	// script run, a prompt given back to the model later (a wakeup, a
+	// scheduled job) or a schedule removed.
+	for _, t := range []string{"Write", "Edit", "MultiEdit", "NotebookEdit", "EnterWorktree", "ExitWorktree", "Workflow", "ScheduleWakeup", "CronCreate", "CronDelete"} {
 		c.Tools[t] = act
 	}
-	// Task starts a subagent, whose own calls come through these hooks.
-	for _, t := range []string{"Read", "Grep", "Glob", "LS", "NotebookRead", "BashOutput", "WebSearch", "TodoWrite", "ExitPlanMode", "Task"} {
+	// Task and Agent (its name since Claude Code 2.1) start a subagent,
+	// whose own calls come through these hooks; Skill loads a skill's text
+	// (recorded as its writer's, slash.go), ToolSearch a deferred tool's
+	// schema; the others keep the task list, ask the person, or list,
+	// report or stop Claude Code's own work.
+	for _, t := range []string{"Read", "Grep", "Glob", "LS", "NotebookRead", "BashOutput", "WebSearch", "TodoWrite", "ExitPlanMode", "Task",
+		"Agent", "Skill", "ToolSearch", "ListAgents", "ReportFindings", "TaskStop", "EnterPlanMode", "AskUserQuestion",
+		"TaskCreate", "TaskUpdate", "TaskGet", "TaskList", "CronList"} {
 		c.Tools[t] = read
 	}
 	return c
+}
+
+// RemoteAgent is the name the hook checks an Agent call under when its
+// isolation is "remote": the subagent runs in the cloud, out of the
+// hooks' sight, with the prompt it is given.
+const RemoteAgent = "Agent:remote"
+
+// checkedTool is the name a call is checked under: its own, but for an
+// Agent call that runs its subagent remotely.
+func checkedTool(ev *Event) string {
+	if ev.ToolName == "Agent" {
+		var in struct {
+			Isolation string `json:"isolation"`
+		}
+		// An input that does not parse is checked as RemoteAgent too:
+		// what Claude Code makes of it is not known.
+		if json.Unmarshal(ev.ToolInput, &in) != nil || in.Isolation == "remote" {
+			return RemoteAgent
+		}
+	}
+	return ev.ToolName
 }
 
 // Output is the principal that signs a tool's output ("" with skip).

@@ -154,6 +154,32 @@ func (h *Handler) ownContent(ctx context.Context, content []byte) ([]string, err
 	return out, nil
 }
 
+// subagentPrompt records the prompt of a call that starts a subagent
+// (Task, Agent) as the agent's words, derived from the call (so from all
+// the call derives from): the subagent's transcript begins with it as a
+// user turn, which the hook then finds recorded in this session instead
+// of recording it as text nobody vouches for. Text Claude Code adds to the
+// prompt, or a prompt it does not send as is, still reads as unverified.
+func (h *Handler) subagentPrompt(ctx context.Context, ev *Event, call string) error {
+	var in struct {
+		Prompt string `json:"prompt"`
+	}
+	if json.Unmarshal(ev.ToolInput, &in) != nil || in.Prompt == "" {
+		return nil
+	}
+	parents := []lineage.Parent{{ID: call, Weight: 1}}
+	if call == "" {
+		ps, err := h.contextParents(ctx, ev.SessionID)
+		if err != nil {
+			return err
+		}
+		parents = ps
+	}
+	_, err := h.recordLabelled(ctx, h.m.Agent, lineage.KindToolOutput, ev.SessionID, []byte(in.Prompt), parents,
+		fmt.Sprintf("the prompt of %s %s (what the agent asked a subagent)", ev.ToolName, clip(ev.ToolUseID)))
+	return err
+}
+
 // recordWritten records what a Write or Edit left in the file: a memory
 // entry the agent signs over the file's content, derived from base (the
 // call) and, for an Edit, from where the content it changed came from.
