@@ -132,6 +132,11 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		"Subagent task: list the files": {
 			{ID: "toolu_23SubBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "SUBAGENT") + " && ls", "description": "List files"}},
 		},
+		"keep a task list": {
+			{ID: "toolu_27TaskCreate", Name: "TaskCreate", Input: map[string]any{"subject": "List the files", "description": "See what the folder holds", "activeForm": "Listing the files"}},
+			{ID: "toolu_28TaskUpdate", Name: "TaskUpdate", Input: map[string]any{"taskId": "1", "status": "in_progress"}},
+			{ID: "toolu_29TaskBash", Name: "Bash", Input: map[string]any{"command": "touch " + filepath.Join(work, "TASKS") + " && ls", "description": "List files"}},
+		},
 		"hand the notes to a subagent": {
 			{ID: "toolu_24TaskNotes", Name: "Agent", Input: map[string]any{"description": "Follow the notes", "prompt": "Subagent job: read NOTES.md and do what it says.", "subagent_type": "general-purpose"}},
 		},
@@ -268,6 +273,15 @@ func TestClaudeCodeEndToEnd(t *testing.T) {
 		b, _ := os.ReadFile(subs[0])
 		first, _, _ := bytes.Cut(b, []byte("\n"))
 		t.Logf("the subagent's transcript %s begins: %.400s", subs[0], first)
+	}
+
+	// A clean session that keeps a task list (Claude Code 2.1's TaskCreate
+	// and TaskUpdate): their results, the event's JSON and the
+	// transcript's text, are the agent's own words, and its Bash call runs.
+	out = run("keep a task list while you list the files", "TaskCreate,TaskUpdate,Bash")
+	if _, err := os.Stat(filepath.Join(work, "TASKS")); err != nil {
+		t.Errorf("a clean session's Bash call after TaskCreate and TaskUpdate did not run: %v (%v; results %+v %+v %+v)", err, out["permission_denials"],
+			api.results["toolu_27TaskCreate"], api.results["toolu_28TaskUpdate"], api.results["toolu_29TaskBash"])
 	}
 
 	// A subagent that reads the poisoned file: its Bash call is stopped

@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,10 +103,6 @@ func DefaultMapping(user string) *Mapping {
 		Tools: map[string]ToolOutput{
 			"WebFetch": {Principal: ToolWeb}, "WebSearch": {Principal: ToolWeb},
 			"TodoWrite": {Skip: true}, "ExitPlanMode": {Skip: true},
-			// Claude Code 2.1's task list: a create or an update answers
-			// with the agent's own words ("Task #1 created successfully:
-			// SUBJECT", "Updated task #1 status"), as TodoWrite did.
-			"TaskCreate": {Skip: true}, "TaskUpdate": {Skip: true},
 		},
 		MCP:     ToolOutput{Principal: ToolMCP},
 		Default: ToolOutput{Principal: ToolLocal},
@@ -151,6 +146,10 @@ func DefaultCatalog() *gate.Catalog {
 		// RemoteAgent).
 		"SendMessage": {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
 		RemoteAgent:   {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		// A task given an owner is posted to that teammate's mailbox, as
+		// SendMessage would (tools.go).
+		AssignedTaskCreate: {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
+		AssignedTaskUpdate: {Sensitive: &yes, ExternalSink: true, AskOnUntrusted: true, Role: trajectory.Other},
 	}}
 	// A worktree is made or removed (with its changes), a workflow's
 	// script run, a prompt given back to the model later (a wakeup, a
@@ -169,27 +168,6 @@ func DefaultCatalog() *gate.Catalog {
 		c.Tools[t] = read
 	}
 	return c
-}
-
-// RemoteAgent is the name the hook checks an Agent call under when its
-// isolation is "remote": the subagent runs in the cloud, out of the
-// hooks' sight, with the prompt it is given.
-const RemoteAgent = "Agent:remote"
-
-// checkedTool is the name a call is checked under: its own, but for an
-// Agent call that runs its subagent remotely.
-func checkedTool(ev *Event) string {
-	if ev.ToolName == "Agent" {
-		var in struct {
-			Isolation string `json:"isolation"`
-		}
-		// An input that does not parse is checked as RemoteAgent too:
-		// what Claude Code makes of it is not known.
-		if json.Unmarshal(ev.ToolInput, &in) != nil || in.Isolation == "remote" {
-			return RemoteAgent
-		}
-	}
-	return ev.ToolName
 }
 
 // Output is the principal that signs a tool's output ("" with skip).

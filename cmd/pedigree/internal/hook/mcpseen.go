@@ -218,26 +218,9 @@ type agentServer struct {
 // defines: its mcpServers list, each item a name (a server configured
 // elsewhere, already counted) or a one-key object NAME: ENTRY.
 func agentServers(doc []byte) ([]agentServer, error) {
-	// Leniently: a BOM, blank lines and spaces around the '---' lines do
-	// not hide the frontmatter from the hook.
-	lines := strings.Split(strings.TrimPrefix(strings.ReplaceAll(string(doc), "\r\n", "\n"), "\ufeff"), "\n")
-	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
-		lines = lines[1:]
-	}
-	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
-		return nil, nil
-	}
-	lines = lines[1:]
-	if end := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "---" }); end >= 0 {
-		lines = lines[:end]
-	}
-	j, err := yaml.YAMLToJSON([]byte(strings.Join(lines, "\n")))
-	if err != nil {
+	o, err := agentFrontmatter(doc)
+	if err != nil || o == nil {
 		return nil, err
-	}
-	var o map[string]json.RawMessage
-	if err := json.Unmarshal(j, &o); err != nil {
-		return nil, nil // not a mapping: no frontmatter Claude Code reads
 	}
 	v, ok := o["mcpServers"]
 	if !ok || string(v) == "null" {
@@ -267,6 +250,33 @@ func agentServers(doc []byte) ([]agentServer, error) {
 		}
 	}
 	return out, nil
+}
+
+// agentFrontmatter is an agent definition's frontmatter, its keys as
+// written (nil when it has none Claude Code reads).
+func agentFrontmatter(doc []byte) (map[string]json.RawMessage, error) {
+	// Leniently: a BOM, blank lines and spaces around the '---' lines do
+	// not hide the frontmatter from the hook.
+	lines := strings.Split(strings.TrimPrefix(strings.ReplaceAll(string(doc), "\r\n", "\n"), "\ufeff"), "\n")
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return nil, nil
+	}
+	lines = lines[1:]
+	if end := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == "---" }); end >= 0 {
+		lines = lines[:end]
+	}
+	j, err := yaml.YAMLToJSON([]byte(strings.Join(lines, "\n")))
+	if err != nil {
+		return nil, err
+	}
+	var o map[string]json.RawMessage
+	if err := json.Unmarshal(j, &o); err != nil {
+		return nil, nil // not a mapping: no frontmatter Claude Code reads
+	}
+	return o, nil
 }
 
 // mcpServer is one configured server.

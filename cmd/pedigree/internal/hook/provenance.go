@@ -63,6 +63,14 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 		}
 		o.principal, o.parents, o.rule = h.m.Agent, ps, "a subagent's report, derived from the session's context"
 		return o, nil
+	case "TaskCreate", "TaskUpdate":
+		// The task list's echo of the call is the agent's own words, from
+		// what the call derives from (tools.go); any other result is the
+		// tool's output.
+		if taskEchoed(ev.ToolName, ev.ToolInput, ev.ToolResponse) {
+			o.principal, o.rule = h.m.Agent, "the agent's own words, echoed by the task list"
+		}
+		return o, nil
 	case "Grep", "Glob", "LS":
 		if p, rule := h.searchOrigin(ctx, ev); p != "" {
 			o.principal, o.rule = p, rule

@@ -333,8 +333,12 @@ func TestHookClaudeCode21Tools(t *testing.T) {
 	t.Run("a clean task list", func(t *testing.T) {
 		h := newHookEnv(t)
 		h.prompt("s", "fix the flaky test")
-		h.use("s", "c1", "TaskCreate", map[string]any{"subject": "Fix the flaky test", "description": "it fails one run in ten"}, "Task #1 created successfully: Fix the flaky test")
-		h.use("s", "c2", "TaskUpdate", map[string]any{"taskId": "1", "status": "in_progress"}, "Updated task #1 status")
+		// The results as the PostToolUse event carries them (measured with
+		// Claude Code 2.1.332).
+		h.use("s", "c1", "TaskCreate", map[string]any{"subject": "Fix the flaky test", "description": "it fails one run in ten"},
+			map[string]any{"task": map[string]any{"id": "1", "subject": "Fix the flaky test", "description": "it fails one run in ten"}})
+		h.use("s", "c2", "TaskUpdate", map[string]any{"taskId": "1", "status": "in_progress"},
+			map[string]any{"success": true, "taskId": "1", "updatedFields": []string{"status"}, "statusChange": map[string]any{"from": "pending", "to": "in_progress"}})
 		if got := permission(h.send(ev("s", "PreToolUse", "b1", "Bash", goTest, nil))); got != "" {
 			t.Errorf("go test after keeping a task list: %q, want no question", got)
 		}
@@ -351,8 +355,9 @@ func TestHookClaudeCode21Tools(t *testing.T) {
 func TestHookTaskListReadsAsUnverified(t *testing.T) {
 	h := newHookEnv(t)
 	h.prompt("s", "fix the flaky test")
-	h.use("s", "c1", "TaskCreate", map[string]any{"subject": "Fix the flaky test"}, "Task #1 created successfully: Fix the flaky test")
-	h.use("s", "c2", "TaskList", map[string]any{}, "#1 [pending] Fix the flaky test")
+	h.use("s", "c1", "TaskCreate", map[string]any{"subject": "Fix the flaky test", "description": "it fails one run in ten"},
+		map[string]any{"task": map[string]any{"id": "1", "subject": "Fix the flaky test", "description": "it fails one run in ten"}})
+	h.use("s", "c2", "TaskList", map[string]any{}, map[string]any{"tasks": []any{map[string]any{"id": "1", "subject": "Fix the flaky test", "status": "pending", "blockedBy": []any{}}}})
 	if got := permission(h.send(ev("s", "PreToolUse", "b1", "Bash", goTest, nil))); got != "ask" {
 		t.Errorf("go test after TaskList: %q (the gap this test pins is closed: update it and docs/hooks.md)", got)
 	}

@@ -876,3 +876,45 @@ func TestSubagentPromptIsTheAgents(t *testing.T) {
 		})
 	}
 }
+
+// A clean session's task list, read back from the transcript too: the
+// transcript shows the text Claude Code renders for the results ("Task #1
+// created successfully: SUBJECT", "Updated task #1 status") beside the
+// result's JSON (toolUseResult), which is the event's: found recorded in
+// the session as the agent's echo, and the Bash call after them runs. The
+// same lines for tool uses whose events never came are unverified.
+func TestTranscriptTaskEcho(t *testing.T) {
+	for name, echoed := range map[string]bool{"echoed": true, "no event": false} {
+		t.Run(name, func(t *testing.T) {
+			env := newHookEnv(t)
+			const session = "tasks"
+			tr := &transcript{t: t, path: filepath.Join(t.TempDir(), session+".jsonl")}
+			env.must(map[string]any{"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "fix the flaky test"}, tr.path)
+			tr.add(userLine("fix the flaky test"))
+			create := map[string]any{"subject": "Fix the flaky test", "description": "it fails one run in ten"}
+			update := map[string]any{"taskId": "1", "status": "in_progress"}
+			uses := []struct {
+				id, tool string
+				in, out  map[string]any
+				text     string
+			}{
+				{"toolu_tc", "TaskCreate", create, map[string]any{"task": map[string]any{"id": "1", "subject": "Fix the flaky test", "description": "it fails one run in ten"}}, "Task #1 created successfully: Fix the flaky test"},
+				{"toolu_tu", "TaskUpdate", update, map[string]any{"success": true, "taskId": "1", "updatedFields": []string{"status"}, "statusChange": map[string]any{"from": "pending", "to": "in_progress"}}, "Updated task #1 status"},
+			}
+			for _, u := range uses {
+				tr.add(toolUseLine(u.id, u.tool))
+				env.must(map[string]any{"session_id": session, "hook_event_name": "PreToolUse", "tool_name": u.tool, "tool_use_id": u.id, "tool_input": u.in}, tr.path)
+				if echoed {
+					env.must(map[string]any{"session_id": session, "hook_event_name": "PostToolUse", "tool_name": u.tool, "tool_use_id": u.id, "tool_input": u.in, "tool_response": u.out}, tr.path)
+				}
+				res, _ := json.Marshal(u.out)
+				tr.add(toolResultLine(u.id, u.text, res))
+			}
+			call := bash(session, "toolu_b1")
+			call["tool_input"] = goTest
+			if runs := rt2Runs(env, call, tr.path); runs != echoed {
+				t.Errorf("go test after the task list read from the transcript runs: %v, want %v", runs, echoed)
+			}
+		})
+	}
+}
