@@ -148,6 +148,11 @@ func taskEchoed(tool string, input, response json.RawMessage) bool {
 				return false
 			}
 		}
+		if c, ok := r["statusChange"]; ok {
+			ch, ok := exactly(c, "from", "to")
+			var from, to string
+			return ok && str(ch["from"], &from) && str(ch["to"], &to) && slices.Contains(taskStatuses, from) && slices.Contains(taskStatuses, to)
+		}
 		return true
 	}
 	return false
@@ -157,6 +162,9 @@ var taskID = regexp.MustCompile(`^[0-9]{1,9}$`)
 
 // taskFields are the fields an update may name in its echo.
 var taskFields = []string{"subject", "description", "activeForm", "status", "blocks", "blockedBy", "owner", "metadata"}
+
+// taskStatuses are the statuses a task moves between.
+var taskStatuses = []string{"pending", "in_progress", "completed", "deleted"}
 
 // exactly decodes a JSON object whose keys are among keys, spelled so
 // (statusChange may be absent), each but statusChange present.
