@@ -33,19 +33,18 @@ var builtinAgents = []string{"", "general-purpose", "Explore", "Plan", "claude",
 // case beside the real one, a value of another type) is taken at its
 // most reaching, as what Claude Code makes of it is not known.
 func checkedTool(ev *Event) string {
+	if ev.ToolName != "Agent" && ev.ToolName != "TaskCreate" && ev.ToolName != "TaskUpdate" {
+		return ev.ToolName // the input is not read on every other call
+	}
 	var in map[string]json.RawMessage
 	if json.Unmarshal(ev.ToolInput, &in) != nil {
 		in = nil
 	}
-	switch ev.ToolName {
-	case "Agent":
-		if in == nil || agentRemote(ev.CWD, in) {
-			return RemoteAgent
-		}
-	case "TaskCreate", "TaskUpdate":
-		if in == nil || has(in, "owner") {
-			return ev.ToolName + ":owner"
-		}
+	switch {
+	case ev.ToolName == "Agent" && (in == nil || agentRemote(ev.CWD, in)):
+		return RemoteAgent
+	case ev.ToolName != "Agent" && (in == nil || has(in, "owner")):
+		return ev.ToolName + ":owner"
 	}
 	return ev.ToolName
 }
