@@ -293,14 +293,21 @@ const maxMCPConfigBytes = 64 << 20
 
 // readMCPConfig reads the file whole (nil when it does not exist).
 func readMCPConfig(path string) ([]byte, error) {
+	b, err := readRegular(path, maxMCPConfigBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// readRegular reads a regular file whole, at most max bytes whatever its
+// size says (a link is followed; what it leads to must be regular).
+func readRegular(path string, max int) ([]byte, error) {
 	// O_NONBLOCK: a FIFO named .mcp.json (another user's in /tmp, or a
 	// repository's symlink to one) would block the open until a writer
 	// came, and Claude Code lets a call through when its hook times out.
 	// It opens at once, and is refused below as not a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -312,12 +319,12 @@ func readMCPConfig(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file")
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxMCPConfigBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxMCPConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxMCPConfigBytes)
+	if len(b) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
 	return b, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -136,7 +135,7 @@ func (h *Handler) resolveCommand(cwd, name string) *commandFile {
 					return f
 				}
 			}
-			f.body, _ = readCommand(p)
+			f.body, _ = readRegular(p, maxCommandBytes)
 			return f
 		}
 		return nil
@@ -250,32 +249,6 @@ func readOwnCommand(dir, rel string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not this user's", rel)
 	case fi.Mode().Perm()&0o002 != 0, fi.Mode().Perm()&0o020 != 0 && int(st.Gid) != os.Getgid():
 		return nil, fmt.Errorf("%s may be written by others", rel)
-	}
-	return b, nil
-}
-
-// readCommand reads a project's command file: a regular file (a link is
-// followed; what it leads to must be regular), at most maxCommandBytes
-// read whatever its size says, never blocking on a FIFO or a device.
-func readCommand(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxCommandBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxCommandBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, maxCommandBytes)
 	}
 	return b, nil
 }
