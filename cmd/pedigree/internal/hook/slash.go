@@ -233,24 +233,30 @@ func userConfigDir() string {
 // readOwnCommand reads a file of the person's own directory: a regular
 // file, reached without following a link, with one link, of this user's,
 // that no other user may write (the group may only when it is the
-// person's primary group).
+// person's primary group), nor any folder from the person's Claude
+// directory down to it (one who could would swap the file between the
+// read and these checks).
 func readOwnCommand(dir, rel string) ([]byte, error) {
 	b, err := safefile.ReadFile(dir, rel, maxCommandBytes)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Lstat(filepath.Join(dir, rel))
-	if err != nil {
-		return nil, err
+	for p := filepath.Join(dir, rel); ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok || int(st.Uid) != os.Getuid():
+			return nil, fmt.Errorf("%s is not this user's", p)
+		case fi.Mode().Perm()&0o002 != 0, fi.Mode().Perm()&0o020 != 0 && int(st.Gid) != os.Getgid():
+			return nil, fmt.Errorf("%s may be written by others", p)
+		}
+		if p == filepath.Dir(dir) || p == filepath.Dir(p) {
+			return b, nil
+		}
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !ok || int(st.Uid) != os.Getuid():
-		return nil, fmt.Errorf("%s is not this user's", rel)
-	case fi.Mode().Perm()&0o002 != 0, fi.Mode().Perm()&0o020 != 0 && int(st.Gid) != os.Getgid():
-		return nil, fmt.Errorf("%s may be written by others", rel)
-	}
-	return b, nil
 }
 
 // frontmatter is Claude Code's: the block between two "---" lines at the
