@@ -43,8 +43,9 @@ func (v *verb) String() string { return v.method + " " + v.pattern }
 type request struct{ method, path string }
 
 // at is the verb's request with the pattern's {names} filled in order by
-// args, each escaped as one path segment (a dot segment too). A count of args that does not
-// match the pattern is a mistake in this package, and panics.
+// args, each escaped as one path segment (a dot segment too). A count of
+// args that does not match the pattern is a mistake in this package, and
+// panics.
 func (v *verb) at(args ...string) request {
 	var b strings.Builder
 	rest := v.pattern
