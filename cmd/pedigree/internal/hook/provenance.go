@@ -56,7 +56,11 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 	case "Task", "Agent":
 		// A subagent's report is a model's words over what the subagent
 		// read, and its tool uses came through these hooks in this
-		// session: it derives from the whole context.
+		// session: it derives from the whole context. A subagent run in
+		// the cloud read what no hook saw: its report is the tool's.
+		if checkedTool(ev) == RemoteAgent {
+			return o, nil
+		}
 		ps, err := h.contextParents(ctx, ev.SessionID)
 		if err != nil {
 			return nil, err
