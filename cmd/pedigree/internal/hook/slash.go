@@ -235,14 +235,15 @@ func userConfigDir() string {
 // that no other user may write (the group may only when it is the
 // person's primary group), nor any folder from the person's Claude
 // directory down to it (one who could would swap the file between the
-// read and these checks).
+// read and these checks). A folder may be a link (a dotfiles checkout's
+// ~/.claude): the folder it leads to is the one checked.
 func readOwnCommand(dir, rel string) ([]byte, error) {
 	b, err := safefile.ReadFile(dir, rel, maxCommandBytes)
 	if err != nil {
 		return nil, err
 	}
-	for p := filepath.Join(dir, rel); ; p = filepath.Dir(p) {
-		fi, err := os.Lstat(p)
+	for p, stat := filepath.Join(dir, rel), os.Lstat; ; p, stat = filepath.Dir(p), os.Stat {
+		fi, err := stat(p)
 		if err != nil {
 			return nil, err
 		}

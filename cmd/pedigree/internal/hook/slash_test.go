@@ -102,3 +102,57 @@ func TestSlashCommands(t *testing.T) {
 		})
 	}
 }
+
+// A Claude directory kept elsewhere and linked in (a dotfiles checkout's
+// ~/.claude, or only its commands folder) is still the person's own: the
+// folders a link leads to are held to the same rule as any folder on the
+// way, so a link to a folder others may write is not.
+func TestSlashCommandsInALinkedClaudeDir(t *testing.T) {
+	const text = "List the files here.\n"
+	for _, tc := range []struct {
+		name, link, want string
+		perm             os.FileMode
+	}{
+		{"the Claude directory is a link", ".claude", "", 0o700},
+		{"its commands folder is a link", ".claude/commands", "", 0o700},
+		{"the Claude directory is a link to a folder others may write", ".claude", "ask", 0o777},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			t.Setenv("HOME", home)
+			t.Setenv("CLAUDE_CONFIG_DIR", "")
+			target := filepath.Join(home, "dotfiles", "claude")
+			commands := target
+			if tc.link == ".claude" {
+				commands = filepath.Join(target, "commands")
+			}
+			if err := os.MkdirAll(commands, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(commands, "tidy.md"), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(target, tc.perm); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(home, tc.link)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, filepath.Join(home, tc.link)); err != nil {
+				t.Fatal(err)
+			}
+			c := newHookEnv(t)
+			const session = "linked"
+			cwd := t.TempDir()
+			tr := &transcript{t: t, path: filepath.Join(t.TempDir(), session+".jsonl")}
+			c.must(map[string]any{"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "/tidy", "cwd": cwd}, tr.path)
+			tl := userLine("<command-message>tidy</command-message>\n<command-name>/tidy</command-name>")
+			tr.add(tl, rtMeta(tl, text))
+			call := bash(session, "b")
+			call["cwd"] = cwd
+			if got := permission(c.must(call, tr.path)); got != tc.want {
+				t.Errorf("the risky call after the person's /tidy: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
