@@ -179,15 +179,7 @@ func (h *Handler) subagentPrompt(ctx context.Context, ev *Event, call string) er
 	if json.Unmarshal(ev.ToolInput, &in) != nil || in.Prompt == "" {
 		return nil
 	}
-	parents := []lineage.Parent{{ID: call, Weight: 1}}
-	if call == "" {
-		ps, err := h.contextParents(ctx, ev.SessionID)
-		if err != nil {
-			return err
-		}
-		parents = ps
-	}
-	_, err := h.recordLabelled(ctx, h.m.Agent, lineage.KindToolOutput, ev.SessionID, []byte(in.Prompt), parents,
+	_, err := h.recordLabelled(ctx, h.m.Agent, lineage.KindToolOutput, ev.SessionID, []byte(in.Prompt), []lineage.Parent{{ID: call, Weight: 1}},
 		fmt.Sprintf("the prompt of %s %s (what the agent asked a subagent)", ev.ToolName, clip(ev.ToolUseID)))
 	return err
 }
