@@ -414,7 +414,7 @@ func (h *Handler) post(ctx context.Context, ev *Event) error {
 	if ev.HookEventName == PostToolUseFailure {
 		content = []byte(*ev.Error)
 	}
-	o, err := h.origin(ctx, ev, out.Principal)
+	o, err := h.origin(ctx, ev, u, out.Principal)
 	if err != nil {
 		return err
 	}

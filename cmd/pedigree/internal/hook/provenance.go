@@ -39,7 +39,7 @@ type origin struct {
 
 // origin decides how an output is recorded. It stores nothing: the output
 // may have been recorded already (delivered twice).
-func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin, error) {
+func (h *Handler) origin(ctx context.Context, ev *Event, u *Use, mapped string) (*origin, error) {
 	o := &origin{principal: mapped}
 	if ev.HookEventName != PostToolUse {
 		return o, nil
@@ -57,8 +57,10 @@ func (h *Handler) origin(ctx context.Context, ev *Event, mapped string) (*origin
 		// A subagent's report is a model's words over what the subagent
 		// read, and its tool uses came through these hooks in this
 		// session: it derives from the whole context. A subagent run in
-		// the cloud read what no hook saw: its report is the tool's.
-		if checkedTool(ev) == RemoteAgent {
+		// the cloud read what no hook saw: its report is the tool's. The
+		// call was checked as one then (its recorded call says so), or is
+		// one now (its agent definition may have changed since).
+		if checkedTool(ev) == RemoteAgent || h.calledAs(ctx, ev, u, RemoteAgent) {
 			return o, nil
 		}
 		ps, err := h.contextParents(ctx, ev.SessionID)
@@ -164,6 +166,20 @@ func (h *Handler) ownContent(ctx context.Context, content []byte) ([]string, err
 		}
 	}
 	return out, nil
+}
+
+// calledAs says the call recorded for this tool use was checked as tool,
+// as the store holds it (the state file names the call, the store vouches
+// for its tool); false when no call of this session is recorded for it.
+func (h *Handler) calledAs(ctx context.Context, ev *Event, u *Use, tool string) bool {
+	if u == nil || !lineage.IsID(u.CallID) {
+		return false
+	}
+	v, err := h.b.Show(ctx, u.CallID)
+	if err != nil || v.Node == nil {
+		return false
+	}
+	return v.Node.Kind == lineage.KindCall && v.Node.Session == ev.SessionID && v.Node.Tool == tool
 }
 
 // subagentPrompt records the prompt of a call that starts a subagent
