@@ -297,10 +297,23 @@ func checkStat(st *unix.Stat_t, path string, k Kind) error {
 		return fmt.Errorf("%s: a %s was expected: %w", path, k, ErrNotOurs)
 	case st.Uid != uint32(os.Getuid()):
 		return fmt.Errorf("%s: owned by uid %d: %w", path, st.Uid, ErrNotOurs)
-	case k == Regular && st.Nlink != 1:
-		return fmt.Errorf("%s has %d hard links: it %w", path, st.Nlink, ErrLink)
+	case k == Regular:
+		return oneLink(st, "lstat", path)
 	}
 	return nil
+}
+
+// oneLink says a regular file has one name: none when another process
+// removed its last between the lookup and the stat (so it is not there,
+// os.ErrNotExist, as a moment later), more than one when it is a hard link.
+func oneLink(st *unix.Stat_t, op, path string) error {
+	switch st.Nlink {
+	case 1:
+		return nil
+	case 0:
+		return &os.PathError{Op: op, Path: path, Err: unix.ENOENT}
+	}
+	return fmt.Errorf("%s has %d hard links: it %w", path, st.Nlink, ErrLink)
 }
 
 // ReadFile reads base/rel, which must be a regular file of this user's
@@ -329,8 +342,8 @@ func ReadFile(base, rel string, max int64) ([]byte, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if st.Nlink != 1 {
-		return nil, fmt.Errorf("%s has %d hard links: it %w", path, st.Nlink, ErrLink)
+	if err := oneLink(&st, "stat", path); err != nil {
+		return nil, err
 	}
 	if st.Size > max {
 		return nil, fmt.Errorf("%s is %d bytes, more than the %d it may hold", path, st.Size, max)
@@ -371,8 +384,8 @@ func CheckNoLinks(base string, rels ...string) error {
 		case unix.S_IFLNK:
 			return fmt.Errorf("%s %w", p, ErrLink)
 		case unix.S_IFREG:
-			if st.Nlink != 1 {
-				return fmt.Errorf("%s has %d hard links: it %w", p, st.Nlink, ErrLink)
+			if err := oneLink(&st, "lstat", p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
 			}
 		}
 	}

@@ -200,3 +200,39 @@ func TestOpenAppendRefusesWhatIsNotALog(t *testing.T) {
 		t.Fatalf("log %q mode %v", b, fi.Mode())
 	}
 }
+
+// TestOneLink: a regular file's stat with one link is pedigree's, with two
+// a hard link, and with none a file another process removed between the
+// lookup and the stat: not there, as it is a moment later.
+func TestOneLink(t *testing.T) {
+	for _, c := range []struct {
+		nlink      uint64
+		gone, link bool
+	}{{1, false, false}, {0, true, false}, {2, false, true}} {
+		err := oneLink(&unix.Stat_t{Nlink: c.nlink}, "lstat", "f")
+		if errors.Is(err, os.ErrNotExist) != c.gone || errors.Is(err, ErrLink) != c.link || (err == nil) != (c.nlink == 1) {
+			t.Errorf("%d links: %v", c.nlink, err)
+		}
+	}
+}
+
+// TestRemoveRacesRemove: processes that remove the same file at once (hook
+// events side by side settling one mark) each see it removed, none an
+// error; a stat that lands as another's unlink does sees no link at all.
+func TestRemoveRacesRemove(t *testing.T) {
+	d := t.TempDir()
+	for range 2000 {
+		if err := WriteFile(d, "mark", []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- Remove(d, "mark", Regular) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
